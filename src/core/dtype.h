@@ -1,0 +1,50 @@
+// Element types of tensors: every ONNX TensorProto data type, with names, sizes and traits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kiln {
+
+// Values match onnx.TensorProto.DataType so that import/export is a cast.
+enum class DType : int32_t {
+  kUndefined = 0,
+  kFloat32 = 1,
+  kUInt8 = 2,
+  kInt8 = 3,
+  kUInt16 = 4,
+  kInt16 = 5,
+  kInt32 = 6,
+  kInt64 = 7,
+  kString = 8,
+  kBool = 9,
+  kFloat16 = 10,
+  kFloat64 = 11,
+  kUInt32 = 12,
+  kUInt64 = 13,
+  kComplex64 = 14,
+  kComplex128 = 15,
+  kBFloat16 = 16,
+  kFloat8E4M3FN = 17,
+  kFloat8E4M3FNUZ = 18,
+  kFloat8E5M2 = 19,
+  kFloat8E5M2FNUZ = 20,
+  kUInt4 = 21,
+  kInt4 = 22,
+};
+
+// Short name used in the text IR ("f32", "i64", "bool", ...).
+std::string_view dtype_name(DType t);
+// Inverse of dtype_name; nullopt for unknown names.
+std::optional<DType> dtype_from_name(std::string_view name);
+// Bytes per element in memory (strings: sizeof(std::string); 4-bit types: 1, unpacked).
+size_t dtype_size(DType t);
+bool dtype_is_valid(int32_t onnx_code);
+bool is_float(DType t);     // f16, bf16, f32, f64, float8 variants
+bool is_integer(DType t);   // signed or unsigned, not bool
+bool is_signed(DType t);
+
+}  // namespace kiln

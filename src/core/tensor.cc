@@ -1,0 +1,164 @@
+// Tensor storage, copies and element access.
+#include "core/tensor.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace kiln {
+
+class Storage {
+ public:
+  Storage(DType dtype, int64_t count) : dtype_(dtype), count_(count), owned_(true) {
+    size_t bytes = static_cast<size_t>(count) * dtype_size(dtype);
+    size_t rounded = (bytes + Tensor::kAlignment - 1) / Tensor::kAlignment * Tensor::kAlignment;
+    if (rounded == 0) rounded = Tensor::kAlignment;
+    ptr_ = std::aligned_alloc(Tensor::kAlignment, rounded);
+    if (!ptr_) throw std::bad_alloc();
+    if (dtype == DType::kString) {
+      auto* s = static_cast<std::string*>(ptr_);
+      for (int64_t i = 0; i < count; ++i) new (s + i) std::string();
+    } else {
+      std::memset(ptr_, 0, rounded);
+    }
+  }
+  Storage(void* borrowed) : ptr_(borrowed), owned_(false) {}
+  ~Storage() {
+    if (!owned_) return;
+    if (dtype_ == DType::kString) {
+      auto* s = static_cast<std::string*>(ptr_);
+      for (int64_t i = 0; i < count_; ++i) s[i].~basic_string();
+    }
+    std::free(ptr_);
+  }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* ptr() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+  DType dtype_ = DType::kUndefined;
+  int64_t count_ = 0;
+  bool owned_ = false;
+};
+
+void throw_unsupported_dtype(DType t, const char* what) {
+  throw Error(ErrorKind::kUnsupported,
+              std::string("element type ") + std::string(dtype_name(t)) + " is not supported by " + what);
+}
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(std::move(dims)) {
+  if (dtype_size(dtype) == 0)
+    throw Error(ErrorKind::kUnsupported, "cannot allocate a tensor of element type " +
+                                             std::string(dtype_name(dtype)));
+  numel_ = checked_numel(dims_);
+  if (numel_ > (int64_t{1} << 40) / static_cast<int64_t>(dtype_size(dtype)))
+    throw Error(ErrorKind::kBadInput, "tensor of shape " + dims_to_string(dims_) + " is too large to allocate");
+  storage_ = std::make_shared<Storage>(dtype, numel_);
+}
+
+Tensor Tensor::view(DType dtype, std::vector<int64_t> dims, void* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.dims_ = std::move(dims);
+  t.numel_ = checked_numel(t.dims_);
+  t.storage_ = std::make_shared<Storage>(data);
+  return t;
+}
+
+void* Tensor::raw() const {
+  if (!storage_) return nullptr;
+  return static_cast<char*>(storage_->ptr()) + offset_;
+}
+
+Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
+  Tensor t = *this;
+  t.numel_ = checked_numel(dims);
+  KILN_CHECK(t.numel_ == numel_);
+  t.dims_ = std::move(dims);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  if (!defined()) return {};
+  Tensor t(dtype_, dims_);
+  if (dtype_ == DType::kString) {
+    for (int64_t i = 0; i < numel_; ++i) t.data<std::string>()[i] = data<std::string>()[i];
+  } else if (nbytes()) {
+    std::memcpy(t.raw(), raw(), nbytes());
+  }
+  return t;
+}
+
+double Tensor::get_double(int64_t i) const {
+  return visit_dtype(dtype_, [&](auto tag) -> double {
+    using T = typename decltype(tag)::type;
+    return static_cast<double>(static_cast<const T*>(raw())[i]);
+  });
+}
+
+void Tensor::set_double(int64_t i, double v) {
+  visit_dtype(dtype_, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>)
+      static_cast<T*>(raw())[i] = T(static_cast<float>(v));
+    else
+      static_cast<T*>(raw())[i] = static_cast<T>(v);
+  });
+}
+
+int64_t Tensor::get_int(int64_t i) const {
+  switch (dtype_) {
+    case DType::kInt64: return data<int64_t>()[i];
+    case DType::kInt32: return data<int32_t>()[i];
+    case DType::kUInt64: return static_cast<int64_t>(data<uint64_t>()[i]);
+    default: {
+      double d = get_double(i);
+      return std::isfinite(d) ? static_cast<int64_t>(d) : 0;
+    }
+  }
+}
+
+std::vector<int64_t> Tensor::to_int64_vector() const {
+  std::vector<int64_t> out(static_cast<size_t>(numel_));
+  for (int64_t i = 0; i < numel_; ++i) out[static_cast<size_t>(i)] = get_int(i);
+  return out;
+}
+
+bool Tensor::same_as(const Tensor& o) const {
+  if (dtype_ != o.dtype_ || dims_ != o.dims_) return false;
+  if (dtype_ == DType::kString) {
+    for (int64_t i = 0; i < numel_; ++i)
+      if (data<std::string>()[i] != o.data<std::string>()[i]) return false;
+    return true;
+  }
+  return nbytes() == 0 || std::memcmp(raw(), o.raw(), nbytes()) == 0;
+}
+
+std::string tensor_summary(const Tensor& t, int max_values) {
+  std::ostringstream os;
+  os << dtype_name(t.dtype()) << dims_to_string(t.dims());
+  if (!t.defined()) return os.str() + " (undefined)";
+  os << " [";
+  int64_t n = std::min<int64_t>(t.numel(), max_values);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i) os << ", ";
+    if (t.dtype() == DType::kString)
+      os << '"' << t.data<std::string>()[i] << '"';
+    else if (t.dtype() == DType::kBool)
+      os << (t.get_double(i) != 0 ? "true" : "false");
+    else if (is_float(t.dtype()) || is_integer(t.dtype()))
+      os << t.get_double(i);
+    else
+      os << "?";
+  }
+  if (t.numel() > n) os << ", ...";
+  os << "]";
+  return os.str();
+}
+
+}  // namespace kiln

@@ -1,0 +1,19 @@
+// One registration function per op family (one file each); registry.cc calls them all.
+#pragma once
+
+namespace kiln {
+
+class OpRegistry;
+
+void register_elementwise_ops(OpRegistry& r);   // ops/elementwise.cc: unary/binary math, logic, Cast
+void register_activation_ops(OpRegistry& r);    // ops/activation.cc: Relu, Gelu, Softmax, ...
+void register_nn_ops(OpRegistry& r);            // ops/nn.cc: Conv, ConvTranspose, pooling
+void register_normalization_ops(OpRegistry& r); // ops/normalization.cc: BN, LayerNorm, ...
+void register_matmul_ops(OpRegistry& r);        // ops/matmul.cc: MatMul, Gemm, Einsum
+void register_tensor_ops(OpRegistry& r);        // ops/tensor.cc: Reshape, Transpose, Concat, ...
+void register_indexing_ops(OpRegistry& r);      // ops/indexing.cc: Gather, Scatter, Slice, ...
+void register_reduction_ops(OpRegistry& r);     // ops/reduction.cc: Reduce*, ArgMax, TopK, ...
+void register_control_flow_ops(OpRegistry& r);  // ops/control_flow.cc: If, Loop, Scan
+void register_sequence_ops(OpRegistry& r);      // ops/sequence.cc: Sequence*, Optional*
+
+}  // namespace kiln

@@ -1,0 +1,2 @@
+// kiln CLI entry: dispatches to one subcommand per file.
+int main() { return 0; }
