@@ -1,0 +1,153 @@
+// Session: loading, input binding and engine dispatch.
+#include "driver/session.h"
+
+#include <filesystem>
+#include <random>
+
+#include "driver/npy.h"
+#include "frontend/onnx/onnx_io.h"
+
+namespace kiln {
+
+Engine parse_engine(const std::string& name) {
+  if (name == "interp") return Engine::kInterp;
+  if (name == "compiled") return Engine::kCompiled;
+  throw Error(ErrorKind::kUsage, "unknown engine '" + name + "' (expected interp or compiled)");
+}
+
+std::unique_ptr<Session> Session::load(const std::string& path, const SessionOptions& opts) {
+  return std::make_unique<Session>(load_onnx_model(path), opts);
+}
+
+Session::Session(Model model, const SessionOptions& opts) : model_(std::move(model)), opts_(opts) {
+  if (opts.engine == Engine::kCompiled)
+    throw Error(ErrorKind::kUsage,
+                "unsupported: the compiled engine is not available in this build yet; use --engine interp");
+  if (opts.threads < 1) throw Error(ErrorKind::kUsage, "--threads must be at least 1");
+  InterpreterOptions io;
+  io.seed = opts.seed;
+  io.profile = opts.profile;
+  try {
+    interp_ = std::make_unique<Interpreter>(model_, io);
+  } catch (const Error& e) {
+    ErrorLocation loc;
+    loc.file = model_.path;
+    throw e.with_context(loc);
+  }
+}
+
+std::vector<Value*> Session::feed_inputs() const {
+  std::vector<Value*> out;
+  for (Value* v : model_.graph->inputs)
+    if (!v->initializer.defined()) out.push_back(v);
+  return out;
+}
+
+NamedValue read_value_file(const std::string& path, const Type* hint) {
+  NamedValue nv;
+  nv.source = path;
+  std::string ext = std::filesystem::path(path).extension().string();
+  if (ext == ".npy") {
+    nv.value = RtValue(read_npy(path));
+  } else if (ext == ".pb") {
+    nv.value = read_value_pb(path, hint, &nv.name);
+  } else {
+    throw Error(ErrorKind::kUsage, "input file '" + path + "' must end in .pb or .npy");
+  }
+  return nv;
+}
+
+std::vector<NamedValue> Session::read_inputs(const std::vector<std::string>& paths) const {
+  auto feeds = feed_inputs();
+  std::vector<NamedValue> out;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    // Positional type hint; .pb files with a name are re-read if the hint was wrong.
+    const Type* hint = i < feeds.size() ? &feeds[i]->type : nullptr;
+    NamedValue nv = read_value_file(paths[i], hint);
+    if (!nv.name.empty()) {
+      const Value* named = model_.graph->find_local(nv.name);
+      if (named && named->is_graph_input && !(named->type.kind == (hint ? hint->kind : Type::Kind::kTensor)))
+        nv = read_value_file(paths[i], &named->type);
+    }
+    out.push_back(std::move(nv));
+  }
+  return out;
+}
+
+std::vector<RtValue> Session::bind(const std::vector<NamedValue>& values) const {
+  const auto& inputs = model_.graph->inputs;
+  std::vector<RtValue> feeds(inputs.size());
+  std::vector<bool> bound(inputs.size(), false);
+  auto index_of = [&](const std::string& name) -> int {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i]->name == name) return static_cast<int>(i);
+    return -1;
+  };
+  std::vector<int> positional;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i]->initializer.defined()) positional.push_back(static_cast<int>(i));
+  size_t next = 0;
+  for (const auto& nv : values) {
+    int idx = -1;
+    if (!nv.name.empty()) {
+      idx = index_of(nv.name);
+      if (idx < 0) {
+        std::string names;
+        for (const Value* v : feed_inputs()) names += (names.empty() ? "" : ", ") + v->name;
+        throw Error(ErrorKind::kBadInput, "'" + nv.source + "' holds a value named '" + nv.name +
+                                              "', but the model has no such input (inputs: " + names + ")");
+      }
+    } else {
+      while (next < positional.size() && bound[static_cast<size_t>(positional[next])]) ++next;
+      if (next >= positional.size())
+        throw Error(ErrorKind::kBadInput, "too many inputs: the model takes " +
+                                              std::to_string(positional.size()) + " (extra: '" + nv.source + "')");
+      idx = positional[next++];
+    }
+    if (bound[static_cast<size_t>(idx)])
+      throw Error(ErrorKind::kBadInput, "input '" + inputs[static_cast<size_t>(idx)]->name + "' is given twice");
+    bound[static_cast<size_t>(idx)] = true;
+    feeds[static_cast<size_t>(idx)] = nv.value;
+  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!bound[i] && !inputs[i]->initializer.defined() && inputs[i]->type.kind != Type::Kind::kOptional)
+      throw Error(ErrorKind::kBadInput, "input '" + inputs[i]->name + "' (" + to_string(inputs[i]->type) +
+                                            ") was not given");
+  return feeds;
+}
+
+std::vector<RtValue> Session::random_inputs(uint64_t seed) const {
+  std::mt19937_64 rng(seed);
+  std::vector<RtValue> feeds(model_.graph->inputs.size());
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    const Value& in = *model_.graph->inputs[i];
+    if (in.initializer.defined()) continue;
+    const Type& t = in.type;
+    if (t.kind != Type::Kind::kTensor || t.dtype == DType::kUndefined || !t.shape || !t.shape->is_static())
+      throw Error(ErrorKind::kUsage, "input '" + in.name + "' has type " + to_string(t) +
+                                         ": random inputs need a static tensor shape; pass --input FILE");
+    Tensor x(t.dtype, t.shape->sizes());
+    std::uniform_real_distribution<double> uni(-1.0, 1.0);
+    std::uniform_int_distribution<int> small(0, 9);
+    for (int64_t k = 0; k < x.numel(); ++k) {
+      if (t.dtype == DType::kString) x.data<std::string>()[k] = "kiln";
+      else if (is_float(t.dtype)) x.set_double(k, uni(rng));
+      else if (t.dtype == DType::kBool) x.set_double(k, small(rng) & 1);
+      else x.set_double(k, small(rng));
+    }
+    feeds[i] = RtValue(std::move(x));
+  }
+  return feeds;
+}
+
+std::vector<RtValue> Session::run(const std::vector<RtValue>& feeds) {
+  try {
+    return interp_->run(feeds);
+  } catch (const Error& e) {
+    ErrorLocation loc;
+    loc.file = model_.path;
+    throw e.with_context(loc);
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,22 @@
+// Running one ONNX backend-test case folder (model.onnx + test_data_set_N/{input,output}_K.pb).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct CaseResult {
+  enum class Status { kPassed, kFailed, kSkipped };
+  Status status = Status::kPassed;
+  std::string reason;  // for failed/skipped cases
+};
+
+// True when `dir` holds a model.onnx.
+bool is_backend_case(const std::string& dir);
+// Expands each argument: a case folder itself, or a folder whose subfolders are cases.
+std::vector<std::string> collect_backend_cases(const std::vector<std::string>& args);
+// Runs every data set of the case with the interpreter. Never throws.
+CaseResult run_backend_case(const std::string& dir);
+
+}  // namespace kiln

@@ -1,0 +1,61 @@
+// A loaded model ready to run: engine selection, input binding from files, seeded random
+// inputs. The CLI and (later) the Python and C APIs sit on this.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/value.h"
+#include "ir/graph.h"
+#include "runtime/interpreter.h"
+
+namespace kiln {
+
+enum class Engine { kInterp, kCompiled };
+// "interp" | "compiled"; throws kUsage otherwise.
+Engine parse_engine(const std::string& name);
+
+struct SessionOptions {
+  Engine engine = Engine::kInterp;
+  int threads = 1;
+  uint64_t seed = 0;
+  bool profile = false;
+};
+
+// An input read from a file: the embedded name (.pb) or empty (.npy binds by position).
+struct NamedValue {
+  std::string name;
+  RtValue value;
+  std::string source;  // file path, for messages
+};
+
+class Session {
+ public:
+  static std::unique_ptr<Session> load(const std::string& path, const SessionOptions& opts);
+  explicit Session(Model model, const SessionOptions& opts);
+
+  const Model& model() const { return model_; }
+  // Graph inputs that callers feed: those without an initializer default.
+  std::vector<Value*> feed_inputs() const;
+  // Reads .pb/.npy files, typed by the model's inputs where known.
+  std::vector<NamedValue> read_inputs(const std::vector<std::string>& paths) const;
+  // Binds named values by name and unnamed ones by position over feed_inputs(); every feed
+  // input must be bound exactly once (kBadInput naming the missing or unknown one).
+  std::vector<RtValue> bind(const std::vector<NamedValue>& values) const;
+  // Seeded random values for inputs with static shapes (kUsage when a dim is symbolic).
+  std::vector<RtValue> random_inputs(uint64_t seed) const;
+  // Runs with values parallel to model().graph->inputs (None for defaulted ones).
+  std::vector<RtValue> run(const std::vector<RtValue>& feeds);
+  const std::vector<NodeTiming>& timings() const { return interp_->timings(); }
+
+ private:
+  Model model_;
+  SessionOptions opts_;
+  std::unique_ptr<Interpreter> interp_;
+};
+
+// Reads one value file by extension (.npy or .pb); `hint` types .pb sequence/optional files.
+NamedValue read_value_file(const std::string& path, const Type* hint);
+
+}  // namespace kiln

@@ -1,0 +1,31 @@
+// ONNX files in and out: ModelProto -> Model import, and TensorProto/SequenceProto/OptionalProto
+// value files (.pb) used for inputs and outputs. No protobuf type leaks out of this header.
+#pragma once
+
+#include <string>
+
+#include "core/value.h"
+#include "ir/graph.h"
+
+namespace kiln {
+
+struct ImportOptions {
+  // Folder external-data paths are resolved against (default: the model file's folder).
+  std::string base_dir;
+};
+
+// Loads an ONNX model file; throws kiln::Error (kInvalidModel/kUnsupported) naming the file,
+// node and op on any problem.
+Model load_onnx_model(const std::string& path, const ImportOptions& opts = {});
+Model load_onnx_model_from_bytes(const void* data, size_t size, const std::string& display_name,
+                                 const ImportOptions& opts = {});
+
+// Reads a .pb value file. `hint` selects the proto kind (sequence/optional types read
+// SequenceProto/OptionalProto; otherwise TensorProto). `name_out` receives the embedded name.
+RtValue read_value_pb(const std::string& path, const Type* hint, std::string* name_out);
+RtValue parse_value_pb(const std::string& bytes, const Type* hint, std::string* name_out,
+                       const std::string& display_name);
+// Writes a value as TensorProto / SequenceProto / OptionalProto with `name` set.
+void write_value_pb(const std::string& path, const std::string& name, const RtValue& v);
+
+}  // namespace kiln

@@ -1,0 +1,32 @@
+// Protobuf parsing limits and file reading.
+#include "frontend/onnx/proto_util.h"
+
+#include <google/protobuf/io/coded_stream.h>
+
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace kiln {
+
+bool parse_proto(google::protobuf::MessageLite& msg, const void* data, size_t size) {
+  if (size > static_cast<size_t>(INT_MAX)) return false;
+  google::protobuf::io::CodedInputStream in(static_cast<const uint8_t*>(data), static_cast<int>(size));
+  in.SetTotalBytesLimit(INT_MAX);
+  in.SetRecursionLimit(200);
+  return msg.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
+}
+
+std::string read_file(const std::string& path, ErrorKind kind) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(kind, "'" + path + "' is a directory, expected a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(kind, "cannot open '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace kiln

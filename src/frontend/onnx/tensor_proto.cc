@@ -1,0 +1,188 @@
+// TensorProto decoding: every typed field, little-endian raw_data, and external data files that
+// must stay inside the model's folder.
+#include "frontend/onnx/tensor_proto.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace kiln {
+namespace {
+
+[[noreturn]] void bad(const std::string& what, const std::string& msg) {
+  throw Error(ErrorKind::kInvalidModel, "tensor '" + what + "': " + msg);
+}
+
+// External data: reads `length` bytes at `offset` of `location`, relative to base_dir.
+std::string read_external(const onnx::TensorProto& p, const std::string& base_dir,
+                          const std::string& what, size_t expected) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : p.external_data()) {
+    try {
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = std::stoll(kv.value());
+      else if (kv.key() == "length") length = std::stoll(kv.value());
+    } catch (const std::exception&) {
+      bad(what, "external_data '" + kv.key() + "' is not a number: '" + kv.value() + "'");
+    }
+  }
+  if (location.empty()) bad(what, "external data without a 'location'");
+  namespace fs = std::filesystem;
+  fs::path rel(location);
+  if (rel.is_absolute()) bad(what, "external data location '" + location + "' must be relative to the model");
+  for (const auto& part : rel)
+    if (part == "..") bad(what, "external data location '" + location + "' escapes the model's folder");
+  if (offset < 0) bad(what, "negative external data offset");
+  fs::path full = fs::path(base_dir.empty() ? "." : base_dir) / rel;
+  std::error_code ec;
+  auto file_size = fs::file_size(full, ec);
+  if (ec) bad(what, "cannot open external data file '" + full.string() + "'");
+  if (length < 0) length = static_cast<int64_t>(expected);
+  if (static_cast<size_t>(length) != expected)
+    bad(what, "external data length " + std::to_string(length) + " does not match the " +
+                  std::to_string(expected) + " bytes its shape needs");
+  if (static_cast<uint64_t>(offset) + static_cast<uint64_t>(length) > file_size)
+    bad(what, "external data range [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                  ") is past the end of '" + full.string() + "' (" + std::to_string(file_size) + " bytes)");
+  std::ifstream in(full, std::ios::binary);
+  std::string out(static_cast<size_t>(length), '\0');
+  in.seekg(offset);
+  in.read(out.data(), length);
+  if (!in) bad(what, "failed reading external data from '" + full.string() + "'");
+  return out;
+}
+
+template <class Field>
+void check_count(const Field& f, int64_t numel, const std::string& what, const char* field) {
+  if (static_cast<int64_t>(f.size()) != numel)
+    bad(what, std::string(field) + " has " + std::to_string(f.size()) + " values, but the shape needs " +
+                  std::to_string(numel));
+}
+
+}  // namespace
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir,
+                         const std::string& what) {
+  if (!dtype_is_valid(p.data_type())) bad(what, "unknown data_type " + std::to_string(p.data_type()));
+  DType dt = static_cast<DType>(p.data_type());
+  if (dt == DType::kComplex64 || dt == DType::kComplex128)
+    throw Error(ErrorKind::kUnsupported, "tensor '" + what + "': complex element types are not supported");
+  std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
+  for (int64_t d : dims)
+    if (d < 0) bad(what, "negative dimension in shape " + dims_to_string(dims));
+  if (p.has_segment()) throw Error(ErrorKind::kUnsupported, "tensor '" + what + "': segmented tensors");
+  Tensor t;
+  try {
+    t = Tensor(dt, dims);
+  } catch (const Error& e) {
+    bad(what, e.message());
+  }
+  const int64_t n = t.numel();
+  const size_t nbytes = t.nbytes();
+  const bool external = p.data_location() == onnx::TensorProto::EXTERNAL;
+
+  if (dt == DType::kString) {
+    if (external) bad(what, "string tensors cannot use external data");
+    check_count(p.string_data(), n, what, "string_data");
+    for (int64_t i = 0; i < n; ++i) t.data<std::string>()[i] = p.string_data(static_cast<int>(i));
+    return t;
+  }
+  if (external || p.has_raw_data()) {
+    std::string ext;
+    const std::string* raw = &p.raw_data();
+    if (external) {
+      ext = read_external(p, base_dir, what, nbytes);
+      raw = &ext;
+    }
+    if (raw->size() != nbytes)
+      bad(what, "raw_data has " + std::to_string(raw->size()) + " bytes, but shape " + dims_to_string(dims) +
+                    " of " + std::string(dtype_name(dt)) + " needs " + std::to_string(nbytes));
+    if (dt == DType::kBool) {
+      for (int64_t i = 0; i < n; ++i) t.data<bool>()[i] = (*raw)[static_cast<size_t>(i)] != 0;
+    } else if (nbytes) {
+      std::memcpy(t.raw(), raw->data(), nbytes);
+    }
+    return t;
+  }
+  switch (dt) {
+    case DType::kFloat32:
+      check_count(p.float_data(), n, what, "float_data");
+      std::copy(p.float_data().begin(), p.float_data().end(), t.data<float>());
+      break;
+    case DType::kFloat64:
+      check_count(p.double_data(), n, what, "double_data");
+      std::copy(p.double_data().begin(), p.double_data().end(), t.data<double>());
+      break;
+    case DType::kInt64:
+      check_count(p.int64_data(), n, what, "int64_data");
+      std::copy(p.int64_data().begin(), p.int64_data().end(), t.data<int64_t>());
+      break;
+    case DType::kUInt32:
+    case DType::kUInt64:
+      check_count(p.uint64_data(), n, what, "uint64_data");
+      for (int64_t i = 0; i < n; ++i) {
+        uint64_t v = p.uint64_data(static_cast<int>(i));
+        if (dt == DType::kUInt32) t.data<uint32_t>()[i] = static_cast<uint32_t>(v);
+        else t.data<uint64_t>()[i] = v;
+      }
+      break;
+    case DType::kInt32: case DType::kInt16: case DType::kInt8: case DType::kUInt16:
+    case DType::kUInt8: case DType::kBool: case DType::kFloat16: case DType::kBFloat16:
+    case DType::kFloat8E4M3FN: case DType::kFloat8E4M3FNUZ: case DType::kFloat8E5M2:
+    case DType::kFloat8E5M2FNUZ: {
+      check_count(p.int32_data(), n, what, "int32_data");
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t v = p.int32_data(static_cast<int>(i));
+        switch (dt) {
+          case DType::kInt32: t.data<int32_t>()[i] = v; break;
+          case DType::kInt16: t.data<int16_t>()[i] = static_cast<int16_t>(v); break;
+          case DType::kUInt16: t.data<uint16_t>()[i] = static_cast<uint16_t>(v); break;
+          case DType::kFloat16: case DType::kBFloat16:
+            t.data<uint16_t>()[i] = static_cast<uint16_t>(v);
+            break;
+          case DType::kBool: t.data<bool>()[i] = v != 0; break;
+          default: t.data<uint8_t>()[i] = static_cast<uint8_t>(v); break;
+        }
+      }
+      break;
+    }
+    case DType::kUInt4: case DType::kInt4: {
+      // Packed two per byte in int32_data; unpacked to one per byte in memory.
+      if (static_cast<int64_t>(p.int32_data().size()) != (n + 1) / 2)
+        bad(what, "int32_data has " + std::to_string(p.int32_data().size()) + " packed values, expected " +
+                      std::to_string((n + 1) / 2));
+      for (int64_t i = 0; i < n; ++i) {
+        int v = (p.int32_data(static_cast<int>(i / 2)) >> (4 * (i % 2))) & 0xf;
+        if (dt == DType::kInt4 && v >= 8) v -= 16;
+        t.data<int8_t>()[i] = static_cast<int8_t>(v);
+      }
+      break;
+    }
+    default:
+      bad(what, "unsupported data_type " + std::to_string(p.data_type()));
+  }
+  return t;
+}
+
+void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p) {
+  p->Clear();
+  p->set_name(name);
+  p->set_data_type(static_cast<int32_t>(t.dtype()));
+  for (int64_t d : t.dims()) p->add_dims(d);
+  if (t.dtype() == DType::kString) {
+    for (int64_t i = 0; i < t.numel(); ++i) p->add_string_data(t.data<std::string>()[i]);
+    return;
+  }
+  if (t.dtype() == DType::kBool) {
+    std::string raw(static_cast<size_t>(t.numel()), '\0');
+    for (int64_t i = 0; i < t.numel(); ++i) raw[static_cast<size_t>(i)] = t.data<bool>()[i] ? 1 : 0;
+    p->set_raw_data(raw);
+    return;
+  }
+  p->set_raw_data(std::string(static_cast<const char*>(t.raw()), t.nbytes()));
+}
+
+}  // namespace kiln

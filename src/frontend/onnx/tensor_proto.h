@@ -1,0 +1,18 @@
+// TensorProto <-> Tensor conversion (typed fields, raw_data, external data), internal to the
+// ONNX frontend.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+// `base_dir` resolves external data; `what` names the tensor in error messages.
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir,
+                         const std::string& what);
+void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p);
+
+}  // namespace kiln

@@ -1,0 +1,407 @@
+// Conv and ConvTranspose reference kernels: im2col / col2im around the shared blocked GEMM, with a
+// direct loop for depthwise 2-D convolution. Any number of spatial dims, groups, dilations.
+#include <algorithm>
+#include <cstring>
+
+#include "ops/gemm_ref.h"
+#include "ops/op_util.h"
+#include "ops/window_util.h"
+
+namespace kiln {
+namespace {
+
+// For each spatial dim d, table[d][k * n_from + j] is the coordinate in the other tensor that
+// kernel tap k and position j touch, or -1 when it falls into padding. Conv: j = output
+// position, target = input coordinate; ConvTranspose: j = input position, target = output.
+std::vector<std::vector<int64_t>> tap_tables(const Window& w, const std::vector<int64_t>& from,
+                                             const std::vector<int64_t>& to, bool transpose) {
+  std::vector<std::vector<int64_t>> tables(static_cast<size_t>(w.nsp));
+  for (int d = 0; d < w.nsp; ++d) {
+    auto& t = tables[d];
+    t.resize(static_cast<size_t>(w.kernel[d] * from[d]));
+    for (int64_t k = 0; k < w.kernel[d]; ++k)
+      for (int64_t j = 0; j < from[d]; ++j) {
+        const int64_t c = j * w.strides[d] - w.pads[d] + k * w.dilations[d];
+        t[k * from[d] + j] = (c >= 0 && c < to[d]) ? c : -1;
+      }
+    (void)transpose;
+  }
+  return tables;
+}
+
+// Walks rows (channel, kernel taps) and outer positions (all spatial dims but the last) of a
+// column matrix [channels * taps, prod(from)], calling f(row_ptr_offset, target_base, last_table)
+// for each run along the last spatial dim. target_base < 0 means the run is entirely padding.
+template <class F>
+void for_each_column_run(const Window& w, int64_t channels, const std::vector<int64_t>& from,
+                         const std::vector<int64_t>& to,
+                         const std::vector<std::vector<int64_t>>& tables, F&& f) {
+  const int nsp = w.nsp;
+  const int64_t from_sz = product(from), to_sz = product(to);
+  const int64_t last_from = from[nsp - 1];
+  std::vector<int64_t> to_strides = contiguous_strides(to);
+  std::vector<int64_t> outer(from.begin(), from.end() - 1);
+  int64_t row = 0;
+  for (int64_t c = 0; c < channels; ++c) {
+    for_each_index(w.kernel, [&](const std::vector<int64_t>& k) {
+      const int64_t* last_table = tables[nsp - 1].data() + k[nsp - 1] * last_from;
+      int64_t col = 0;
+      for_each_index(outer.empty() ? std::vector<int64_t>{1} : outer,
+                     [&](const std::vector<int64_t>& o) {
+                       int64_t base = c * to_sz;
+                       for (int d = 0; d + 1 < nsp; ++d) {
+                         const int64_t t = tables[d][k[d] * from[d] + o[d]];
+                         if (t < 0) {
+                           base = -1;
+                           break;
+                         }
+                         base += t * to_strides[d];
+                       }
+                       f(row * from_sz + col, base, last_table, last_from);
+                       col += last_from;
+                     });
+      ++row;
+    });
+  }
+}
+
+template <class T>
+void im2col(const T* x, int64_t channels, const Window& w, T* col) {
+  auto tables = tap_tables(w, w.out, w.in, false);
+  for_each_column_run(w, channels, w.out, w.in, tables,
+                      [&](int64_t dst, int64_t base, const int64_t* tab, int64_t n) {
+                        T* out = col + dst;
+                        if (base < 0) {
+                          std::fill(out, out + n, T(0));
+                          return;
+                        }
+                        const T* src = x + base;
+                        for (int64_t j = 0; j < n; ++j) out[j] = tab[j] < 0 ? T(0) : src[tab[j]];
+                      });
+}
+
+// Scatter-adds a column matrix [channels * taps, prod(in)] into y [channels, prod(out)].
+template <class T>
+void col2im(const T* col, int64_t channels, const Window& w, T* y) {
+  auto tables = tap_tables(w, w.in, w.out, true);
+  for_each_column_run(w, channels, w.in, w.out, tables,
+                      [&](int64_t src, int64_t base, const int64_t* tab, int64_t n) {
+                        if (base < 0) return;
+                        const T* in = col + src;
+                        T* dst = y + base;
+                        for (int64_t j = 0; j < n; ++j)
+                          if (tab[j] >= 0) dst[tab[j]] += in[j];
+                      });
+}
+
+// Depthwise 2-D conv of one channel: y[oh, ow] = sum_k w[kh, kw] * x[ih, iw].
+template <class T>
+void depthwise_2d(const T* x, const T* wt, const Window& w, T* y) {
+  const int64_t ih_n = w.in[0], iw_n = w.in[1], oh_n = w.out[0], ow_n = w.out[1];
+  std::fill(y, y + oh_n * ow_n, T(0));
+  for (int64_t kh = 0; kh < w.kernel[0]; ++kh) {
+    for (int64_t kw = 0; kw < w.kernel[1]; ++kw) {
+      const T wv = wt[kh * w.kernel[1] + kw];
+      const int64_t off_w = kw * w.dilations[1] - w.pads[1];
+      // Output columns whose input column lands inside [0, iw_n).
+      int64_t lo = 0, hi = ow_n;
+      while (lo < hi && lo * w.strides[1] + off_w < 0) ++lo;
+      while (hi > lo && (hi - 1) * w.strides[1] + off_w >= iw_n) --hi;
+      for (int64_t oh = 0; oh < oh_n; ++oh) {
+        const int64_t ih = oh * w.strides[0] - w.pads[0] + kh * w.dilations[0];
+        if (ih < 0 || ih >= ih_n) continue;
+        const T* xr = x + ih * iw_n + off_w;
+        T* yr = y + oh * ow_n;
+        const int64_t s = w.strides[1];
+        if (s == 1) {
+          for (int64_t ow = lo; ow < hi; ++ow) yr[ow] += wv * xr[ow];
+        } else {
+          for (int64_t ow = lo; ow < hi; ++ow) yr[ow] += wv * xr[ow * s];
+        }
+      }
+    }
+  }
+}
+
+struct ConvShapes {
+  int64_t n, c, m, group, cg, mg;
+  Window w;
+};
+
+std::vector<int64_t> kernel_from(const AttrReader& at, const std::vector<int64_t>& w_dims) {
+  std::vector<int64_t> k(w_dims.begin() + 2, w_dims.end());
+  std::vector<int64_t> attr = at.attr_ints("kernel_shape");
+  if (!attr.empty() && attr != k)
+    at.fail(ErrorKind::kBadInput, "kernel_shape " + dims_to_string(attr) +
+                                      " does not match the weight's spatial dims " +
+                                      dims_to_string(k));
+  return k;
+}
+
+void check_conv_inputs(const KernelContext& ctx, const Tensor& x, const Tensor& wt) {
+  if (x.rank() < 3)
+    ctx.fail(ErrorKind::kBadInput, "input X should have rank >= 3 (N, C, spatial...), got " +
+                                       dims_to_string(x.dims()));
+  if (wt.rank() != x.rank())
+    ctx.fail(ErrorKind::kBadInput, "weight W should have the rank of X (" +
+                                       std::to_string(x.rank()) + "), got " +
+                                       dims_to_string(wt.dims()));
+  if (wt.dtype() != x.dtype())
+    ctx.fail(ErrorKind::kBadInput, "X and W should have the same element type");
+}
+
+template <class T>
+void add_bias(const KernelContext& ctx, T* y, int64_t n, int64_t m, int64_t spatial) {
+  if (!ctx.has_input(2)) return;
+  const Tensor& b = ctx.input(2);
+  if (b.numel() != m || b.rank() != 1 || b.dtype() != ctx.input(0).dtype())
+    ctx.fail(ErrorKind::kBadInput, "bias B should be a 1-D tensor of " + std::to_string(m) +
+                                       " elements of X's type, got " + dims_to_string(b.dims()));
+  const T* bp = b.data<T>();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < m; ++c) {
+      T* p = y + (i * m + c) * spatial;
+      const T v = bp[c];
+      for (int64_t j = 0; j < spatial; ++j) p[j] += v;
+    }
+}
+
+template <class T>
+void conv_typed(KernelContext& ctx, const Tensor& x, const Tensor& wt, const ConvShapes& s,
+                Tensor& y) {
+  const Window& w = s.w;
+  const int64_t in_sz = product(w.in), out_sz = product(w.out), k_sz = product(w.kernel);
+  const T* xp = x.data<T>();
+  const T* wp = wt.data<T>();
+  T* yp = y.data<T>();
+  bool pointwise = true;
+  for (int d = 0; d < w.nsp; ++d)
+    pointwise = pointwise && w.kernel[d] == 1 && w.strides[d] == 1 && w.pads[d] == 0 &&
+                w.pads[d + w.nsp] == 0;
+  const bool depthwise = s.cg == 1 && w.nsp == 2;
+  std::vector<T> col;
+  if (!pointwise && !depthwise) col.resize(static_cast<size_t>(s.cg * k_sz * out_sz));
+  for (int64_t n = 0; n < s.n; ++n) {
+    for (int64_t g = 0; g < s.group; ++g) {
+      const T* xg = xp + (n * s.c + g * s.cg) * in_sz;
+      const T* wg = wp + g * s.mg * s.cg * k_sz;
+      T* yg = yp + (n * s.m + g * s.mg) * out_sz;
+      if (depthwise) {
+        for (int64_t m = 0; m < s.mg; ++m) depthwise_2d(xg, wg + m * k_sz, w, yg + m * out_sz);
+        continue;
+      }
+      const T* b = xg;
+      if (!pointwise) {
+        im2col(xg, s.cg, w, col.data());
+        b = col.data();
+      }
+      gemm_ref(false, false, s.mg, out_sz, s.cg * k_sz, T(1), wg, s.cg * k_sz, b, out_sz, T(0),
+               yg, out_sz);
+    }
+  }
+  add_bias(ctx, yp, s.n, s.m, out_sz);
+}
+
+void conv_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& wt = ctx.input(1);
+  check_conv_inputs(ctx, x, wt);
+  ConvShapes s;
+  s.n = x.dim(0);
+  s.c = x.dim(1);
+  s.m = wt.dim(0);
+  s.group = ctx.attr_int("group", 1);
+  if (s.group <= 0) ctx.fail(ErrorKind::kInvalidModel, "group should be >= 1");
+  if (s.c != wt.dim(1) * s.group || s.m % s.group != 0)
+    ctx.fail(ErrorKind::kBadInput,
+             "channels do not match: X " + dims_to_string(x.dims()) + ", W " +
+                 dims_to_string(wt.dims()) + ", group " + std::to_string(s.group) +
+                 " (need C == W[1] * group and W[0] divisible by group)");
+  s.cg = s.c / s.group;
+  s.mg = s.m / s.group;
+  std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end());
+  s.w = resolve_window(ctx, in, kernel_from(ctx, wt.dims()), false);
+  std::vector<int64_t> ydims = {s.n, s.m};
+  ydims.insert(ydims.end(), s.w.out.begin(), s.w.out.end());
+  Tensor y(x.dtype(), ydims);
+  if (y.numel() > 0) {
+    if (x.dtype() == DType::kFloat32) {
+      conv_typed<float>(ctx, x, wt, s, y);
+    } else if (x.dtype() == DType::kFloat64) {
+      conv_typed<double>(ctx, x, wt, s, y);
+    } else {
+      ctx.fail(ErrorKind::kUnsupported,
+               "Conv supports float types, got " + std::string(dtype_name(x.dtype())));
+    }
+  }
+  ctx.set_output(0, std::move(y));
+}
+
+// ---- ConvTranspose -------------------------------------------------------------------------
+
+// Window of a transposed conv: `in` is X's spatial size, `out` Y's; pads from attributes, or
+// derived from output_shape / auto_pad as the ONNX spec describes.
+Window resolve_transpose_window(const AttrReader& at, const std::vector<int64_t>& in,
+                                const std::vector<int64_t>& kernel) {
+  Window w;
+  const int nsp = static_cast<int>(in.size());
+  w.nsp = nsp;
+  w.in = in;
+  w.kernel = kernel;
+  w.strides = spatial_attr(at, "strides", nsp, 1, 1);
+  w.dilations = spatial_attr(at, "dilations", nsp, 1, 1);
+  std::vector<int64_t> out_pad = spatial_attr(at, "output_padding", nsp, 0, 0);
+  std::vector<int64_t> pads = at.attr_ints("pads");
+  if (pads.empty()) pads.assign(static_cast<size_t>(2 * nsp), 0);
+  if (static_cast<int>(pads.size()) != 2 * nsp)
+    at.fail(ErrorKind::kInvalidModel, "attribute 'pads' should have " + std::to_string(2 * nsp) +
+                                          " values, got " + std::to_string(pads.size()));
+  w.pads = pads;
+  std::vector<int64_t> out_shape = at.attr_ints("output_shape");
+  if (static_cast<int>(out_shape.size()) == nsp + 2)
+    out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+  if (!out_shape.empty() && static_cast<int>(out_shape.size()) != nsp)
+    at.fail(ErrorKind::kInvalidModel, "attribute 'output_shape' should have " +
+                                          std::to_string(nsp) + " values, got " +
+                                          std::to_string(out_shape.size()));
+  const std::string auto_pad = at.attr_string("auto_pad", "NOTSET");
+  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  if (same && out_shape.empty()) {
+    out_shape.resize(static_cast<size_t>(nsp));
+    for (int i = 0; i < nsp; ++i) out_shape[i] = in[i] < 0 ? -1 : in[i] * w.strides[i];
+  }
+  w.out.assign(static_cast<size_t>(nsp), -1);
+  for (int i = 0; i < nsp; ++i) {
+    if (in[i] < 0) continue;
+    const int64_t full = w.strides[i] * (in[i] - 1) + out_pad[i] + w.eff_kernel(i);
+    if (!out_shape.empty()) {
+      const int64_t total = full - out_shape[i];
+      if (total < 0)
+        at.fail(ErrorKind::kBadInput, "output_shape " + std::to_string(out_shape[i]) +
+                                          " is larger than the transposed conv can produce (" +
+                                          std::to_string(full) + ") in spatial dim " +
+                                          std::to_string(i));
+      const int64_t small = total / 2, large = total - small;
+      w.pads[i] = auto_pad == "SAME_UPPER" ? small : large;
+      w.pads[i + nsp] = auto_pad == "SAME_UPPER" ? large : small;
+      w.out[i] = out_shape[i];
+    } else {
+      if (auto_pad == "VALID") w.pads[i] = w.pads[i + nsp] = 0;
+      w.out[i] = full - w.pads[i] - w.pads[i + nsp];
+      if (w.out[i] < 0)
+        at.fail(ErrorKind::kBadInput, "pads exceed the transposed conv output in spatial dim " +
+                                          std::to_string(i));
+    }
+  }
+  return w;
+}
+
+template <class T>
+void conv_transpose_typed(KernelContext& ctx, const Tensor& x, const Tensor& wt,
+                          const ConvShapes& s, Tensor& y) {
+  const Window& w = s.w;
+  const int64_t in_sz = product(w.in), out_sz = product(w.out), k_sz = product(w.kernel);
+  std::vector<T> col(static_cast<size_t>(s.mg * k_sz * in_sz));
+  const T* xp = x.data<T>();
+  const T* wp = wt.data<T>();
+  T* yp = y.data<T>();
+  for (int64_t n = 0; n < s.n; ++n) {
+    for (int64_t g = 0; g < s.group; ++g) {
+      const T* xg = xp + (n * s.c + g * s.cg) * in_sz;
+      const T* wg = wp + g * s.cg * s.mg * k_sz;
+      T* yg = yp + (n * s.m + g * s.mg) * out_sz;
+      // col[mg * taps, in] = W_g^T [mg * taps, cg] * X_g [cg, in]
+      gemm_ref(true, false, s.mg * k_sz, in_sz, s.cg, T(1), wg, s.mg * k_sz, xg, in_sz, T(0),
+               col.data(), in_sz);
+      col2im(col.data(), s.mg, w, yg);
+    }
+  }
+  add_bias(ctx, yp, s.n, s.m, out_sz);
+}
+
+void conv_transpose_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& wt = ctx.input(1);
+  check_conv_inputs(ctx, x, wt);
+  ConvShapes s;
+  s.n = x.dim(0);
+  s.c = x.dim(1);
+  s.group = ctx.attr_int("group", 1);
+  if (s.group <= 0) ctx.fail(ErrorKind::kInvalidModel, "group should be >= 1");
+  if (wt.dim(0) != s.c || s.c % s.group != 0)
+    ctx.fail(ErrorKind::kBadInput, "channels do not match: X " + dims_to_string(x.dims()) +
+                                       ", W " + dims_to_string(wt.dims()) + ", group " +
+                                       std::to_string(s.group) +
+                                       " (need W[0] == C and C divisible by group)");
+  s.cg = s.c / s.group;
+  s.mg = wt.dim(1);
+  s.m = s.mg * s.group;
+  std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end());
+  s.w = resolve_transpose_window(ctx, in, kernel_from(ctx, wt.dims()));
+  std::vector<int64_t> ydims = {s.n, s.m};
+  ydims.insert(ydims.end(), s.w.out.begin(), s.w.out.end());
+  Tensor y(x.dtype(), ydims);
+  if (y.numel() > 0) {
+    if (x.dtype() == DType::kFloat32) {
+      conv_transpose_typed<float>(ctx, x, wt, s, y);
+    } else if (x.dtype() == DType::kFloat64) {
+      conv_transpose_typed<double>(ctx, x, wt, s, y);
+    } else {
+      ctx.fail(ErrorKind::kUnsupported,
+               "ConvTranspose supports float types, got " + std::string(dtype_name(x.dtype())));
+    }
+  }
+  ctx.set_output(0, std::move(y));
+}
+
+// ---- shape inference -----------------------------------------------------------------------
+
+void infer_conv_common(InferContext& ctx, bool transpose) {
+  const Type& xt = ctx.input_type(0);
+  const Type& wt = ctx.input_type(1);
+  std::vector<int64_t> in;
+  if (!spatial_dims_of(xt, &in)) {
+    ctx.set_output_type(0, Type::tensor(xt.dtype));
+    return;
+  }
+  Shape out;
+  out.dims.push_back(xt.shape->dims[0]);
+  Dim m;
+  std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape");
+  if (wt.shape && wt.shape->rank() == in.size() + 2) {
+    const int64_t group = ctx.attr_int("group", 1);
+    const Dim& d = wt.shape->dims[transpose ? 1 : 0];
+    if (d.known()) m = transpose ? Dim(d.value * group) : d;
+    if (kernel.empty()) {
+      for (size_t i = 2; i < wt.shape->rank(); ++i)
+        kernel.push_back(wt.shape->dims[i].known() ? wt.shape->dims[i].value : -1);
+    }
+  }
+  out.dims.push_back(m);
+  bool kernel_known = kernel.size() == in.size();
+  for (int64_t k : kernel) kernel_known = kernel_known && k > 0;
+  if (!kernel_known) {
+    for (size_t i = 0; i < in.size(); ++i) out.dims.push_back(Dim());
+  } else {
+    Window w = transpose ? resolve_transpose_window(ctx, in, kernel)
+                         : resolve_window(ctx, in, kernel, false);
+    for (int64_t o : w.out) out.dims.push_back(o >= 0 ? Dim(o) : Dim());
+  }
+  ctx.set_output_type(0, Type::tensor(xt.dtype, out));
+}
+
+void infer_conv(InferContext& ctx) { infer_conv_common(ctx, false); }
+void infer_conv_transpose(InferContext& ctx) { infer_conv_common(ctx, true); }
+
+}  // namespace
+
+void register_conv_ops(OpRegistry& r) {
+  for (int v : {1, 11})
+    r.add("Conv").since(v).inputs(2, 3).outputs(1).kind(PatternKind::kOutFusable)
+        .run(conv_kernel).shape(infer_conv).via_float();
+  for (int v : {1, 11})
+    r.add("ConvTranspose").since(v).inputs(2, 3).outputs(1).kind(PatternKind::kOutFusable)
+        .run(conv_transpose_kernel).shape(infer_conv_transpose).via_float();
+}
+
+}  // namespace kiln

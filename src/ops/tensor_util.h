@@ -1,0 +1,37 @@
+// Local helpers shared by the data-movement kernels (tensor.cc, indexing.cc, resize.cc):
+// dispatch on storage width, strided copies and small shape-inference utilities.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/op_util.h"
+
+namespace kiln {
+
+// Calls f(TypeTag<T>{}) with an unsigned integer type of the element's width (or std::string),
+// so kernels that only move elements compile once per width instead of once per dtype.
+template <class F>
+decltype(auto) visit_storage(DType t, F&& f) {
+  if (t == DType::kString) return f(TypeTag<std::string>{});
+  switch (dtype_size(t)) {
+    case 1: return f(TypeTag<uint8_t>{});
+    case 2: return f(TypeTag<uint16_t>{});
+    case 4: return f(TypeTag<uint32_t>{});
+    case 8: return f(TypeTag<uint64_t>{});
+    default: throw_unsupported_dtype(t, "this data-movement operation");
+  }
+}
+
+// dst[i] = src[base + sum_k idx_k * strides[k]] for every element i of dst (row-major over
+// dst.dims(), idx its multi-index). Strides may be zero (broadcast) or negative (reversal).
+void strided_copy(const Tensor& src, Tensor& dst, int64_t base, const std::vector<int64_t>& strides);
+
+// Reads an integer tensor (any integer dtype) as int64 values; fails unless it is 0-D or 1-D.
+std::vector<int64_t> read_int_list(const AttrReader& at, const Tensor& t, const char* what);
+
+// Static shape of input i as known/unknown dims; nullopt when the rank is unknown.
+std::optional<Shape> input_shape(const InferContext& ctx, int i);
+
+}  // namespace kiln

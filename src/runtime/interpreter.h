@@ -1,0 +1,65 @@
+// The reference interpreter: runs a Model node by node through the registry's reference
+// kernels, with shapes resolved at run time (dynamic dims work), control flow through nested
+// graphs, and intermediates freed after their last use.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/value.h"
+#include "ir/graph.h"
+#include "ops/registry.h"
+
+namespace kiln {
+
+struct InterpreterOptions {
+  uint64_t seed = 0;       // for random ops without a `seed` attribute
+  bool profile = false;    // collect per-node timings
+};
+
+struct NodeTiming {
+  std::string node;
+  std::string op;
+  double ms = 0;
+};
+
+class Interpreter {
+ public:
+  // Resolves every node (recursively into subgraphs) against the registry; throws kUnsupported
+  // naming the node and op when an op or opset is not implemented.
+  Interpreter(const Model& model, InterpreterOptions opts = {});
+  ~Interpreter();
+
+  // All graph inputs in order; those with an initializer default may be fed a None value.
+  const std::vector<Value*>& inputs() const { return model_.graph->inputs; }
+  const std::vector<Value*>& outputs() const { return model_.graph->outputs; }
+
+  // Runs the main graph. `feeds` is parallel to inputs(); a None entry uses the initializer
+  // default (error if there is none). Checks dtypes and static dims of the feeds (kBadInput).
+  std::vector<RtValue> run(const std::vector<RtValue>& feeds);
+  const std::vector<NodeTiming>& timings() const { return timings_; }
+
+ private:
+  struct Env;
+  struct GraphPlan;
+  const GraphPlan& plan_for(const Graph& g);
+  void prepare(const Graph& g);
+  std::vector<RtValue> run_graph(const Graph& g, const std::vector<RtValue>& inputs, const Env* parent);
+  void run_node(const Node& node, const OpSchema& schema, Env& env);
+
+  const Model& model_;
+  InterpreterOptions opts_;
+  std::mt19937_64 rng_;
+  std::unordered_map<const Graph*, std::unique_ptr<GraphPlan>> plans_;
+  std::vector<NodeTiming> timings_;
+};
+
+// Checks that a fed value matches the declared type of a graph input (kBadInput otherwise).
+void check_feed(const Value& input, const RtValue& v);
+
+}  // namespace kiln

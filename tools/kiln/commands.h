@@ -1,0 +1,16 @@
+// One function per subcommand file: each adds its CLI11 subcommand and sets the action that
+// main() runs after parsing.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace kiln::cli {
+
+using Action = std::function<int()>;
+
+void add_run_command(CLI::App& app, Action& action);
+void add_inspect_command(CLI::App& app, Action& action);
+void add_test_onnx_command(CLI::App& app, Action& action);
+
+}  // namespace kiln::cli
