@@ -34,7 +34,12 @@ std::string to_string(const Shape& s) {
   return out + "]";
 }
 
-std::string dims_to_string(const std::vector<int64_t>& dims) { return to_string(Shape::of(dims)); }
+// Concrete sizes print as given (a bad negative size shows as itself, not as an unknown dim).
+std::string dims_to_string(const std::vector<int64_t>& dims) {
+  std::string out = "[";
+  for (size_t i = 0; i < dims.size(); ++i) out += (i ? "," : "") + std::to_string(dims[i]);
+  return out + "]";
+}
 
 int64_t checked_numel(const std::vector<int64_t>& dims) {
   constexpr int64_t kLimit = int64_t{1} << 62;

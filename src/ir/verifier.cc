@@ -100,22 +100,20 @@ class Verifier {
                      " (first version " + std::to_string(reg_.first_version(n.domain, n.op_type)) + ")");
       fail(&n, "unknown op " + n.qualified_op() + " (opset " + std::to_string(opset) + ")");
     }
-    // Trailing omitted inputs do not count against the maximum.
+    // Counts are positions (an omitted optional input still takes its slot: the schema has no
+    // per-input optionality, e.g. Loop's M and cond are optional but positional). Trailing
+    // omitted inputs do not count against the maximum.
     size_t n_in = n.inputs.size();
     while (n_in > 0 && !n.inputs[n_in - 1]) --n_in;
     const auto lo_in = static_cast<size_t>(std::max(0, s->min_inputs));
     if (n.inputs.size() < lo_in || (s->max_inputs >= 0 && n_in > static_cast<size_t>(s->max_inputs)))
       fail(&n, "op " + n.qualified_op() + " takes " + range_text(s->min_inputs, s->max_inputs) +
                    " inputs, got " + std::to_string(n.inputs.size()));
-    for (size_t i = 0; i < lo_in; ++i)
-      if (!n.inputs[i]) fail(&n, "required input #" + std::to_string(i) + " of op " + n.qualified_op() + " is omitted");
     const size_t n_out = n.outputs.size();
     const auto lo_out = static_cast<size_t>(std::max(0, s->min_outputs));
     if (n_out < lo_out || (s->max_outputs >= 0 && n_out > static_cast<size_t>(s->max_outputs)))
       fail(&n, "op " + n.qualified_op() + " has " + range_text(s->min_outputs, s->max_outputs) +
                    " outputs, got " + std::to_string(n_out));
-    for (size_t i = 0; i < lo_out; ++i)
-      if (!n.outputs[i]) fail(&n, "required output #" + std::to_string(i) + " of op " + n.qualified_op() + " is omitted");
   }
 
   void graph(const Graph& g, const std::string& path, int depth) {

@@ -161,6 +161,13 @@ void prelu_kernel(KernelContext& ctx) {
   const DType orig = ctx.input(0).dtype();
   Tensor x = widen_half(ctx.input(0));
   Tensor s = widen_half(ctx.input(1));
+  // Before opset 7 a 1-D slope of size C applies per channel (axis 1).
+  if (ctx.opset() < 7 && s.rank() == 1 && x.rank() >= 2 && s.numel() == x.dim(1) &&
+      s.numel() != 1) {
+    std::vector<int64_t> dims(static_cast<size_t>(x.rank() - 1), 1);
+    dims[0] = s.numel();
+    s = s.reshaped(dims);
+  }
   if (x.dtype() != s.dtype())
     ctx.fail(ErrorKind::kInvalidModel, "X and slope should have the same dtype, got " +
                                            std::string(dtype_name(orig)) + " and " +
@@ -256,18 +263,18 @@ void register_activation_ops(OpRegistry& r) {
     KernelFn fn;
   };
   const Entry ops[] = {
-      {"Relu", 6, unary_kernel<ReluOp, kFloats | kSigned>},
-      {"Sigmoid", 6, unary_kernel<SigmoidOp, kFloats>},
-      {"Tanh", 6, unary_kernel<TanhOp, kFloats>},
+      {"Relu", 1, unary_kernel<ReluOp, kFloats | kSigned>},
+      {"Sigmoid", 1, unary_kernel<SigmoidOp, kFloats>},
+      {"Tanh", 1, unary_kernel<TanhOp, kFloats>},
       {"Softplus", 1, unary_kernel<SoftplusOp, kFloats>},
       {"Softsign", 1, unary_kernel<SoftsignOp, kFloats>},
       {"Mish", 18, unary_kernel<MishOp, kFloats>},
       {"HardSwish", 14, unary_kernel<HardSwishOp, kFloats>},
-      {"LeakyRelu", 6, unary_kernel<LeakyReluOp, kFloats>},
-      {"Elu", 6, unary_kernel<EluOp, kFloats>},
-      {"Selu", 6, unary_kernel<SeluOp, kFloats>},
+      {"LeakyRelu", 1, unary_kernel<LeakyReluOp, kFloats>},
+      {"Elu", 1, unary_kernel<EluOp, kFloats>},
+      {"Selu", 1, unary_kernel<SeluOp, kFloats>},
       {"Celu", 12, unary_kernel<CeluOp, kFloats>},
-      {"HardSigmoid", 6, unary_kernel<HardSigmoidOp, kFloats>},
+      {"HardSigmoid", 1, unary_kernel<HardSigmoidOp, kFloats>},
       {"ThresholdedRelu", 10, unary_kernel<ThresholdedReluOp, kFloats>},
       {"Shrink", 9, unary_kernel<ShrinkOp, kNumeric>},
       {"Gelu", 20, unary_kernel<GeluOp, kFloats>},
@@ -275,7 +282,7 @@ void register_activation_ops(OpRegistry& r) {
   for (const Entry& e : ops)
     r.add(e.name).since(e.since).inputs(1).outputs(1).kind(PatternKind::kElementwise).run(e.fn)
         .shape(infer_same_as_input0).via_float();
-  r.add("PRelu").since(7).inputs(2).outputs(1).kind(PatternKind::kBroadcast).run(prelu_kernel)
+  r.add("PRelu").since(1).inputs(2).outputs(1).kind(PatternKind::kBroadcast).run(prelu_kernel)
       .shape(infer_broadcast).via_float();
   const std::pair<const char*, KernelFn> softmaxes[] = {
       {"Softmax", softmax_kernel<SoftmaxKind::kSoftmax>},

@@ -69,10 +69,10 @@ Tensor take_along_axis(const Tensor& t, int64_t axis, int64_t index) {
 
 void check_body_arity(const KernelContext& ctx, const Graph& body, size_t n_in, size_t n_out) {
   if (body.inputs.size() != n_in || body.outputs.size() != n_out)
-    ctx.fail(ErrorKind::kInvalidModel,
-             "body graph has " + std::to_string(body.inputs.size()) + " inputs and " +
-                 std::to_string(body.outputs.size()) + " outputs, expected " +
-                 std::to_string(n_in) + " and " + std::to_string(n_out));
+    ctx.fail(ErrorKind::kInvalidModel, "body graph has " + std::to_string(body.inputs.size()) +
+                                           " inputs and " + std::to_string(body.outputs.size()) +
+                                           " outputs, expected " + std::to_string(n_in) + " and " +
+                                           std::to_string(n_out));
 }
 
 // ---- If --------------------------------------------------------------------------------------
@@ -82,11 +82,11 @@ void if_kernel(KernelContext& ctx) {
   const Graph& branch = *ctx.attr_graph(cond ? "then_branch" : "else_branch");
   std::vector<RtValue> outs = ctx.run_subgraph(branch, {});
   if (static_cast<int>(outs.size()) != ctx.num_outputs())
-    ctx.fail(ErrorKind::kInvalidModel,
-             std::string(cond ? "then" : "else") + " branch produced " +
-                 std::to_string(outs.size()) + " outputs, the node has " +
-                 std::to_string(ctx.num_outputs()));
-  for (size_t i = 0; i < outs.size(); ++i) ctx.set_output_value(static_cast<int>(i), std::move(outs[i]));
+    ctx.fail(ErrorKind::kInvalidModel, std::string(cond ? "then" : "else") + " branch produced " +
+                                           std::to_string(outs.size()) + " outputs, the node has " +
+                                           std::to_string(ctx.num_outputs()));
+  for (size_t i = 0; i < outs.size(); ++i)
+    ctx.set_output_value(static_cast<int>(i), std::move(outs[i]));
 }
 
 void infer_if(InferContext& ctx) {
@@ -151,7 +151,8 @@ void loop_kernel(KernelContext& ctx) {
     if (outs.size() != body.outputs.size())
       ctx.fail(ErrorKind::kInternal, "body returned the wrong number of values");
     cond = scalar_truth(ctx, outs[0], "the body's condition output");
-    for (int i = 0; i < n_carried; ++i) carried[static_cast<size_t>(i)] = std::move(outs[1 + static_cast<size_t>(i)]);
+    for (int i = 0; i < n_carried; ++i)
+      carried[static_cast<size_t>(i)] = std::move(outs[1 + static_cast<size_t>(i)]);
     for (int k = 0; k < n_scan; ++k) {
       RtValue& v = outs[static_cast<size_t>(1 + n_carried + k)];
       if (!v.is_tensor())
@@ -163,9 +164,8 @@ void loop_kernel(KernelContext& ctx) {
     ctx.set_output_value(i, std::move(carried[static_cast<size_t>(i)]));
   for (int k = 0; k < n_scan && n_carried + k < ctx.num_outputs(); ++k) {
     const size_t oi = static_cast<size_t>(n_carried + k);
-    ctx.set_output(static_cast<int>(oi),
-                   stack_outputs(ctx, scans[static_cast<size_t>(k)], 0, body.outputs[oi + 1],
-                                 node_output(ctx, oi)));
+    ctx.set_output(static_cast<int>(oi), stack_outputs(ctx, scans[static_cast<size_t>(k)], 0,
+                                                       body.outputs[oi + 1], node_output(ctx, oi)));
   }
 }
 
@@ -218,8 +218,7 @@ void scan9_kernel(KernelContext& ctx) {
   const int64_t n_state = n_in - n_scan_in;
   if (n_scan_in <= 0 || n_state < 0)
     ctx.fail(ErrorKind::kInvalidModel, "num_scan_inputs=" + std::to_string(n_scan_in) +
-                                           " does not fit the " + std::to_string(n_in) +
-                                           " inputs");
+                                           " does not fit the " + std::to_string(n_in) + " inputs");
   const int64_t n_scan_out = static_cast<int64_t>(body.outputs.size()) - n_state;
   if (n_scan_out < 0) ctx.fail(ErrorKind::kInvalidModel, "body has too few outputs");
   check_body_arity(ctx, body, static_cast<size_t>(n_in), body.outputs.size());
@@ -228,7 +227,8 @@ void scan9_kernel(KernelContext& ctx) {
   const auto in_axes = per_scan_attr(ctx, "scan_input_axes", static_cast<size_t>(n_scan_in));
   const auto in_dirs = per_scan_attr(ctx, "scan_input_directions", static_cast<size_t>(n_scan_in));
   const auto out_axes = per_scan_attr(ctx, "scan_output_axes", static_cast<size_t>(n_scan_out));
-  const auto out_dirs = per_scan_attr(ctx, "scan_output_directions", static_cast<size_t>(n_scan_out));
+  const auto out_dirs =
+      per_scan_attr(ctx, "scan_output_directions", static_cast<size_t>(n_scan_out));
   for (int64_t d : in_dirs) check_direction(ctx, d);
   for (int64_t d : out_dirs) check_direction(ctx, d);
 
@@ -259,7 +259,8 @@ void scan9_kernel(KernelContext& ctx) {
     std::vector<RtValue> outs = ctx.run_subgraph(body, args);
     if (outs.size() != body.outputs.size())
       ctx.fail(ErrorKind::kInternal, "body returned the wrong number of values");
-    for (int64_t i = 0; i < n_state; ++i) states[static_cast<size_t>(i)] = std::move(outs[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < n_state; ++i)
+      states[static_cast<size_t>(i)] = std::move(outs[static_cast<size_t>(i)]);
     for (int64_t k = 0; k < n_scan_out; ++k) {
       RtValue& v = outs[static_cast<size_t>(n_state + k)];
       if (!v.is_tensor())
@@ -286,8 +287,7 @@ void scan8_kernel(KernelContext& ctx) {
   const int64_t n_state = n_in - n_scan_in;
   if (n_scan_in <= 0 || n_state < 0)
     ctx.fail(ErrorKind::kInvalidModel, "num_scan_inputs=" + std::to_string(n_scan_in) +
-                                           " does not fit the " + std::to_string(n_in) +
-                                           " inputs");
+                                           " does not fit the " + std::to_string(n_in) + " inputs");
   const int64_t n_scan_out = static_cast<int64_t>(body.outputs.size()) - n_state;
   if (n_scan_out < 0) ctx.fail(ErrorKind::kInvalidModel, "body has too few outputs");
   check_body_arity(ctx, body, static_cast<size_t>(n_in), body.outputs.size());
@@ -301,8 +301,8 @@ void scan8_kernel(KernelContext& ctx) {
     const Tensor& t = ctx.input(static_cast<int>(1 + i));
     const int min_rank = i < n_state ? 1 : 2;
     if (t.rank() < min_rank)
-      ctx.fail(ErrorKind::kBadInput, "input #" + std::to_string(1 + i) + " needs rank >= " +
-                                         std::to_string(min_rank) + " (batch" +
+      ctx.fail(ErrorKind::kBadInput, "input #" + std::to_string(1 + i) +
+                                         " needs rank >= " + std::to_string(min_rank) + " (batch" +
                                          (min_rank == 2 ? ", sequence" : "") + "), got " +
                                          dims_to_string(t.dims()));
     if (!ins.empty() && t.dim(0) != ins[0].dim(0))
@@ -323,8 +323,8 @@ void scan8_kernel(KernelContext& ctx) {
     seq_lens = sl.to_int64_vector();
     for (int64_t l : seq_lens)
       if (l < 0 || l > max_len)
-        ctx.fail(ErrorKind::kBadInput, "sequence length " + std::to_string(l) +
-                                           " is outside [0, " + std::to_string(max_len) + "]");
+        ctx.fail(ErrorKind::kBadInput, "sequence length " + std::to_string(l) + " is outside [0, " +
+                                           std::to_string(max_len) + "]");
   }
 
   std::vector<std::vector<Tensor>> final_states(static_cast<size_t>(n_state));
@@ -345,11 +345,13 @@ void scan8_kernel(KernelContext& ctx) {
       std::vector<RtValue> outs = ctx.run_subgraph(body, args);
       if (outs.size() != body.outputs.size())
         ctx.fail(ErrorKind::kInternal, "body returned the wrong number of values");
-      for (int64_t i = 0; i < n_state; ++i) states[static_cast<size_t>(i)] = std::move(outs[static_cast<size_t>(i)]);
+      for (int64_t i = 0; i < n_state; ++i)
+        states[static_cast<size_t>(i)] = std::move(outs[static_cast<size_t>(i)]);
       for (int64_t k = 0; k < n_scan_out; ++k) {
         RtValue& v = outs[static_cast<size_t>(n_state + k)];
         if (!v.is_tensor())
-          ctx.fail(ErrorKind::kBadInput, "scan output #" + std::to_string(k) + " should be a tensor");
+          ctx.fail(ErrorKind::kBadInput,
+                   "scan output #" + std::to_string(k) + " should be a tensor");
         scans[static_cast<size_t>(k)].push_back(std::move(v.tensor));
       }
     }

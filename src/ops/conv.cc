@@ -179,8 +179,14 @@ void conv_typed(KernelContext& ctx, const Tensor& x, const Tensor& wt, const Con
     pointwise = pointwise && w.kernel[d] == 1 && w.strides[d] == 1 && w.pads[d] == 0 &&
                 w.pads[d + w.nsp] == 0;
   const bool depthwise = s.cg == 1 && w.nsp == 2;
+  // im2col runs over slabs of the outermost output dim so that the column buffer stays bounded
+  // (about 16M elements) for large images; a slab is the same window with shifted padding.
+  const int64_t row_sz = out_sz / w.out[0];
+  const int64_t col_rows = s.cg * k_sz;
+  const int64_t slab = std::clamp<int64_t>((int64_t{1} << 24) / std::max<int64_t>(1, col_rows * row_sz),
+                                           1, w.out[0]);
   std::vector<T> col;
-  if (!pointwise && !depthwise) col.resize(static_cast<size_t>(s.cg * k_sz * out_sz));
+  if (!pointwise && !depthwise) col.resize(static_cast<size_t>(col_rows * slab * row_sz));
   for (int64_t n = 0; n < s.n; ++n) {
     for (int64_t g = 0; g < s.group; ++g) {
       const T* xg = xp + (n * s.c + g * s.cg) * in_sz;
@@ -190,13 +196,20 @@ void conv_typed(KernelContext& ctx, const Tensor& x, const Tensor& wt, const Con
         for (int64_t m = 0; m < s.mg; ++m) depthwise_2d(xg, wg + m * k_sz, w, yg + m * out_sz);
         continue;
       }
-      const T* b = xg;
-      if (!pointwise) {
-        im2col(xg, s.cg, w, col.data());
-        b = col.data();
+      if (pointwise) {
+        gemm_ref(false, false, s.mg, out_sz, col_rows, T(1), wg, col_rows, xg, out_sz, T(0), yg,
+                 out_sz);
+        continue;
       }
-      gemm_ref(false, false, s.mg, out_sz, s.cg * k_sz, T(1), wg, s.cg * k_sz, b, out_sz, T(0),
-               yg, out_sz);
+      for (int64_t r0 = 0; r0 < w.out[0]; r0 += slab) {
+        Window part = w;
+        part.out[0] = std::min(slab, w.out[0] - r0);
+        part.pads[0] = w.pads[0] - r0 * w.strides[0];
+        const int64_t cols = part.out[0] * row_sz;
+        im2col(xg, s.cg, part, col.data());
+        gemm_ref(false, false, s.mg, cols, col_rows, T(1), wg, col_rows, col.data(), cols, T(0),
+                 yg + r0 * row_sz, out_sz);
+      }
     }
   }
   add_bias(ctx, yp, s.n, s.m, out_sz);
@@ -275,13 +288,12 @@ Window resolve_transpose_window(const AttrReader& at, const std::vector<int64_t>
     if (in[i] < 0) continue;
     const int64_t full = w.strides[i] * (in[i] - 1) + out_pad[i] + w.eff_kernel(i);
     if (!out_shape.empty()) {
+      if (out_shape[i] < 0)
+        at.fail(ErrorKind::kInvalidModel, "output_shape values should be >= 0");
+      // A negative total (output larger than the full result) pads the far end with zeros
+      // (plus bias); floor division keeps the ONNX/ORT split for odd negative totals.
       const int64_t total = full - out_shape[i];
-      if (total < 0)
-        at.fail(ErrorKind::kBadInput, "output_shape " + std::to_string(out_shape[i]) +
-                                          " is larger than the transposed conv can produce (" +
-                                          std::to_string(full) + ") in spatial dim " +
-                                          std::to_string(i));
-      const int64_t small = total / 2, large = total - small;
+      const int64_t small = total >= 0 ? total / 2 : -((-total + 1) / 2), large = total - small;
       w.pads[i] = auto_pad == "SAME_UPPER" ? small : large;
       w.pads[i + nsp] = auto_pad == "SAME_UPPER" ? large : small;
       w.out[i] = out_shape[i];
@@ -354,6 +366,54 @@ void conv_transpose_kernel(KernelContext& ctx) {
   ctx.set_output(0, std::move(y));
 }
 
+// ---- Col2Im --------------------------------------------------------------------------------
+
+void col2im_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  std::vector<int64_t> image = ctx.input(1).to_int64_vector();
+  std::vector<int64_t> block = ctx.input(2).to_int64_vector();
+  const int nsp = static_cast<int>(image.size());
+  if (x.rank() != 3 || nsp == 0 || block.size() != image.size())
+    ctx.fail(ErrorKind::kBadInput, "expected input [N, C*prod(block), L] and image_shape and "
+                                   "block_shape of equal non-zero length, got input " +
+                                       dims_to_string(x.dims()) + ", image_shape " +
+                                       dims_to_string(image) + ", block_shape " +
+                                       dims_to_string(block));
+  for (int64_t d : image)
+    if (d < 0) ctx.fail(ErrorKind::kBadInput, "image_shape should be >= 0");
+  for (int64_t k : block)
+    if (k <= 0) ctx.fail(ErrorKind::kBadInput, "block_shape should be > 0");
+  // Col2Im scatters back what im2col of an `image`-sized input would gather.
+  Window w = resolve_window(ctx, image, block, false);
+  const int64_t k_sz = product(block);
+  if (x.dim(1) % k_sz != 0 || x.dim(2) != product(w.out))
+    ctx.fail(ErrorKind::kBadInput, "input " + dims_to_string(x.dims()) + " does not match " +
+                                       std::to_string(k_sz) + " block elements and " +
+                                       std::to_string(product(w.out)) + " block positions");
+  const int64_t n = x.dim(0), c = x.dim(1) / k_sz;
+  std::vector<int64_t> ydims = {n, c};
+  ydims.insert(ydims.end(), image.begin(), image.end());
+  Tensor y(x.dtype(), ydims);
+  // col2im walks "from" positions (w.in) into "to" (w.out): swap roles for the transposed view.
+  Window t = w;
+  t.in = w.out;
+  t.out = w.in;
+  const int64_t img_sz = product(image), col_sz = x.dim(1) * x.dim(2);
+  if (y.numel() > 0 && col_sz > 0) {
+    if (x.dtype() == DType::kFloat32) {
+      for (int64_t b = 0; b < n; ++b)
+        col2im(x.data<float>() + b * col_sz, c, t, y.data<float>() + b * c * img_sz);
+    } else if (x.dtype() == DType::kFloat64) {
+      for (int64_t b = 0; b < n; ++b)
+        col2im(x.data<double>() + b * col_sz, c, t, y.data<double>() + b * c * img_sz);
+    } else {
+      ctx.fail(ErrorKind::kUnsupported,
+               "Col2Im supports float types, got " + std::string(dtype_name(x.dtype())));
+    }
+  }
+  ctx.set_output(0, std::move(y));
+}
+
 // ---- shape inference -----------------------------------------------------------------------
 
 void infer_conv_common(InferContext& ctx, bool transpose) {
@@ -402,6 +462,8 @@ void register_conv_ops(OpRegistry& r) {
   for (int v : {1, 11})
     r.add("ConvTranspose").since(v).inputs(2, 3).outputs(1).kind(PatternKind::kOutFusable)
         .run(conv_transpose_kernel).shape(infer_conv_transpose).via_float();
+  r.add("Col2Im").since(18).inputs(3).outputs(1).kind(PatternKind::kOpaque).run(col2im_kernel)
+      .via_float();
 }
 
 }  // namespace kiln

@@ -58,13 +58,15 @@ EinsumPlan make_plan(const AttrReader& at, std::string eq,
   std::vector<std::string> terms;
   for (size_t start = 0;;) {
     size_t comma = lhs.find(',', start);
-    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    const size_t len = comma == std::string::npos ? std::string::npos : comma - start;
+    terms.push_back(lhs.substr(start, len));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
   if (terms.size() != shapes.size())
     at.fail(ErrorKind::kInvalidModel, "einsum equation '" + eq + "' has " +
-                                          std::to_string(terms.size()) + " input terms but the node has " +
+                                          std::to_string(terms.size()) +
+                                          " input terms but the node has " +
                                           std::to_string(shapes.size()) + " inputs");
   EinsumPlan p;
   std::vector<std::vector<int>> parsed;
@@ -80,7 +82,8 @@ EinsumPlan make_plan(const AttrReader& at, std::string eq,
     const int64_t rank = static_cast<int64_t>(shapes[t].size());
     if (ell ? letters > rank : letters != rank)
       at.fail(ErrorKind::kBadInput, "einsum term '" + terms[t] + "' does not match input #" +
-                                        std::to_string(t) + " of shape " + dims_to_string(shapes[t]));
+                                        std::to_string(t) + " of shape " +
+                                        dims_to_string(shapes[t]));
     if (ell) ell_rank = std::max(ell_rank, rank - letters);
   }
   p.size.assign(static_cast<size_t>(kLetters + ell_rank), -1);
@@ -117,7 +120,8 @@ EinsumPlan make_plan(const AttrReader& at, std::string eq,
     std::vector<bool> used(p.size.size(), false);
     for (int id : parse_term(at, clean.substr(arrow + 2))) {
       if (id == -2) {
-        for (int64_t j = 0; j < ell_rank; ++j) p.out_labels.push_back(static_cast<int>(kLetters + j));
+        for (int64_t j = 0; j < ell_rank; ++j)
+          p.out_labels.push_back(static_cast<int>(kLetters + j));
         continue;
       }
       if (p.size[static_cast<size_t>(id)] < 0 || used[static_cast<size_t>(id)])
@@ -127,8 +131,10 @@ EinsumPlan make_plan(const AttrReader& at, std::string eq,
       p.out_labels.push_back(id);
     }
   } else {
-    if (any_ellipsis)
-      for (int64_t j = 0; j < ell_rank; ++j) p.out_labels.push_back(static_cast<int>(kLetters + j));
+    if (any_ellipsis) {
+      for (int64_t j = 0; j < ell_rank; ++j)
+        p.out_labels.push_back(static_cast<int>(kLetters + j));
+    }
     for (int id = 0; id < kLetters; ++id)
       if (counts[static_cast<size_t>(id)] == 1) p.out_labels.push_back(id);
   }

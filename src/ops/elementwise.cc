@@ -214,11 +214,23 @@ Tensor apply_binary(const AttrReader& at, const Tensor& a, const Tensor& b, Op& 
   return y;
 }
 
+// Before opset 7, binary ops broadcast B onto A only with broadcast=1, aligned at `axis` when
+// given; numpy broadcasting covers the rest once B gets trailing 1-dims.
+Tensor legacy_align(const KernelContext& ctx, const Tensor& a, const Tensor& b) {
+  if (ctx.opset() >= 7 || ctx.attr_int("broadcast", 0) == 0 || !ctx.has_attr("axis")) return b;
+  const int64_t axis = normalize_axis(ctx, ctx.attr_int("axis"), a.rank());
+  const int64_t pad = a.rank() - axis - b.rank();
+  if (pad <= 0) return b;
+  std::vector<int64_t> dims = b.dims();
+  dims.insert(dims.end(), static_cast<size_t>(pad), 1);
+  return b.reshaped(dims);
+}
+
 template <class Op, unsigned S, bool kBoolOut = false>
 void binary_kernel(KernelContext& ctx) {
   const DType orig = ctx.input(0).dtype();
   Tensor a = widen_half(ctx.input(0));
-  Tensor b = widen_half(ctx.input(1));
+  Tensor b = legacy_align(ctx, a, widen_half(ctx.input(1)));
   Op op(ctx);
   Tensor y = apply_binary<Op, S>(ctx, a, b, op, kBoolOut);
   if (!kBoolOut && is_half(orig)) y = convert_tensor(y, orig);
@@ -302,7 +314,7 @@ T pow_value(T x, E e) {
 void pow_kernel(KernelContext& ctx) {
   const DType orig = ctx.input(0).dtype();
   Tensor a = widen_half(ctx.input(0));
-  Tensor b = widen_half(ctx.input(1));
+  Tensor b = legacy_align(ctx, a, widen_half(ctx.input(1)));
   std::vector<int64_t> out_dims = broadcast_dims(ctx, {a.dims(), b.dims()});
   Tensor y(a.dtype(), out_dims);
   dispatch<kNumeric>(ctx, a.dtype(), [&](auto ta) {
@@ -361,8 +373,21 @@ void where_kernel(KernelContext& ctx) {
                       const T* rx = px + off[1];
                       const T* rz = pz + off[2];
                       T* ry = py + o;
-                      for (int64_t i = 0; i < n; ++i)
-                        ry[i] = rc[i * s[0]] ? rx[i * s[1]] : rz[i * s[2]];
+                      // Inner strides are 0 (broadcast) or 1; specialize the common mixes.
+                      auto run = [&](auto sc, auto sx, auto sz) {
+                        for (int64_t i = 0; i < n; ++i)
+                          ry[i] = rc[i * sc] ? rx[i * sx] : rz[i * sz];
+                      };
+                      using Zero = std::integral_constant<int64_t, 0>;
+                      using One = std::integral_constant<int64_t, 1>;
+                      const int mask = (s[0] != 0) * 4 + (s[1] != 0) * 2 + (s[2] != 0);
+                      switch (mask) {
+                        case 7: run(One{}, One{}, One{}); break;
+                        case 5: run(One{}, Zero{}, One{}); break;
+                        case 6: run(One{}, One{}, Zero{}); break;
+                        case 3: run(Zero{}, One{}, One{}); break;
+                        default: run(s[0], s[1], s[2]); break;
+                      }
                     });
   });
   ctx.set_output(0, std::move(y));
@@ -427,37 +452,37 @@ void register_elementwise_ops(OpRegistry& r) {
                   : std::string(name) == "Sub" ? binary_kernel<SubOp, kNum>
                   : std::string(name) == "Mul" ? binary_kernel<MulOp, kNum>
                                                : binary_kernel<DivOp, kNum>;
-    r.add(name).since(7).inputs(2).outputs(1).kind(bcast).run(fn).shape(infer_broadcast).via_float();
+    r.add(name).since(1).inputs(2).outputs(1).kind(bcast).run(fn).shape(infer_broadcast).via_float();
   }
-  r.add("Pow").since(7).inputs(2).outputs(1).kind(bcast).run(pow_kernel).shape(infer_broadcast);
+  r.add("Pow").since(1).inputs(2).outputs(1).kind(bcast).run(pow_kernel).shape(infer_broadcast);
   r.add("Mod").since(10).inputs(2).outputs(1).kind(bcast).run(binary_kernel<ModOp, kNum>)
       .shape(infer_broadcast).via_float();
-  r.add("Max").since(6).inputs(1, -1).outputs(1).kind(bcast).run(variadic_kernel<MaxOp, kNum>)
+  r.add("Max").since(1).inputs(1, -1).outputs(1).kind(bcast).run(variadic_kernel<MaxOp, kNum>)
       .shape(infer_broadcast).via_float();
-  r.add("Min").since(6).inputs(1, -1).outputs(1).kind(bcast).run(variadic_kernel<MinOp, kNum>)
+  r.add("Min").since(1).inputs(1, -1).outputs(1).kind(bcast).run(variadic_kernel<MinOp, kNum>)
       .shape(infer_broadcast).via_float();
-  r.add("Sum").since(6).inputs(1, -1).outputs(1).kind(bcast).run(variadic_kernel<AddOp, kNum>)
+  r.add("Sum").since(1).inputs(1, -1).outputs(1).kind(bcast).run(variadic_kernel<AddOp, kNum>)
       .shape(infer_broadcast).via_float();
-  r.add("Mean").since(6).inputs(1, -1).outputs(1).kind(bcast)
+  r.add("Mean").since(1).inputs(1, -1).outputs(1).kind(bcast)
       .run(variadic_kernel<AddOp, kFloats, true>).shape(infer_broadcast).via_float();
 
-  r.add("Equal").since(7).inputs(2).outputs(1).kind(bcast)
+  r.add("Equal").since(1).inputs(2).outputs(1).kind(bcast)
       .run(binary_kernel<EqualOp, kNumBool | kStrings, true>).shape(infer_broadcast_bool)
       .via_float();
-  r.add("Less").since(7).inputs(2).outputs(1).kind(bcast).run(binary_kernel<LessOp, kNum, true>)
+  r.add("Less").since(1).inputs(2).outputs(1).kind(bcast).run(binary_kernel<LessOp, kNum, true>)
       .shape(infer_broadcast_bool).via_float();
-  r.add("Greater").since(7).inputs(2).outputs(1).kind(bcast)
+  r.add("Greater").since(1).inputs(2).outputs(1).kind(bcast)
       .run(binary_kernel<GreaterOp, kNum, true>).shape(infer_broadcast_bool).via_float();
   r.add("LessOrEqual").since(12).inputs(2).outputs(1).kind(bcast)
       .run(binary_kernel<LessEqOp, kNum, true>).shape(infer_broadcast_bool).via_float();
   r.add("GreaterOrEqual").since(12).inputs(2).outputs(1).kind(bcast)
       .run(binary_kernel<GreaterEqOp, kNum, true>).shape(infer_broadcast_bool).via_float();
 
-  r.add("And").since(7).inputs(2).outputs(1).kind(bcast).run(binary_kernel<AndOp, kBoolType>)
+  r.add("And").since(1).inputs(2).outputs(1).kind(bcast).run(binary_kernel<AndOp, kBoolType>)
       .shape(infer_broadcast);
-  r.add("Or").since(7).inputs(2).outputs(1).kind(bcast).run(binary_kernel<OrOp, kBoolType>)
+  r.add("Or").since(1).inputs(2).outputs(1).kind(bcast).run(binary_kernel<OrOp, kBoolType>)
       .shape(infer_broadcast);
-  r.add("Xor").since(7).inputs(2).outputs(1).kind(bcast).run(binary_kernel<XorOp, kBoolType>)
+  r.add("Xor").since(1).inputs(2).outputs(1).kind(bcast).run(binary_kernel<XorOp, kBoolType>)
       .shape(infer_broadcast);
   r.add("BitwiseAnd").since(18).inputs(2).outputs(1).kind(bcast).run(binary_kernel<AndOp, kInts>)
       .shape(infer_broadcast);
@@ -469,7 +494,7 @@ void register_elementwise_ops(OpRegistry& r) {
       .run(binary_kernel<BitShiftOp, kInts>).shape(infer_broadcast);
 
   r.add("Where").since(9).inputs(3).outputs(1).kind(bcast).run(where_kernel).shape(infer_where);
-  r.add("Clip").since(6).inputs(1, 3).outputs(1).kind(PatternKind::kElementwise).run(clip_kernel)
+  r.add("Clip").since(1).inputs(1, 3).outputs(1).kind(PatternKind::kElementwise).run(clip_kernel)
       .shape(infer_same_as_input0).via_float();
 
   register_elementwise_unary_ops(r);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 #include "ops/elementwise_util.h"
@@ -139,8 +140,112 @@ T from_text(const AttrReader& at, const std::string& s) {
   }
 }
 
+Tensor cast_tensor(const AttrReader& at, const Tensor& x, DType to);
+
+// ---- float8 (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ) and 4-bit integers ------------------------
+
+struct F8Format {
+  int mant_bits, bias;
+  bool fnuz;     // no -0 and no inf; 0x80 is the only NaN
+  bool has_inf;  // E5M2 only
+  uint8_t max_code;
+};
+
+std::optional<F8Format> f8_format(DType t) {
+  switch (t) {
+    case DType::kFloat8E4M3FN: return F8Format{3, 7, false, false, 0x7e};
+    case DType::kFloat8E4M3FNUZ: return F8Format{3, 8, true, false, 0x7f};
+    case DType::kFloat8E5M2: return F8Format{2, 15, false, true, 0x7b};
+    case DType::kFloat8E5M2FNUZ: return F8Format{2, 16, true, false, 0x7f};
+    default: return std::nullopt;
+  }
+}
+
+// Magnitude of the non-negative code c (c <= max_code, or max_code + 1 as a virtual next value).
+double f8_magnitude(const F8Format& f, int c) {
+  const int e = c >> f.mant_bits;
+  const int m = c & ((1 << f.mant_bits) - 1);
+  if (e == 0) return std::ldexp(static_cast<double>(m), 1 - f.bias - f.mant_bits);
+  return std::ldexp(static_cast<double>((1 << f.mant_bits) + m), e - f.bias - f.mant_bits);
+}
+
+float f8_to_float(const F8Format& f, uint8_t v) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  if (f.fnuz && v == 0x80) return nan;
+  const int c = v & 0x7f;
+  if (!f.fnuz) {
+    if (f.has_inf && c >= 0x7c) return c == 0x7c ? ((v & 0x80) ? -INFINITY : INFINITY) : nan;
+    if (!f.has_inf && c == 0x7f) return nan;
+  }
+  const float mag = static_cast<float>(f8_magnitude(f, c));
+  return (v & 0x80) ? -mag : mag;
+}
+
+// Round to nearest even; out-of-range values saturate or become inf/NaN as the Cast spec says.
+uint8_t float_to_f8(const F8Format& f, double x, bool saturate) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  const uint8_t nan_code =
+      f.fnuz ? 0x80 : static_cast<uint8_t>(sign | (f.has_inf ? 0x7e : 0x7f));
+  if (std::isnan(x)) return nan_code;
+  const double a = std::fabs(x);
+  const uint8_t overflow = saturate ? static_cast<uint8_t>(sign | f.max_code)
+                           : f.has_inf ? static_cast<uint8_t>(sign | 0x7c)
+                                       : nan_code;
+  if (std::isinf(a)) return overflow;
+  int lo = 0, hi = f.max_code + 1;  // find the largest code with magnitude <= a
+  while (hi - lo > 1) {
+    int mid = (lo + hi) / 2;
+    (f8_magnitude(f, mid) <= a ? lo : hi) = mid;
+  }
+  int code = lo;
+  if (lo < f.max_code + 1) {
+    const double d_lo = a - f8_magnitude(f, lo);
+    const double d_hi = f8_magnitude(f, lo + 1) - a;
+    if (d_hi < d_lo || (d_hi == d_lo && (lo & 1))) code = lo + 1;
+  }
+  if (code > f.max_code) return overflow;
+  if (code == 0 && f.fnuz) return 0;  // no negative zero
+  return static_cast<uint8_t>(sign | code);
+}
+
+bool is_int4(DType t) { return t == DType::kInt4 || t == DType::kUInt4; }
+
+// Float8 and 4-bit casts go through f32 (from) or f64 (to), which hold every value exactly.
+Tensor cast_narrow(const AttrReader& at, const Tensor& x, DType to) {
+  const int64_t n = x.numel();
+  Tensor src = x;
+  if (auto f = f8_format(x.dtype())) {
+    src = Tensor(DType::kFloat32, x.dims());
+    for (int64_t i = 0; i < n; ++i) src.data<float>()[i] = f8_to_float(*f, x.data<uint8_t>()[i]);
+  } else if (x.dtype() == DType::kInt4) {
+    src = Tensor(DType::kInt8, x.dims());
+    for (int64_t i = 0; i < n; ++i) src.data<int8_t>()[i] = x.data<int8_t>()[i];
+  } else if (x.dtype() == DType::kUInt4) {
+    src = Tensor(DType::kUInt8, x.dims());
+    for (int64_t i = 0; i < n; ++i) src.data<uint8_t>()[i] = x.data<uint8_t>()[i];
+  }
+  if (!f8_format(to) && !is_int4(to)) return cast_tensor(at, src, to);
+  Tensor y(to, x.dims());
+  if (auto f = f8_format(to)) {
+    const bool saturate = at.attr_int("saturate", 1) != 0;
+    Tensor d = cast_tensor(at, src, DType::kFloat64);
+    for (int64_t i = 0; i < n; ++i)
+      y.data<uint8_t>()[i] = float_to_f8(*f, d.data<double>()[i], saturate);
+  } else {
+    Tensor v = cast_tensor(at, src, DType::kInt64);  // truncates floats, then keeps the low bits
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t low = v.data<int64_t>()[i] & 0xf;
+      if (to == DType::kInt4) y.data<int8_t>()[i] = static_cast<int8_t>((low ^ 8) - 8);
+      else y.data<uint8_t>()[i] = static_cast<uint8_t>(low);
+    }
+  }
+  return y;
+}
+
 Tensor cast_tensor(const AttrReader& at, const Tensor& x, DType to) {
   if (x.dtype() == to) return x.clone();
+  if (f8_format(x.dtype()) || f8_format(to) || is_int4(x.dtype()) || is_int4(to))
+    return cast_narrow(at, x, to);
   const bool from_str = x.dtype() == DType::kString;
   const bool to_str = to == DType::kString;
   if (!from_str && !to_str) {
@@ -169,6 +274,18 @@ Tensor cast_tensor(const AttrReader& at, const Tensor& x, DType to) {
 }
 
 DType target_dtype(const AttrReader& at) {
+  const Attribute* attr = at.node().attr("to");
+  if (attr && attr->kind == Attribute::Kind::kString) {  // Cast-1 names the type ("FLOAT")
+    static const std::pair<const char*, DType> kNames[] = {
+        {"FLOAT", DType::kFloat32}, {"UINT8", DType::kUInt8},     {"INT8", DType::kInt8},
+        {"UINT16", DType::kUInt16}, {"INT16", DType::kInt16},     {"INT32", DType::kInt32},
+        {"INT64", DType::kInt64},   {"STRING", DType::kString},   {"BOOL", DType::kBool},
+        {"FLOAT16", DType::kFloat16}, {"DOUBLE", DType::kFloat64}, {"UINT32", DType::kUInt32},
+        {"UINT64", DType::kUInt64}, {"BFLOAT16", DType::kBFloat16}};
+    for (const auto& [name, dt] : kNames)
+      if (attr->s == name) return dt;
+    at.fail(ErrorKind::kInvalidModel, "attribute 'to' is not a valid type name: " + attr->s);
+  }
   int64_t to = at.attr_int("to");
   if (to < 0 || to > std::numeric_limits<int32_t>::max() || !dtype_is_valid(static_cast<int32_t>(to)))
     at.fail(ErrorKind::kInvalidModel, "attribute 'to' is not a valid dtype: " + std::to_string(to));
@@ -198,7 +315,7 @@ void infer_castlike(InferContext& ctx) {
 }  // namespace
 
 void register_elementwise_cast_ops(OpRegistry& r) {
-  r.add("Cast").since(6).inputs(1).outputs(1).kind(PatternKind::kElementwise).run(cast_kernel)
+  r.add("Cast").since(1).inputs(1).outputs(1).kind(PatternKind::kElementwise).run(cast_kernel)
       .shape(infer_cast);
   r.add("CastLike").since(15).inputs(2).outputs(1).kind(PatternKind::kElementwise)
       .run(castlike_kernel).shape(infer_castlike);

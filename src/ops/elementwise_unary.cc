@@ -119,13 +119,13 @@ void register_elementwise_unary_ops(OpRegistry& r) {
     KernelFn fn;
   };
   const Entry float_ops[] = {
-      {"Floor", 6, unary_kernel<FloorOp, kFloats>},
-      {"Ceil", 6, unary_kernel<CeilOp, kFloats>},
+      {"Floor", 1, unary_kernel<FloorOp, kFloats>},
+      {"Ceil", 1, unary_kernel<CeilOp, kFloats>},
       {"Round", 11, unary_kernel<RoundOp, kFloats>},
-      {"Sqrt", 6, unary_kernel<SqrtOp, kFloats>},
-      {"Reciprocal", 6, unary_kernel<ReciprocalOp, kFloats>},
-      {"Exp", 6, unary_kernel<ExpOp, kFloats>},
-      {"Log", 6, unary_kernel<LogOp, kFloats>},
+      {"Sqrt", 1, unary_kernel<SqrtOp, kFloats>},
+      {"Reciprocal", 1, unary_kernel<ReciprocalOp, kFloats>},
+      {"Exp", 1, unary_kernel<ExpOp, kFloats>},
+      {"Log", 1, unary_kernel<LogOp, kFloats>},
       {"Sin", 7, unary_kernel<SinOp, kFloats>},
       {"Cos", 7, unary_kernel<CosOp, kFloats>},
       {"Tan", 7, unary_kernel<TanOp, kFloats>},
@@ -138,8 +138,8 @@ void register_elementwise_unary_ops(OpRegistry& r) {
       {"Acosh", 9, unary_kernel<AcoshOp, kFloats>},
       {"Atanh", 9, unary_kernel<AtanhOp, kFloats>},
       {"Erf", 9, unary_kernel<ErfOp, kFloats>},
-      {"Abs", 6, unary_kernel<AbsOp, kNumeric>},
-      {"Neg", 6, unary_kernel<NegOp, kNumeric>},
+      {"Abs", 1, unary_kernel<AbsOp, kNumeric>},
+      {"Neg", 1, unary_kernel<NegOp, kNumeric>},
       {"Sign", 9, unary_kernel<SignOp, kNumeric>},
   };
   for (const Entry& e : float_ops)

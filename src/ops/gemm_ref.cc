@@ -10,14 +10,15 @@ namespace {
 
 template <class T>
 struct Tile;
-// Register tile: MR rows of A times NR columns of B, sized for 16 SSE/AVX registers.
+// Register tile: MR rows of A times NR columns of B. 4x8 floats keep 8 of the 16 baseline SSE
+// registers as accumulators, leaving room for B loads; larger tiles spilled and ran 2x slower.
 template <>
 struct Tile<float> {
-  static constexpr int kMR = 4, kNR = 16;
+  static constexpr int kMR = 4, kNR = 8;
 };
 template <>
 struct Tile<double> {
-  static constexpr int kMR = 4, kNR = 8;
+  static constexpr int kMR = 4, kNR = 4;
 };
 
 constexpr int64_t kKC = 256;  // depth of one packed panel (fits A sliver + B sliver in L1)
@@ -112,9 +113,10 @@ void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T al
     return;
   }
   constexpr int MR = Tile<T>::kMR, NR = Tile<T>::kNR;
-  const int64_t nc_max = std::min(kNC, (N + NR - 1) / NR * NR);
+  // Packed buffers hold whole slivers, so round the block sizes up to the tile.
+  const int64_t nc_max = (std::min(kNC, N) + NR - 1) / NR * NR;
   const int64_t kc_max = std::min(kKC, K);
-  const int64_t mc_max = std::min(kMC, (M + MR - 1) / MR * MR);
+  const int64_t mc_max = (std::min(kMC, M) + MR - 1) / MR * MR;
   std::vector<T> packed_b(static_cast<size_t>(nc_max * kc_max));
   std::vector<T> packed_a(static_cast<size_t>(mc_max * kc_max));
   alignas(64) T acc[MR * NR];

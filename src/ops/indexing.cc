@@ -17,23 +17,20 @@ void register_resize_ops(OpRegistry& r);  // ops/resize.cc
 
 namespace {
 
-DType input_dtype(const InferContext& ctx, int i) {
-  const Type& t = ctx.input_type(i);
-  return t.kind == Type::Kind::kTensor ? t.dtype : DType::kUndefined;
-}
-
 // Wraps a negative index and checks the range; out-of-range indices are bad input data.
 int64_t wrap_index(const AttrReader& at, int64_t i, int64_t dim, const char* what) {
   int64_t w = i < 0 ? i + dim : i;
   if (w < 0 || w >= dim)
     at.fail(ErrorKind::kBadInput, std::string(what) + " index " + std::to_string(i) +
-                                      " is out of range for a dimension of size " + std::to_string(dim));
+                                      " is out of range for a dimension of size " +
+                                      std::to_string(dim));
   return w;
 }
 
 std::vector<int64_t> read_indices(const AttrReader& at, const Tensor& t) {
   if (t.dtype() != DType::kInt64 && t.dtype() != DType::kInt32)
-    at.fail(ErrorKind::kBadInput, "indices should be int32 or int64, got " + std::string(dtype_name(t.dtype())));
+    at.fail(ErrorKind::kBadInput,
+            "indices should be int32 or int64, got " + std::string(dtype_name(t.dtype())));
   return t.to_int64_vector();
 }
 
@@ -54,33 +51,44 @@ std::vector<AxisSlice> resolve_slice(const AttrReader& at, const std::vector<int
   std::vector<AxisSlice> out(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) out[i] = {0, 1, dims[i]};
   const size_t n = p.starts.size();
-  if (p.ends.size() != n || (!p.axes.empty() && p.axes.size() != n) || (!p.steps.empty() && p.steps.size() != n))
+  if (p.ends.size() != n || (!p.axes.empty() && p.axes.size() != n) ||
+      (!p.steps.empty() && p.steps.size() != n))
     at.fail(ErrorKind::kBadInput, "Slice starts/ends/axes/steps have different lengths");
   std::vector<bool> seen(dims.size(), false);
   for (size_t k = 0; k < n; ++k) {
     int64_t axis = p.axes.empty() ? static_cast<int64_t>(k) : p.axes[k];
     if (axis < -rank || axis >= rank)
-      at.fail(ErrorKind::kBadInput, "Slice axis " + std::to_string(axis) + " is out of range for rank " +
-                                        std::to_string(rank));
+      at.fail(ErrorKind::kBadInput, "Slice axis " + std::to_string(axis) +
+                                        " is out of range for rank " + std::to_string(rank));
     if (axis < 0) axis += rank;
-    if (seen[static_cast<size_t>(axis)]) at.fail(ErrorKind::kBadInput, "Slice axes repeat axis " + std::to_string(axis));
+    if (seen[static_cast<size_t>(axis)])
+      at.fail(ErrorKind::kBadInput, "Slice axes repeat axis " + std::to_string(axis));
     seen[static_cast<size_t>(axis)] = true;
     const int64_t dim = dims[static_cast<size_t>(axis)];
     const int64_t step = p.steps.empty() ? 1 : p.steps[k];
     if (step == 0) at.fail(ErrorKind::kBadInput, "Slice step cannot be 0");
+    if (dim == 0) {
+      out[static_cast<size_t>(axis)] = {0, step, 0};
+      continue;
+    }
+    // ONNX clamping (as in onnxruntime): starts into [0, dim] (or [0, dim-1] when stepping
+    // backwards), ends into [0, dim] (or [-1, dim-1]).
     int64_t s = p.starts[k], e = p.ends[k];
-    if (s < 0) s = s < -dim ? -1 - dim : s + dim, s = std::max<int64_t>(s, step > 0 ? 0 : -1);
-    if (e < 0) e = e < -dim ? -1 : e + dim;
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
     if (step > 0) {
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
     } else {
-      s = std::clamp<int64_t>(s, -1, dim - 1);
+      s = std::clamp<int64_t>(s, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
     }
     int64_t len = 0;
-    if (step > 0 && e > s) len = (e - s + step - 1) / step;
-    if (step < 0 && s > e) len = (s - e + (-step) - 1) / (-step);
+    // Divide before adding to stay clear of overflow with steps near INT64_MAX.
+    if (step > 0 && e > s) len = (e - s - 1) / step + 1;
+    const int64_t back =
+        step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -step;
+    if (step < 0 && s > e) len = (s - e - 1) / back + 1;
     out[static_cast<size_t>(axis)] = {len > 0 ? s : 0, step, len};
   }
   return out;
@@ -134,8 +142,10 @@ void slice_infer(InferContext& ctx) {
     auto get = [&](int i, std::vector<int64_t>& v) {
       if (!ctx.has_input(i)) return;
       const Tensor* c = ctx.constant_input(i);
-      if (!c || !is_integer(c->dtype()) || c->rank() > 1) known = false;
-      else v = c->to_int64_vector();
+      if (!c || !is_integer(c->dtype()) || c->rank() > 1)
+        known = false;
+      else
+        v = c->to_int64_vector();
     };
     get(1, p.starts);
     get(2, p.ends);
@@ -213,7 +223,8 @@ void gather_kernel(KernelContext& ctx) {
     for (int64_t o = 0; o < outer; ++o)
       for (size_t k = 0; k < idx.size(); ++k) {
         const T* src = xs + (o * dim + idx[k]) * inner;
-        std::copy(src, src + inner, ys + (o * static_cast<int64_t>(idx.size()) + static_cast<int64_t>(k)) * inner);
+        std::copy(src, src + inner,
+                  ys + (o * static_cast<int64_t>(idx.size()) + static_cast<int64_t>(k)) * inner);
       }
   });
   ctx.set_output(0, std::move(y));
@@ -226,7 +237,8 @@ void gather_infer(InferContext& ctx) {
     ctx.set_output_type(0, Type::tensor(dt));
     return;
   }
-  const int64_t axis = normalize_axis(ctx, ctx.attr_int("axis", 0), static_cast<int64_t>(x->rank()));
+  const int64_t axis =
+      normalize_axis(ctx, ctx.attr_int("axis", 0), static_cast<int64_t>(x->rank()));
   Shape out;
   out.dims.assign(x->dims.begin(), x->dims.begin() + axis);
   out.dims.insert(out.dims.end(), ind->dims.begin(), ind->dims.end());
@@ -296,7 +308,8 @@ void gather_nd_kernel(KernelContext& ctx) {
   const int64_t b = ctx.opset() >= 12 ? ctx.attr_int("batch_dims", 0) : 0;
   const int64_t r = x.rank(), q = ind.rank();
   if (r < 1 || q < 1 || b < 0 || b >= std::min(r, q))
-    ctx.fail(ErrorKind::kBadInput, "GatherND needs data and indices of rank >= 1 and batch_dims < both ranks");
+    ctx.fail(ErrorKind::kBadInput,
+             "GatherND needs data and indices of rank >= 1 and batch_dims < both ranks");
   const int64_t k = ind.dim(static_cast<int>(q - 1));
   if (k < 1 || k > r - b)
     ctx.fail(ErrorKind::kBadInput, "GatherND indices last dim " + std::to_string(k) +
@@ -314,7 +327,7 @@ void gather_nd_kernel(KernelContext& ctx) {
   const int64_t batch_stride = b > 0 ? xs[static_cast<size_t>(b - 1)] : 0;
   std::vector<int64_t> idx = read_indices(ctx, ind);
   const int64_t tuples = ind.numel() / k;
-  const int64_t per_batch = tuples / batch;
+  const int64_t per_batch = batch > 0 ? tuples / batch : 1;
   Tensor y(x.dtype(), out_dims);
   visit_storage(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -324,7 +337,8 @@ void gather_nd_kernel(KernelContext& ctx) {
       int64_t off = (t / per_batch) * batch_stride;
       for (int64_t j = 0; j < k; ++j) {
         int64_t ax = b + j;
-        off += wrap_index(ctx, idx[static_cast<size_t>(t * k + j)], x.dim(static_cast<int>(ax)), "GatherND") *
+        off += wrap_index(ctx, idx[static_cast<size_t>(t * k + j)], x.dim(static_cast<int>(ax)),
+                          "GatherND") *
                xs[static_cast<size_t>(ax)];
       }
       std::copy(xd + off, xd + off + slice, yd + t * slice);
@@ -342,7 +356,8 @@ void gather_nd_infer(InferContext& ctx) {
     return;
   }
   const int64_t k = ind->dims.back().value;
-  if (b + k > static_cast<int64_t>(x->rank()) || b < 0) return ctx.set_output_type(0, Type::tensor(dt));
+  if (b + k > static_cast<int64_t>(x->rank()) || b < 0)
+    return ctx.set_output_type(0, Type::tensor(dt));
   Shape out;
   out.dims.assign(ind->dims.begin(), ind->dims.end() - 1);
   out.dims.insert(out.dims.end(), x->dims.begin() + b + k, x->dims.end());
@@ -370,25 +385,40 @@ T reduce_pair(T a, T b, Reduction r) {
   } else if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
     float fa = a, fb = b;
     switch (r) {
-      case Reduction::kAdd: return T(fa + fb);
-      case Reduction::kMul: return T(fa * fb);
-      case Reduction::kMax: return T(std::max(fa, fb));
-      case Reduction::kMin: return T(std::min(fa, fb));
-      default: return b;
+      case Reduction::kAdd:
+        return T(fa + fb);
+      case Reduction::kMul:
+        return T(fa * fb);
+      case Reduction::kMax:
+        return T(std::max(fa, fb));
+      case Reduction::kMin:
+        return T(std::min(fa, fb));
+      default:
+        return b;
     }
   } else if constexpr (std::is_same_v<T, bool>) {
     switch (r) {
-      case Reduction::kAdd: case Reduction::kMax: return a || b;
-      case Reduction::kMul: case Reduction::kMin: return a && b;
-      default: return b;
+      case Reduction::kAdd:
+      case Reduction::kMax:
+        return a || b;
+      case Reduction::kMul:
+      case Reduction::kMin:
+        return a && b;
+      default:
+        return b;
     }
   } else {
     switch (r) {
-      case Reduction::kAdd: return static_cast<T>(a + b);
-      case Reduction::kMul: return static_cast<T>(a * b);
-      case Reduction::kMax: return std::max(a, b);
-      case Reduction::kMin: return std::min(a, b);
-      default: return b;
+      case Reduction::kAdd:
+        return static_cast<T>(a + b);
+      case Reduction::kMul:
+        return static_cast<T>(a * b);
+      case Reduction::kMax:
+        return std::max(a, b);
+      case Reduction::kMin:
+        return std::min(a, b);
+      default:
+        return b;
     }
   }
 }
@@ -397,7 +427,8 @@ T reduce_pair(T a, T b, Reduction r) {
 template <class F>
 void visit_for_reduction(const AttrReader& at, DType dt, Reduction r, F&& f) {
   if (r == Reduction::kNone) return visit_storage(dt, f);
-  if (dt == DType::kString) at.fail(ErrorKind::kBadInput, "scatter reductions do not apply to strings");
+  if (dt == DType::kString)
+    at.fail(ErrorKind::kBadInput, "scatter reductions do not apply to strings");
   visit_dtype(dt, f);
 }
 
@@ -408,12 +439,12 @@ void scatter_elements_kernel(KernelContext& ctx) {
   if (x.rank() == 0) ctx.fail(ErrorKind::kBadInput, "ScatterElements data must have rank >= 1");
   if (upd.dims() != ind.dims() || upd.dtype() != x.dtype())
     ctx.fail(ErrorKind::kBadInput, "ScatterElements updates " + tensor_summary(upd, 0) +
-                                       " should match the indices shape " + dims_to_string(ind.dims()) +
-                                       " and the data type");
+                                       " should match the indices shape " +
+                                       dims_to_string(ind.dims()) + " and the data type");
   const int64_t axis = normalize_axis(ctx, ctx.attr_int("axis", 0), x.rank());
   check_elements_shape(ctx, x, ind, axis, "ScatterElements");
-  const Reduction red = ctx.node().op_type == "Scatter" || ctx.opset() < 16 ? Reduction::kNone
-                                                                           : read_reduction(ctx);
+  const Reduction red =
+      ctx.node().op_type == "Scatter" || ctx.opset() < 16 ? Reduction::kNone : read_reduction(ctx);
   Tensor y = x.clone();
   visit_for_reduction(ctx, x.dtype(), red, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -431,16 +462,18 @@ void scatter_nd_kernel(KernelContext& ctx) {
   const Tensor& ind = ctx.input(1);
   const Tensor& upd = ctx.input(2);
   const int64_t r = x.rank(), q = ind.rank();
-  if (r < 1 || q < 1) ctx.fail(ErrorKind::kBadInput, "ScatterND needs data and indices of rank >= 1");
+  if (r < 1 || q < 1)
+    ctx.fail(ErrorKind::kBadInput, "ScatterND needs data and indices of rank >= 1");
   const int64_t k = ind.dim(static_cast<int>(q - 1));
   if (k < 1 || k > r)
-    ctx.fail(ErrorKind::kBadInput, "ScatterND indices last dim " + std::to_string(k) + " must be in [1, " +
-                                       std::to_string(r) + "]");
+    ctx.fail(ErrorKind::kBadInput, "ScatterND indices last dim " + std::to_string(k) +
+                                       " must be in [1, " + std::to_string(r) + "]");
   std::vector<int64_t> want(ind.dims().begin(), ind.dims().end() - 1);
   want.insert(want.end(), x.dims().begin() + k, x.dims().end());
   if (upd.dims() != want || upd.dtype() != x.dtype())
-    ctx.fail(ErrorKind::kBadInput, "ScatterND updates " + tensor_summary(upd, 0) + " should have shape " +
-                                       dims_to_string(want) + " and the data type");
+    ctx.fail(ErrorKind::kBadInput, "ScatterND updates " + tensor_summary(upd, 0) +
+                                       " should have shape " + dims_to_string(want) +
+                                       " and the data type");
   const Reduction red = ctx.opset() >= 16 ? read_reduction(ctx) : Reduction::kNone;
   int64_t slice = 1;
   for (int64_t i = k; i < r; ++i) slice *= x.dim(static_cast<int>(i));
@@ -455,11 +488,13 @@ void scatter_nd_kernel(KernelContext& ctx) {
     for (int64_t t = 0; t < tuples; ++t) {
       int64_t off = 0;
       for (int64_t j = 0; j < k; ++j)
-        off += wrap_index(ctx, idx[static_cast<size_t>(t * k + j)], x.dim(static_cast<int>(j)), "ScatterND") *
+        off += wrap_index(ctx, idx[static_cast<size_t>(t * k + j)], x.dim(static_cast<int>(j)),
+                          "ScatterND") *
                xs[static_cast<size_t>(j)];
       for (int64_t e = 0; e < slice; ++e) {
         T& dst = yd[off + e];
-        dst = red == Reduction::kNone ? ud[t * slice + e] : reduce_pair<T>(dst, ud[t * slice + e], red);
+        dst = red == Reduction::kNone ? ud[t * slice + e]
+                                      : reduce_pair<T>(dst, ud[t * slice + e], red);
       }
     }
   });
@@ -470,9 +505,12 @@ void scatter_nd_kernel(KernelContext& ctx) {
 
 template <class T>
 bool is_nonzero(const T& v) {
-  if constexpr (std::is_same_v<T, std::string>) return !v.empty();
-  else if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) return static_cast<float>(v) != 0.f;
-  else return v != T(0);
+  if constexpr (std::is_same_v<T, std::string>)
+    return !v.empty();
+  else if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>)
+    return static_cast<float>(v) != 0.f;
+  else
+    return v != T(0);
 }
 
 void nonzero_kernel(KernelContext& ctx) {
@@ -510,7 +548,9 @@ void nonzero_infer(InferContext& ctx) {
 void compress_kernel(KernelContext& ctx) {
   Tensor x = ctx.input(0);
   const Tensor& cond = ctx.input(1);
-  if (cond.rank() != 1) ctx.fail(ErrorKind::kBadInput, "Compress condition must be 1-D, got " + dims_to_string(cond.dims()));
+  if (cond.rank() != 1)
+    ctx.fail(ErrorKind::kBadInput,
+             "Compress condition must be 1-D, got " + dims_to_string(cond.dims()));
   int64_t axis = 0;
   if (ctx.has_attr("axis")) {
     if (x.rank() == 0) ctx.fail(ErrorKind::kBadInput, "Compress with axis needs input rank >= 1");
@@ -548,7 +588,8 @@ void reverse_sequence_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& lens_t = ctx.input(1);
   if (x.rank() < 2) ctx.fail(ErrorKind::kBadInput, "ReverseSequence input must have rank >= 2");
-  const int64_t batch_axis = ctx.attr_int("batch_axis", 1), time_axis = ctx.attr_int("time_axis", 0);
+  const int64_t batch_axis = ctx.attr_int("batch_axis", 1),
+                time_axis = ctx.attr_int("time_axis", 0);
   if (!((batch_axis == 0 && time_axis == 1) || (batch_axis == 1 && time_axis == 0)))
     ctx.fail(ErrorKind::kInvalidModel, "ReverseSequence batch_axis/time_axis must be 0/1 or 1/0");
   std::vector<int64_t> lens = read_int_list(ctx, lens_t, "sequence_lens");
@@ -558,8 +599,8 @@ void reverse_sequence_kernel(KernelContext& ctx) {
                                        " entries for a batch of " + std::to_string(nb));
   for (int64_t l : lens)
     if (l < 0 || l > nt)
-      ctx.fail(ErrorKind::kBadInput, "sequence_lens value " + std::to_string(l) + " is outside [0, " +
-                                         std::to_string(nt) + "]");
+      ctx.fail(ErrorKind::kBadInput, "sequence_lens value " + std::to_string(l) +
+                                         " is outside [0, " + std::to_string(nt) + "]");
   const std::vector<int64_t> xs = contiguous_strides(x.dims());
   const int64_t inner = xs[1];  // elements per (dim0, dim1) pair
   Tensor y = x.clone();
@@ -622,7 +663,8 @@ void unique_kernel(KernelContext& ctx) {
         }
       return 0;
     };
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return cmp(a, b) < 0; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return cmp(a, b) < 0; });
     // Groups of equal items in sorted order; stable sort keeps each group's first occurrence first.
     std::vector<int64_t> group_of(static_cast<size_t>(n));
     for (size_t i = 0; i < order.size(); ++i) {
@@ -652,7 +694,8 @@ void unique_kernel(KernelContext& ctx) {
       counts = std::move(c2);
     }
     for (int64_t i = 0; i < n; ++i)
-      inverse[static_cast<size_t>(i)] = rank_of[static_cast<size_t>(group_of[static_cast<size_t>(i)])];
+      inverse[static_cast<size_t>(i)] =
+          rank_of[static_cast<size_t>(group_of[static_cast<size_t>(i)])];
   });
   const int64_t u = static_cast<int64_t>(first.size());
   std::vector<int64_t> ydims = x.dims();
@@ -684,7 +727,8 @@ void unique_infer(InferContext& ctx) {
   std::optional<Shape> x = input_shape(ctx, 0);
   if (ctx.has_attr("axis") && x && x->rank() > 0) {
     Shape s = *x;
-    s.dims[static_cast<size_t>(normalize_axis(ctx, ctx.attr_int("axis"), static_cast<int64_t>(x->rank())))] = Dim();
+    s.dims[static_cast<size_t>(
+        normalize_axis(ctx, ctx.attr_int("axis"), static_cast<int64_t>(x->rank())))] = Dim();
     ctx.set_output_type(0, Type::tensor(dt, s));
   } else if (!ctx.has_attr("axis")) {
     ctx.set_output_type(0, Type::tensor(dt, Shape({Dim()})));
@@ -702,18 +746,57 @@ void register_indexing_ops(OpRegistry& r) {
   const auto opq = PatternKind::kOpaque;
   r.add("Slice").since(1).inputs(1, 5).outputs(1).kind(inj).run(slice_kernel).shape(slice_infer);
   r.add("Gather").since(1).inputs(2).outputs(1).kind(inj).run(gather_kernel).shape(gather_infer);
-  r.add("GatherElements").since(11).inputs(2).outputs(1).kind(inj).run(gather_elements_kernel)
+  r.add("GatherElements")
+      .since(11)
+      .inputs(2)
+      .outputs(1)
+      .kind(inj)
+      .run(gather_elements_kernel)
       .shape(infer_like_input1);
-  r.add("GatherND").since(11).inputs(2).outputs(1).kind(inj).run(gather_nd_kernel).shape(gather_nd_infer);
-  r.add("ScatterND").since(11).inputs(3).outputs(1).kind(opq).run(scatter_nd_kernel).shape(infer_same_as_input0);
-  r.add("ScatterElements").since(11).inputs(3).outputs(1).kind(opq).run(scatter_elements_kernel)
+  r.add("GatherND")
+      .since(11)
+      .inputs(2)
+      .outputs(1)
+      .kind(inj)
+      .run(gather_nd_kernel)
+      .shape(gather_nd_infer);
+  r.add("ScatterND")
+      .since(11)
+      .inputs(3)
+      .outputs(1)
+      .kind(opq)
+      .run(scatter_nd_kernel)
       .shape(infer_same_as_input0);
-  r.add("Scatter").since(9).inputs(3).outputs(1).kind(opq).run(scatter_elements_kernel).shape(infer_same_as_input0);
+  r.add("ScatterElements")
+      .since(11)
+      .inputs(3)
+      .outputs(1)
+      .kind(opq)
+      .run(scatter_elements_kernel)
+      .shape(infer_same_as_input0);
+  r.add("Scatter")
+      .since(9)
+      .inputs(3)
+      .outputs(1)
+      .kind(opq)
+      .run(scatter_elements_kernel)
+      .shape(infer_same_as_input0);
   r.add("NonZero").since(9).inputs(1).outputs(1).kind(opq).run(nonzero_kernel).shape(nonzero_infer);
   r.add("Compress").since(9).inputs(2).outputs(1).kind(opq).run(compress_kernel);
-  r.add("ReverseSequence").since(10).inputs(2).outputs(1).kind(inj).run(reverse_sequence_kernel)
+  r.add("ReverseSequence")
+      .since(10)
+      .inputs(2)
+      .outputs(1)
+      .kind(inj)
+      .run(reverse_sequence_kernel)
       .shape(infer_same_as_input0);
-  r.add("Unique").since(11).inputs(1).outputs(1, 4).kind(opq).run(unique_kernel).shape(unique_infer);
+  r.add("Unique")
+      .since(11)
+      .inputs(1)
+      .outputs(1, 4)
+      .kind(opq)
+      .run(unique_kernel)
+      .shape(unique_infer);
   register_resize_ops(r);
 }
 

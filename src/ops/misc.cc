@@ -51,8 +51,8 @@ void nms_kernel(KernelContext& ctx) {
   const Tensor& boxes = ctx.input(0);
   const Tensor& scores = ctx.input(1);
   if (boxes.rank() != 3 || boxes.dim(2) != 4)
-    ctx.fail(ErrorKind::kBadInput, "boxes should be [batch, boxes, 4], got " +
-                                       dims_to_string(boxes.dims()));
+    ctx.fail(ErrorKind::kBadInput,
+             "boxes should be [batch, boxes, 4], got " + dims_to_string(boxes.dims()));
   if (scores.rank() != 3 || scores.dim(0) != boxes.dim(0) || scores.dim(2) != boxes.dim(1))
     ctx.fail(ErrorKind::kBadInput, "scores should be [batch, classes, boxes] matching boxes " +
                                        dims_to_string(boxes.dims()) + ", got " +
@@ -139,10 +139,10 @@ void roi_align_impl(KernelContext& ctx, const Tensor& x, const Tensor& rois,
       roi_h = std::max(roi_h, T(1));
     }
     const T bin_h = roi_h / static_cast<T>(ph_n), bin_w = roi_w / static_cast<T>(pw_n);
-    const int64_t grid_h = sampling > 0 ? sampling
-                                        : static_cast<int64_t>(std::ceil(roi_h / static_cast<T>(ph_n)));
-    const int64_t grid_w = sampling > 0 ? sampling
-                                        : static_cast<int64_t>(std::ceil(roi_w / static_cast<T>(pw_n)));
+    const int64_t grid_h =
+        sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(roi_h / static_cast<T>(ph_n)));
+    const int64_t grid_w =
+        sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(roi_w / static_cast<T>(pw_n)));
     const int64_t count = std::max<int64_t>(grid_h * grid_w, 1);
     for (int64_t ph = 0; ph < ph_n; ++ph) {
       for (int64_t pw = 0; pw < pw_n; ++pw) {
@@ -186,14 +186,14 @@ void roi_align_impl(KernelContext& ctx, const Tensor& x, const Tensor& rois,
           bool first = true;
           for (const Tap& t : taps) {
             if (max_mode) {
-              const T v = std::max(std::max(std::max(t.w1 * plane[t.p1], t.w2 * plane[t.p2]),
-                                            t.w3 * plane[t.p3]),
-                                   t.w4 * plane[t.p4]);
+              const T v = std::max(
+                  std::max(std::max(t.w1 * plane[t.p1], t.w2 * plane[t.p2]), t.w3 * plane[t.p3]),
+                  t.w4 * plane[t.p4]);
               acc = first ? v : std::max(acc, v);
               first = false;
             } else {
-              acc += t.w1 * plane[t.p1] + t.w2 * plane[t.p2] + t.w3 * plane[t.p3] +
-                     t.w4 * plane[t.p4];
+              acc +=
+                  t.w1 * plane[t.p1] + t.w2 * plane[t.p2] + t.w3 * plane[t.p3] + t.w4 * plane[t.p4];
             }
           }
           od[((r * channels + c) * ph_n + ph) * pw_n + pw] =
@@ -208,7 +208,8 @@ void roi_align_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& rois = ctx.input(1);
   const Tensor& batch_idx = ctx.input(2);
-  if (x.rank() != 4) ctx.fail(ErrorKind::kBadInput, "X should be [N, C, H, W], got " + dims_to_string(x.dims()));
+  if (x.rank() != 4)
+    ctx.fail(ErrorKind::kBadInput, "X should be [N, C, H, W], got " + dims_to_string(x.dims()));
   if (rois.rank() != 2 || rois.dim(1) != 4 || rois.dtype() != x.dtype())
     ctx.fail(ErrorKind::kBadInput, "rois should be [num_rois, 4] of X's dtype, got " +
                                        std::string(dtype_name(rois.dtype())) +
@@ -219,8 +220,7 @@ void roi_align_kernel(KernelContext& ctx) {
   const std::string mode = ctx.attr_string("mode", "avg");
   if (mode != "avg" && mode != "max")
     ctx.fail(ErrorKind::kInvalidModel, "mode should be 'avg' or 'max', got '" + mode + "'");
-  const std::string ctm = ctx.attr_string(
-      "coordinate_transformation_mode", "half_pixel");
+  const std::string ctm = ctx.attr_string("coordinate_transformation_mode", "half_pixel");
   if (ctm != "half_pixel" && ctm != "output_half_pixel")
     ctx.fail(ErrorKind::kInvalidModel, "unknown coordinate_transformation_mode '" + ctm + "'");
   // Opset 10 had no attribute and behaved like output_half_pixel.
@@ -289,8 +289,10 @@ void grid_sample_impl(KernelContext& ctx, const Tensor& x, const Tensor& grid, T
   auto map_index = [&](int64_t idx, size_t i) -> int64_t {
     const int64_t d = in_sp[i];
     switch (pad) {
-      case Padding::kZeros: return idx >= 0 && idx < d ? idx : -1;
-      case Padding::kBorder: return std::clamp<int64_t>(idx, 0, d - 1);
+      case Padding::kZeros:
+        return idx >= 0 && idx < d ? idx : -1;
+      case Padding::kBorder:
+        return std::clamp<int64_t>(idx, 0, d - 1);
       case Padding::kReflection: {
         const auto r = static_cast<int64_t>(reflect(static_cast<double>(idx), lo[i], hi[i]));
         return std::clamp<int64_t>(r, 0, d - 1);
@@ -309,7 +311,8 @@ void grid_sample_impl(KernelContext& ctx, const Tensor& x, const Tensor& grid, T
         // The grid's last axis lists coordinates innermost dim first (x, y, ...).
         const double g = grid.get_double(gbase + static_cast<int64_t>(nd - 1 - i));
         const auto len = static_cast<double>(in_sp[i]);
-        double v = static_cast<float>(align ? (g + 1) / 2.0 * (len - 1) : ((g + 1) * len - 1) / 2.0);
+        double v =
+            static_cast<float>(align ? (g + 1) / 2.0 * (len - 1) : ((g + 1) * len - 1) / 2.0);
         if (mode == Interp::kNearest) v = std::nearbyint(v);
         if (v < lo[i] || v > hi[i]) {
           if (pad == Padding::kBorder) v = std::clamp(v, 0.0, len - 1);
@@ -359,7 +362,8 @@ void grid_sample_kernel(KernelContext& ctx) {
     ctx.fail(ErrorKind::kBadInput, std::string("X should be ") +
                                        (v16 ? "[N, C, H, W]" : "[N, C, D1, ..., Dr]") + ", got " +
                                        dims_to_string(x.dims()));
-  if (grid.rank() != x.rank() || grid.dim(0) != x.dim(0) || grid.dim(grid.rank() - 1) != x.rank() - 2)
+  if (grid.rank() != x.rank() || grid.dim(0) != x.dim(0) ||
+      grid.dim(grid.rank() - 1) != x.rank() - 2)
     ctx.fail(ErrorKind::kBadInput, "grid should be [N, ..., " + std::to_string(x.rank() - 2) +
                                        "] for X " + dims_to_string(x.dims()) + ", got " +
                                        dims_to_string(grid.dims()));
@@ -410,7 +414,8 @@ void infer_nms(InferContext& ctx) {
 void infer_roi_align(InferContext& ctx) {
   const Type& x = ctx.input_type(0);
   const Type& rois = ctx.input_type(1);
-  Shape s({Dim(), Dim(), Dim(ctx.attr_int("output_height", 1)), Dim(ctx.attr_int("output_width", 1))});
+  Shape s(
+      {Dim(), Dim(), Dim(ctx.attr_int("output_height", 1)), Dim(ctx.attr_int("output_width", 1))});
   if (rois.shape && rois.shape->rank() == 2) s.dims[0] = rois.shape->dims[0];
   if (x.shape && x.shape->rank() == 4) s.dims[1] = x.shape->dims[1];
   ctx.set_output_type(0, Type::tensor(x.dtype, s));
@@ -432,14 +437,34 @@ void infer_grid_sample(InferContext& ctx) {
 
 void register_misc_ops(OpRegistry& r) {
   r.add("NonMaxSuppression").since(10).inputs(2, 5).outputs(1).run(nms_kernel).shape(infer_nms);
-  r.add("RoiAlign").since(10).inputs(3).outputs(1).run(roi_align_kernel).shape(infer_roi_align)
+  r.add("RoiAlign")
+      .since(10)
+      .inputs(3)
+      .outputs(1)
+      .run(roi_align_kernel)
+      .shape(infer_roi_align)
       .via_float();
-  r.add("RoiAlign").since(16).inputs(3).outputs(1).run(roi_align_kernel).shape(infer_roi_align)
+  r.add("RoiAlign")
+      .since(16)
+      .inputs(3)
+      .outputs(1)
+      .run(roi_align_kernel)
+      .shape(infer_roi_align)
       .via_float();
-  r.add("GridSample").since(16).inputs(2).outputs(1).run(grid_sample_kernel)
-      .shape(infer_grid_sample).via_float();
-  r.add("GridSample").since(20).inputs(2).outputs(1).run(grid_sample_kernel)
-      .shape(infer_grid_sample).via_float();
+  r.add("GridSample")
+      .since(16)
+      .inputs(2)
+      .outputs(1)
+      .run(grid_sample_kernel)
+      .shape(infer_grid_sample)
+      .via_float();
+  r.add("GridSample")
+      .since(20)
+      .inputs(2)
+      .outputs(1)
+      .run(grid_sample_kernel)
+      .shape(infer_grid_sample)
+      .via_float();
 }
 
 }  // namespace kiln

@@ -28,6 +28,13 @@ int64_t product_of(const std::vector<int64_t>& dims) {
   return p;
 }
 
+// f16/bf16 tensors as f32 (for kernels whose other outputs must keep their own types, so the
+// interpreter's via_float round trip would convert them wrongly).
+Tensor widen_half(const Tensor& t) {
+  const bool half = t.dtype() == DType::kFloat16 || t.dtype() == DType::kBFloat16;
+  return half ? convert_tensor(t, DType::kFloat32) : t;
+}
+
 // All elements of a (numeric) tensor as doubles.
 std::vector<double> as_doubles(const Tensor& t) {
   std::vector<double> v(static_cast<size_t>(t.numel()));
@@ -73,7 +80,8 @@ void require_rank(const KernelContext& ctx, const Tensor& x, int min_rank) {
 // ---- BatchNormalization --------------------------------------------------------------------
 
 void batch_norm_kernel(KernelContext& ctx) {
-  const Tensor& x = ctx.input(0);
+  const Tensor& x_in = ctx.input(0);
+  const Tensor x = widen_half(x_in);
   require_rank(ctx, x, 2);
   const int64_t n = x.dim(0), c = x.dim(1);
   const int64_t inner = c == 0 || n == 0 ? 0 : x.numel() / (n * c);
@@ -117,7 +125,7 @@ void batch_norm_kernel(KernelContext& ctx) {
       }
     }
   });
-  ctx.set_output(0, std::move(y));
+  ctx.set_output(0, convert_tensor(y, x_in.dtype()));
   if (ctx.num_outputs() == 1) return;
   const double momentum = ctx.attr_float("momentum", 0.9f);
   // Running statistics: unchanged in inference mode, blended with the batch in training mode.
@@ -226,7 +234,8 @@ std::vector<double> expand_param(const KernelContext& ctx, const Tensor& p,
 }
 
 void layer_norm_kernel(KernelContext& ctx) {
-  const Tensor& x = ctx.input(0);
+  const Tensor& x_in = ctx.input(0);
+  const Tensor x = widen_half(x_in);
   const int64_t axis = normalize_axis(ctx, ctx.attr_int("axis", -1), x.rank());
   const double eps = ctx.attr_float("epsilon", 1e-5f);
   std::vector<int64_t> inner_dims(x.dims().begin() + axis, x.dims().end());
@@ -243,7 +252,7 @@ void layer_norm_kernel(KernelContext& ctx) {
     normalize_runs(x.data<T>(), y.data<T>(), outer, inner, eps, scale, bias,
                    [](int64_t, int64_t j) { return j; }, means.data(), inv_stds.data());
   });
-  ctx.set_output(0, std::move(y));
+  ctx.set_output(0, convert_tensor(y, x_in.dtype()));
   std::vector<int64_t> stat_dims = x.dims();
   for (size_t i = static_cast<size_t>(axis); i < stat_dims.size(); ++i) stat_dims[i] = 1;
   const DType stat_type = x.dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
@@ -382,12 +391,12 @@ void infer_layer_norm(InferContext& ctx) {
 void register_normalization_ops(OpRegistry& r) {
   for (int v : {1, 6, 7, 9, 14, 15})
     r.add("BatchNormalization").since(v).inputs(5).outputs(1, 5).kind(PatternKind::kBroadcast)
-        .run(batch_norm_kernel).shape(infer_batch_norm).via_float();
+        .run(batch_norm_kernel).shape(infer_batch_norm);
   for (int v : {1, 6, 22})
     r.add("InstanceNormalization").since(v).inputs(3).outputs(1).kind(PatternKind::kOpaque)
         .run(instance_norm_kernel).shape(infer_same_as_input0).via_float();
   r.add("LayerNormalization").since(17).inputs(2, 3).outputs(1, 3).kind(PatternKind::kOpaque)
-      .run(layer_norm_kernel).shape(infer_layer_norm).via_float();
+      .run(layer_norm_kernel).shape(infer_layer_norm);
   for (int v : {18, 21})
     r.add("GroupNormalization").since(v).inputs(3).outputs(1).kind(PatternKind::kOpaque)
         .run(group_norm_kernel).shape(infer_same_as_input0).via_float();

@@ -219,36 +219,51 @@ void max_unpool_kernel(KernelContext& ctx) {
   if (pads.empty()) pads.assign(static_cast<size_t>(2 * nsp), 0);
   if (static_cast<int>(pads.size()) != 2 * nsp)
     ctx.fail(ErrorKind::kInvalidModel, "attribute 'pads' should have " + std::to_string(2 * nsp) + " values");
-  std::vector<int64_t> ydims = {x.dim(0), x.dim(1)};
+  // Indices address the shape MaxPool's input had (inferred from the window); an explicit
+  // output_shape only pads that result at the far end of each spatial dim.
+  std::vector<int64_t> inferred = {x.dim(0), x.dim(1)};
+  for (int i = 0; i < nsp; ++i)
+    inferred.push_back((x.dim(i + 2) - 1) * strides[i] + kernel[i] - pads[i] - pads[i + nsp]);
+  for (int64_t d : inferred)
+    if (d < 0) ctx.fail(ErrorKind::kBadInput, "inferred output shape has a negative dim");
+  std::vector<int64_t> ydims = inferred;
   if (ctx.has_input(2)) {
     ydims = ctx.input(2).to_int64_vector();
-    if (static_cast<int>(ydims.size()) != x.rank() || ydims[0] != x.dim(0) || ydims[1] != x.dim(1))
-      ctx.fail(ErrorKind::kBadInput, "output_shape " + dims_to_string(ydims) +
-                                         " should have X's rank and N, C dims");
-    for (int64_t d : ydims)
-      if (d < 0) ctx.fail(ErrorKind::kBadInput, "output_shape has a negative dim");
-  } else {
-    for (int i = 0; i < nsp; ++i)
-      ydims.push_back((x.dim(i + 2) - 1) * strides[i] + kernel[i] - pads[i] - pads[i + nsp]);
-    for (int64_t d : ydims)
-      if (d < 0) ctx.fail(ErrorKind::kBadInput, "inferred output shape has a negative dim");
+    if (static_cast<int>(ydims.size()) != x.rank())
+      ctx.fail(ErrorKind::kBadInput, "output_shape " + dims_to_string(ydims) + " should have rank " +
+                                         std::to_string(x.rank()));
+    for (size_t i = 0; i < ydims.size(); ++i)
+      if (ydims[i] < inferred[i])
+        ctx.fail(ErrorKind::kBadInput, "output_shape " + dims_to_string(ydims) +
+                                           " is smaller than the unpooled shape " +
+                                           dims_to_string(inferred));
   }
-  Tensor y(x.dtype(), ydims);
-  const int64_t total = y.numel();
+  Tensor scattered(x.dtype(), inferred);
+  const int64_t total = scattered.numel();
   const int64_t* ip = ind.data<int64_t>();
+  Tensor y(x.dtype(), ydims);
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = x.data<T>();
-    T* yp = y.data<T>();
+    T* sp = scattered.data<T>();
     for (int64_t i = 0; i < x.numel(); ++i) {
       if (ip[i] < 0 || ip[i] >= total)
         ctx.fail(ErrorKind::kBadInput, "index " + std::to_string(ip[i]) +
                                            " is out of range for output of " +
                                            std::to_string(total) + " elements");
-      yp[ip[i]] = xp[i];
+      sp[ip[i]] = xp[i];
     }
+    if (ydims == inferred) return;
+    T* yp = y.data<T>();
+    std::vector<int64_t> ystr = contiguous_strides(ydims);
+    int64_t src = 0;
+    for_each_index(inferred, [&](const std::vector<int64_t>& idx) {
+      int64_t off = 0;
+      for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * ystr[d];
+      yp[off] = sp[src++];
+    });
   });
-  ctx.set_output(0, std::move(y));
+  ctx.set_output(0, ydims == inferred ? std::move(scattered) : std::move(y));
 }
 
 // ---- shape inference -----------------------------------------------------------------------

@@ -27,8 +27,8 @@ DType float_dtype_attr(const AttrReader& at, DType fallback) {
   const DType dt = static_cast<DType>(code);
   if (!dtype_is_valid(code) || !(dt == DType::kFloat16 || dt == DType::kFloat32 ||
                                  dt == DType::kFloat64 || dt == DType::kBFloat16))
-    at.fail(ErrorKind::kInvalidModel, "dtype should be a float type, got code " +
-                                          std::to_string(code));
+    at.fail(ErrorKind::kInvalidModel,
+            "dtype should be a float type, got code " + std::to_string(code));
   return dt;
 }
 
@@ -143,8 +143,8 @@ void bernoulli_kernel(KernelContext& ctx) {
     for (int64_t i = 0; i < x.numel(); ++i) {
       const double p = x.get_double(i);
       if (!(p >= 0.0 && p <= 1.0))
-        ctx.fail(ErrorKind::kBadInput, "Bernoulli probability " + std::to_string(p) +
-                                           " is outside [0, 1]");
+        ctx.fail(ErrorKind::kBadInput,
+                 "Bernoulli probability " + std::to_string(p) + " is outside [0, 1]");
       out.set_double(i, u(e) < p ? 1.0 : 0.0);
     }
   });
@@ -154,12 +154,13 @@ void bernoulli_kernel(KernelContext& ctx) {
 // ---- Static inference ----------------------------------------------------------------------
 
 void infer_random(InferContext& ctx) {
+  if (!ctx.has_attr("shape")) return;
   std::vector<int64_t> dims = ctx.attr_ints("shape");
   Shape s;
   for (int64_t d : dims) s.dims.push_back(d >= 0 ? Dim(d) : Dim());
   const auto code = static_cast<int32_t>(ctx.attr_int("dtype", 1));
-  ctx.set_output_type(0, Type::tensor(dtype_is_valid(code) ? static_cast<DType>(code)
-                                                           : DType::kUndefined, s));
+  ctx.set_output_type(
+      0, Type::tensor(dtype_is_valid(code) ? static_cast<DType>(code) : DType::kUndefined, s));
 }
 
 void infer_random_like(InferContext& ctx) {
@@ -176,25 +177,39 @@ void infer_multinomial(InferContext& ctx) {
   const auto code = static_cast<int32_t>(ctx.attr_int("dtype", 6));
   Shape s({Dim(), Dim(ctx.attr_int("sample_size", 1))});
   if (x.shape && x.shape->rank() == 2) s.dims[0] = x.shape->dims[0];
-  ctx.set_output_type(0, Type::tensor(dtype_is_valid(code) ? static_cast<DType>(code)
-                                                           : DType::kUndefined, s));
+  ctx.set_output_type(
+      0, Type::tensor(dtype_is_valid(code) ? static_cast<DType>(code) : DType::kUndefined, s));
 }
 
 }  // namespace
 
 void register_random_ops(OpRegistry& r) {
-  r.add("RandomUniform").since(1).inputs(0).outputs(1).run(random_uniform_kernel)
+  r.add("RandomUniform")
+      .since(1)
+      .inputs(0)
+      .outputs(1)
+      .run(random_uniform_kernel)
       .shape(infer_random);
-  r.add("RandomNormal").since(1).inputs(0).outputs(1).run(random_normal_kernel)
-      .shape(infer_random);
-  r.add("RandomUniformLike").since(1).inputs(1).outputs(1).run(random_uniform_like_kernel)
+  r.add("RandomNormal").since(1).inputs(0).outputs(1).run(random_normal_kernel).shape(infer_random);
+  r.add("RandomUniformLike")
+      .since(1)
+      .inputs(1)
+      .outputs(1)
+      .run(random_uniform_like_kernel)
       .shape(infer_random_like);
-  r.add("RandomNormalLike").since(1).inputs(1).outputs(1).run(random_normal_like_kernel)
+  r.add("RandomNormalLike")
+      .since(1)
+      .inputs(1)
+      .outputs(1)
+      .run(random_normal_like_kernel)
       .shape(infer_random_like);
-  r.add("Multinomial").since(7).inputs(1).outputs(1).run(multinomial_kernel)
+  r.add("Multinomial")
+      .since(7)
+      .inputs(1)
+      .outputs(1)
+      .run(multinomial_kernel)
       .shape(infer_multinomial);
-  r.add("Bernoulli").since(15).inputs(1).outputs(1).run(bernoulli_kernel)
-      .shape(infer_random_like);
+  r.add("Bernoulli").since(15).inputs(1).outputs(1).run(bernoulli_kernel).shape(infer_random_like);
 }
 
 }  // namespace kiln

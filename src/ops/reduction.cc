@@ -19,11 +19,11 @@ enum class RK { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, k
 template <class T>
 constexpr bool kIsHalf = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
 
-// Which axes a Reduce* node reduces, resolved from the attribute (older opsets) or the optional
-// input (ReduceSum since 13, the others since 18). An empty list with noop_with_empty_axes means
-// "reduce nothing" and is returned as `noop`.
+// Which axes a Reduce* node reduces. Axes come from the attribute (older opsets) or the optional
+// input (ReduceSum since 13, the others since 18); an empty list reduces everything, or nothing
+// with noop_with_empty_axes (the per-element part, e.g. Square for ReduceSumSquare, still runs).
 struct ReducePlan {
-  std::vector<bool> reduced;     // per input axis
+  std::vector<bool> reduced;       // per input axis
   std::vector<int64_t> keep_dims;  // input dims with 1 on reduced axes
   std::vector<int64_t> out_dims;   // keep_dims, or without reduced axes when keepdims == 0
 };
@@ -67,9 +67,10 @@ std::vector<int64_t> read_axes(const KernelContext& ctx) {
 
 // Accumulator type: double for floats (exact enough for f32 sums), 64-bit for integers.
 template <class T>
+constexpr bool kIsUnsignedInt = std::is_unsigned_v<T> && !std::is_same_v<T, bool>;
+template <class T>
 using AccOf = std::conditional_t<std::is_floating_point_v<T>, double,
-                                 std::conditional_t<std::is_unsigned_v<T> && !std::is_same_v<T, bool>,
-                                                    uint64_t, int64_t>>;
+                                 std::conditional_t<kIsUnsignedInt<T>, uint64_t, int64_t>>;
 
 template <class T>
 T lowest_of() {
@@ -96,9 +97,10 @@ T from_double(double v) {
   } else if constexpr (std::is_same_v<T, bool>) {
     return v != 0.0;
   } else {
+    using L = std::numeric_limits<T>;
     if (std::isnan(v)) return T(0);
-    if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
-    if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    if (v <= static_cast<double>(L::lowest())) return L::lowest();
+    if (v >= static_cast<double>(L::max())) return L::max();
     return static_cast<T>(v);
   }
 }

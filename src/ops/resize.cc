@@ -18,10 +18,10 @@ void register_resize_ops(OpRegistry& r);
 namespace {
 
 struct ResizeSetup {
-  std::vector<int64_t> out;     // output dims
-  std::vector<double> scale;    // per-axis scale factor (output / input)
-  std::vector<double> roi;      // [starts..., ends...] over all axes; empty when unused
-  std::vector<bool> resized;    // axes listed in `axes` (all by default)
+  std::vector<int64_t> out;   // output dims
+  std::vector<double> scale;  // per-axis scale factor (output / input)
+  std::vector<double> roi;    // [starts..., ends...] over all axes; empty when unused
+  std::vector<bool> resized;  // axes listed in `axes` (all by default)
 };
 
 bool legacy_resize(const AttrReader& at, int64_t opset) {
@@ -79,7 +79,8 @@ ResizeSetup resize_setup(const AttrReader& at, int64_t opset, const std::vector<
       s.out[a] = (*sizes)[i];
       s.scale[a] = in[a] == 0 ? 1.0 : static_cast<double>(s.out[a]) / static_cast<double>(in[a]);
     }
-    const std::string policy = opset >= 18 ? at.attr_string("keep_aspect_ratio_policy", "stretch") : "stretch";
+    const std::string policy =
+        opset >= 18 ? at.attr_string("keep_aspect_ratio_policy", "stretch") : "stretch";
     if (policy != "stretch") {
       if (policy != "not_larger" && policy != "not_smaller")
         at.fail(ErrorKind::kInvalidModel, "keep_aspect_ratio_policy '" + policy + "' is unknown");
@@ -136,6 +137,7 @@ double source_coord(const AttrReader& at, const std::string& mode, double y, dou
   *extrapolated = false;
   if (mode == "half_pixel") return (y + 0.5) / scale - 0.5;
   if (mode == "asymmetric") return y / scale;
+  if (mode == "tf_half_pixel_for_nn") return (y + 0.5) / scale;  // opset 11 only
   if (mode == "align_corners") return out_w == 1 ? 0.0 : y * (in_w - 1) / (out_w - 1);
   if (mode == "pytorch_half_pixel") return out_w == 1 ? -0.5 : (y + 0.5) / scale - 0.5;
   if (mode == "half_pixel_symmetric") {
@@ -155,9 +157,9 @@ double source_coord(const AttrReader& at, const std::string& mode, double y, dou
 }
 
 struct Taps {
-  std::vector<int64_t> idx;   // per output position: n source indices (clamped)
-  std::vector<double> w;      // matching weights
-  std::vector<bool> extrap;   // per output position
+  std::vector<int64_t> idx;  // per output position: n source indices (clamped)
+  std::vector<double> w;     // matching weights
+  std::vector<bool> extrap;  // per output position
   int n = 0;
 };
 
@@ -170,9 +172,9 @@ double cubic_kernel(double x, double a) {
 
 // Interpolation taps along one axis, mirroring the reference's neighbour/coefficient rules.
 Taps make_taps(const AttrReader& at, int64_t opset, const std::string& mode, const std::string& ctm,
-               const std::string& nearest_mode, double cubic_a, bool exclude_outside, bool antialias,
-               double scale, int64_t in_len, int64_t out_len, const std::vector<double>& roi,
-               size_t axis, size_t rank) {
+               const std::string& nearest_mode, double cubic_a, bool exclude_outside,
+               bool antialias, double scale, int64_t in_len, int64_t out_len,
+               const std::vector<double>& roi, size_t axis, size_t rank) {
   Taps t;
   const bool legacy = legacy_resize(at, opset);
   int64_t lo = 0;
@@ -212,11 +214,16 @@ Taps make_taps(const AttrReader& at, int64_t opset, const std::string& mode, con
       } else {
         const double r = x - fl;
         bool up;
-        if (nearest_mode == "round_prefer_floor") up = r > 0.5;
-        else if (nearest_mode == "round_prefer_ceil") up = r >= 0.5;
-        else if (nearest_mode == "floor") up = false;
-        else if (nearest_mode == "ceil") up = true;
-        else at.fail(ErrorKind::kInvalidModel, "nearest_mode '" + nearest_mode + "' is unknown");
+        if (nearest_mode == "round_prefer_floor")
+          up = r > 0.5;
+        else if (nearest_mode == "round_prefer_ceil")
+          up = r >= 0.5;
+        else if (nearest_mode == "floor")
+          up = false;
+        else if (nearest_mode == "ceil")
+          up = true;
+        else
+          at.fail(ErrorKind::kInvalidModel, "nearest_mode '" + nearest_mode + "' is unknown");
         k = static_cast<int64_t>(fl) + (up ? 1 : 0);
       }
       idx[0] = std::clamp<int64_t>(k, 0, in_len - 1);
@@ -230,7 +237,8 @@ Taps make_taps(const AttrReader& at, int64_t opset, const std::string& mode, con
     for (int j = 0; j < t.n; ++j) {
       const int64_t i = lo + j;
       const double d = s_eff * (static_cast<double>(i) - ratio);
-      double c = mode == "linear" ? std::clamp(1 - std::abs(d), 0.0, 1.0) : cubic_kernel(d, cubic_a);
+      double c =
+          mode == "linear" ? std::clamp(1 - std::abs(d), 0.0, 1.0) : cubic_kernel(d, cubic_a);
       const int64_t src = base + i;
       if (exclude_outside && (src < 0 || src >= in_len)) c = 0;
       idx[j] = std::clamp<int64_t>(src, 0, in_len - 1);
@@ -249,7 +257,8 @@ void resize_kernel(KernelContext& ctx) {
   ResizeSetup s = kernel_setup(ctx, x);
   const bool legacy = legacy_resize(ctx, ctx.opset());
   const std::string mode = ctx.attr_string("mode", "nearest");
-  const std::string ctm = legacy ? "asymmetric" : ctx.attr_string("coordinate_transformation_mode", "half_pixel");
+  const std::string ctm =
+      legacy ? "asymmetric" : ctx.attr_string("coordinate_transformation_mode", "half_pixel");
   const std::string nearest_mode = ctx.attr_string("nearest_mode", "round_prefer_floor");
   const double cubic_a = ctx.attr_float("cubic_coeff_a", -0.75f);
   const bool exclude_outside = !legacy && ctx.attr_int("exclude_outside", 0) != 0;
@@ -269,9 +278,14 @@ void resize_kernel(KernelContext& ctx) {
   for (size_t a = 0; a < rank; ++a) {
     if (!s.resized[a]) continue;
     const int64_t in_len = cur_dims[a], out_len = s.out[a];
-    bool roi_trivial = s.roi.empty() ||
-                       (std::abs(s.roi[a]) < 1e-9 && std::abs(s.roi[rank + a] - 1) < 1e-9);
+    bool roi_trivial =
+        s.roi.empty() || (std::abs(s.roi[a]) < 1e-9 && std::abs(s.roi[rank + a] - 1) < 1e-9);
     if (std::abs(s.scale[a] - 1) < 1e-9 && out_len == in_len && roi_trivial) continue;
+    std::vector<int64_t> next_dims = cur_dims;
+    next_dims[a] = out_len;
+    if (checked_numel(next_dims) > (int64_t{1} << 37))  // 1 TiB of doubles, as Tensor allows
+      ctx.fail(ErrorKind::kBadInput,
+               "Resize intermediate " + dims_to_string(next_dims) + " is too large");
     Taps t = make_taps(ctx, ctx.opset(), mode, ctm, nearest_mode, cubic_a, exclude_outside,
                        antialias, s.scale[a], in_len, out_len, s.roi, a, rank);
     int64_t outer = 1, inner = 1;
@@ -316,10 +330,6 @@ void resize_infer(InferContext& ctx) {
     return;
   }
   Shape unknown(std::vector<Dim>(in->rank()));
-  if (!in->is_static()) {
-    ctx.set_output_type(0, Type::tensor(dt, unknown));
-    return;
-  }
   std::optional<std::vector<double>> scales;
   std::optional<std::vector<int64_t>> sizes;
   bool ok = true;
@@ -331,24 +341,57 @@ void resize_infer(InferContext& ctx) {
     const int si = legacy ? 1 : 2;
     const Tensor* sc = ctx.constant_input(si);
     const Tensor* sz = legacy ? nullptr : ctx.constant_input(3);
-    if (sc && sc->numel() > 0 && is_float(sc->dtype())) scales = read_floats(*sc);
-    else if (sz && sz->numel() > 0 && is_integer(sz->dtype())) sizes = sz->to_int64_vector();
-    else ok = false;
+    if (sc && sc->numel() > 0 && is_float(sc->dtype()))
+      scales = read_floats(*sc);
+    else if (sz && sz->numel() > 0 && is_integer(sz->dtype()))
+      sizes = sz->to_int64_vector();
+    else
+      ok = false;
   }
   if (!ok) {
     ctx.set_output_type(0, Type::tensor(dt, unknown));
     return;
   }
-  ResizeSetup s = resize_setup(ctx, ctx.opset(), in->sizes(), scales, sizes, {});
-  ctx.set_output_type(0, Type::tensor(dt, Shape::of(s.out)));
+  if (in->is_static()) {
+    ResizeSetup s = resize_setup(ctx, ctx.opset(), in->sizes(), scales, sizes, {});
+    ctx.set_output_type(0, Type::tensor(dt, Shape::of(s.out)));
+    return;
+  }
+  // Symbolic input: resolve with placeholder sizes; axes whose scale is 1 keep their dim, other
+  // axes are known only when their input dim is (or when sizes fix them, without aspect policy).
+  std::vector<int64_t> probe;
+  for (const Dim& d : in->dims) probe.push_back(d.known() ? d.value : 1);
+  ResizeSetup s = resize_setup(ctx, ctx.opset(), probe, scales, sizes, {});
+  const bool policy =
+      ctx.opset() >= 18 && ctx.attr_string("keep_aspect_ratio_policy", "stretch") != "stretch";
+  Shape out = unknown;
+  for (size_t i = 0; i < in->rank(); ++i) {
+    if (!s.resized[i] || (scales && s.scale[i] == 1.0))
+      out.dims[i] = in->dims[i];
+    else if (in->dims[i].known() && (scales || !policy))
+      out.dims[i] = Dim(s.out[i]);
+    else if (sizes && !policy)
+      out.dims[i] = Dim(s.out[i]);
+  }
+  ctx.set_output_type(0, Type::tensor(dt, out));
 }
 
 }  // namespace
 
 void register_resize_ops(OpRegistry& r) {
-  r.add("Resize").since(10).inputs(2, 4).outputs(1).kind(PatternKind::kInjective).run(resize_kernel)
+  r.add("Resize")
+      .since(10)
+      .inputs(2, 4)
+      .outputs(1)
+      .kind(PatternKind::kInjective)
+      .run(resize_kernel)
       .shape(resize_infer);
-  r.add("Upsample").since(7).inputs(1, 2).outputs(1).kind(PatternKind::kInjective).run(resize_kernel)
+  r.add("Upsample")
+      .since(7)
+      .inputs(1, 2)
+      .outputs(1)
+      .kind(PatternKind::kInjective)
+      .run(resize_kernel)
       .shape(resize_infer);
 }
 

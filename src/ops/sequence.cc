@@ -66,9 +66,9 @@ Tensor concat_tensors(const AttrReader& at, const std::vector<Tensor>& items, in
                                         std::string(dtype_name(items[0].dtype())) + " and " +
                                         std::string(dtype_name(t.dtype())));
     if (t.rank() != rank)
-      at.fail(ErrorKind::kBadInput, "concatenated tensors have different ranks: " +
-                                        dims_to_string(items[0].dims()) + " and " +
-                                        dims_to_string(t.dims()));
+      at.fail(ErrorKind::kBadInput,
+              "concatenated tensors have different ranks: " + dims_to_string(items[0].dims()) +
+                  " and " + dims_to_string(t.dims()));
     if (new_axis) {
       if (t.dims() != items[0].dims())
         at.fail(ErrorKind::kBadInput, "stacked tensors must have equal shapes, got " +
@@ -80,10 +80,9 @@ Tensor concat_tensors(const AttrReader& at, const std::vector<Tensor>& items, in
     } else {
       for (size_t i = 0; i < static_cast<size_t>(rank); ++i)
         if (i != ax && t.dims()[i] != items[0].dims()[i])
-          at.fail(ErrorKind::kBadInput, "concatenated tensors differ outside axis " +
-                                            std::to_string(ax) + ": " +
-                                            dims_to_string(items[0].dims()) + " and " +
-                                            dims_to_string(t.dims()));
+          at.fail(ErrorKind::kBadInput,
+                  "concatenated tensors differ outside axis " + std::to_string(ax) + ": " +
+                      dims_to_string(items[0].dims()) + " and " + dims_to_string(t.dims()));
       parts.push_back(t);
     }
   }
@@ -138,7 +137,8 @@ int64_t position_input(const KernelContext& ctx, int i) {
 // ---- Sequence ops --------------------------------------------------------------------------
 
 void sequence_empty_kernel(KernelContext& ctx) {
-  const auto dt = static_cast<int32_t>(ctx.attr_int("dtype", static_cast<int64_t>(DType::kFloat32)));
+  const auto dt =
+      static_cast<int32_t>(ctx.attr_int("dtype", static_cast<int64_t>(DType::kFloat32)));
   if (!dtype_is_valid(dt) || dt == 0)
     ctx.fail(ErrorKind::kInvalidModel, "invalid dtype " + std::to_string(dt));
   ctx.set_output_value(0, RtValue::make_sequence({}, static_cast<DType>(dt)));
@@ -234,8 +234,8 @@ void split_to_sequence_kernel(KernelContext& ctx) {
     if (split.rank() == 0) {
       const int64_t chunk = v.at(0);
       if (chunk <= 0 && dim > 0)
-        ctx.fail(ErrorKind::kBadInput, "split size should be positive, got " +
-                                           std::to_string(chunk));
+        ctx.fail(ErrorKind::kBadInput,
+                 "split size should be positive, got " + std::to_string(chunk));
       for (int64_t p = 0; p < dim; p += chunk) sizes.push_back(std::min(chunk, dim - p));
     } else {
       int64_t sum = 0;
@@ -275,10 +275,10 @@ void sequence_map_kernel(KernelContext& ctx) {
   const int n_in = ctx.num_inputs();
   if (static_cast<int>(body.inputs.size()) != n_in ||
       static_cast<int>(body.outputs.size()) != ctx.num_outputs())
-    ctx.fail(ErrorKind::kInvalidModel,
-             "body has " + std::to_string(body.inputs.size()) + " inputs and " +
-                 std::to_string(body.outputs.size()) + " outputs, node has " +
-                 std::to_string(n_in) + " and " + std::to_string(ctx.num_outputs()));
+    ctx.fail(ErrorKind::kInvalidModel, "body has " + std::to_string(body.inputs.size()) +
+                                           " inputs and " + std::to_string(body.outputs.size()) +
+                                           " outputs, node has " + std::to_string(n_in) + " and " +
+                                           std::to_string(ctx.num_outputs()));
   const size_t len = sequence_input(ctx, 0).sequence.size();
   for (int i = 1; i < n_in; ++i) {
     const RtValue& v = ctx.input_value(i);
@@ -297,8 +297,7 @@ void sequence_map_kernel(KernelContext& ctx) {
     std::vector<RtValue> outs = ctx.run_subgraph(body, args);
     for (size_t k = 0; k < results.size(); ++k) {
       if (k >= outs.size() || !outs[k].is_tensor())
-        ctx.fail(ErrorKind::kBadInput, "body output #" + std::to_string(k) +
-                                           " should be a tensor");
+        ctx.fail(ErrorKind::kBadInput, "body output #" + std::to_string(k) + " should be a tensor");
       results[k].push_back(outs[k].tensor);
     }
   }
@@ -347,7 +346,8 @@ Type seq_elem_type(const InferContext& ctx, int i) {
 }
 
 void infer_sequence_empty(InferContext& ctx) {
-  const auto dt = static_cast<int32_t>(ctx.attr_int("dtype", static_cast<int64_t>(DType::kFloat32)));
+  const auto dt =
+      static_cast<int32_t>(ctx.attr_int("dtype", static_cast<int64_t>(DType::kFloat32)));
   if (dtype_is_valid(dt)) ctx.set_output_type(0, seq_of(Type::tensor(static_cast<DType>(dt))));
 }
 
@@ -379,7 +379,8 @@ void infer_concat_from_sequence(InferContext& ctx) {
 }
 
 void infer_optional(InferContext& ctx) {
-  if (ctx.has_input(0)) ctx.set_output_type(0, Type::wrap(Type::Kind::kOptional, ctx.input_type(0)));
+  if (ctx.has_input(0))
+    ctx.set_output_type(0, Type::wrap(Type::Kind::kOptional, ctx.input_type(0)));
 }
 
 void infer_optional_has_element(InferContext& ctx) {
@@ -398,28 +399,67 @@ void infer_optional_get_element(InferContext& ctx) {
 }  // namespace
 
 void register_sequence_ops(OpRegistry& r) {
-  r.add("SequenceEmpty").since(11).inputs(0).outputs(1).run(sequence_empty_kernel)
+  r.add("SequenceEmpty")
+      .since(11)
+      .inputs(0)
+      .outputs(1)
+      .run(sequence_empty_kernel)
       .shape(infer_sequence_empty);
-  r.add("SequenceConstruct").since(11).inputs(1, -1).outputs(1).run(sequence_construct_kernel)
+  r.add("SequenceConstruct")
+      .since(11)
+      .inputs(1, -1)
+      .outputs(1)
+      .run(sequence_construct_kernel)
       .shape(infer_sequence_construct);
-  r.add("SequenceAt").since(11).inputs(2).outputs(1).run(sequence_at_kernel)
+  r.add("SequenceAt")
+      .since(11)
+      .inputs(2)
+      .outputs(1)
+      .run(sequence_at_kernel)
       .shape(infer_sequence_at);
-  r.add("SequenceInsert").since(11).inputs(2, 3).outputs(1).run(sequence_insert_kernel)
+  r.add("SequenceInsert")
+      .since(11)
+      .inputs(2, 3)
+      .outputs(1)
+      .run(sequence_insert_kernel)
       .shape(infer_sequence_same);
-  r.add("SequenceErase").since(11).inputs(1, 2).outputs(1).run(sequence_erase_kernel)
+  r.add("SequenceErase")
+      .since(11)
+      .inputs(1, 2)
+      .outputs(1)
+      .run(sequence_erase_kernel)
       .shape(infer_sequence_same);
-  r.add("SequenceLength").since(11).inputs(1).outputs(1).run(sequence_length_kernel)
+  r.add("SequenceLength")
+      .since(11)
+      .inputs(1)
+      .outputs(1)
+      .run(sequence_length_kernel)
       .shape(infer_sequence_length);
-  r.add("SplitToSequence").since(11).inputs(1, 2).outputs(1).run(split_to_sequence_kernel)
+  r.add("SplitToSequence")
+      .since(11)
+      .inputs(1, 2)
+      .outputs(1)
+      .run(split_to_sequence_kernel)
       .shape(infer_split_to_sequence);
-  r.add("ConcatFromSequence").since(11).inputs(1).outputs(1).run(concat_from_sequence_kernel)
+  r.add("ConcatFromSequence")
+      .since(11)
+      .inputs(1)
+      .outputs(1)
+      .run(concat_from_sequence_kernel)
       .shape(infer_concat_from_sequence);
   r.add("SequenceMap").since(17).inputs(1, -1).outputs(1, -1).run(sequence_map_kernel);
-  r.add("Optional").since(15).inputs(0, 1).outputs(1).run(optional_kernel)
-      .shape(infer_optional);
-  r.add("OptionalHasElement").since(15).inputs(0, 1).outputs(1).run(optional_has_element_kernel)
+  r.add("Optional").since(15).inputs(0, 1).outputs(1).run(optional_kernel).shape(infer_optional);
+  r.add("OptionalHasElement")
+      .since(15)
+      .inputs(0, 1)
+      .outputs(1)
+      .run(optional_has_element_kernel)
       .shape(infer_optional_has_element);
-  r.add("OptionalGetElement").since(15).inputs(1).outputs(1).run(optional_get_element_kernel)
+  r.add("OptionalGetElement")
+      .since(15)
+      .inputs(1)
+      .outputs(1)
+      .run(optional_get_element_kernel)
       .shape(infer_optional_get_element);
 }
 

@@ -1,5 +1,6 @@
 // Shape-manipulation ops that move or generate data without arithmetic: Reshape, Flatten,
-// Squeeze/Unsqueeze, Transpose, Concat, Split, Expand, Tile, Pad, Shape, Size, Constant(OfShape).
+// Squeeze/Unsqueeze, Transpose, Concat, Split, Expand, Tile, Shape, Size, Constant(OfShape).
+// Pad lives in ops/pad.cc.
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -11,78 +12,9 @@
 
 namespace kiln {
 
-void strided_copy(const Tensor& src, Tensor& dst, int64_t base, const std::vector<int64_t>& strides) {
-  visit_storage(src.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* s = src.data<T>() + base;
-    T* d = dst.data<T>();
-    const auto& dims = dst.dims();
-    if (dims.empty()) {
-      if (dst.numel() == 1) d[0] = s[0];
-      return;
-    }
-    // The innermost axis is copied in a tight loop; outer axes advance an odometer.
-    const size_t rank = dims.size();
-    const int64_t inner = dims[rank - 1], inner_stride = strides[rank - 1];
-    if (dst.numel() == 0) return;
-    const int64_t outer = dst.numel() / inner;
-    std::vector<int64_t> idx(rank, 0);
-    int64_t off = 0;
-    for (int64_t o = 0; o < outer; ++o) {
-      T* drow = d + o * inner;
-      if (inner_stride == 1) {
-        std::copy(s + off, s + off + inner, drow);
-      } else {
-        for (int64_t j = 0; j < inner; ++j) drow[j] = s[off + j * inner_stride];
-      }
-      for (size_t ax = rank - 1; ax-- > 0;) {
-        if (++idx[ax] < dims[ax]) {
-          off += strides[ax];
-          break;
-        }
-        off -= strides[ax] * (dims[ax] - 1);
-        idx[ax] = 0;
-      }
-    }
-  });
-}
-
-std::vector<int64_t> read_int_list(const AttrReader& at, const Tensor& t, const char* what) {
-  if (!is_integer(t.dtype()))
-    at.fail(ErrorKind::kBadInput, std::string(what) + " should be an integer tensor, got " +
-                                      std::string(dtype_name(t.dtype())));
-  if (t.rank() > 1)
-    at.fail(ErrorKind::kBadInput, std::string(what) + " should be 1-D, got shape " +
-                                      dims_to_string(t.dims()));
-  return t.to_int64_vector();
-}
-
-std::optional<Shape> input_shape(const InferContext& ctx, int i) {
-  if (!ctx.has_input(i)) return std::nullopt;
-  const Type& t = ctx.input_type(i);
-  if (t.kind != Type::Kind::kTensor) return std::nullopt;
-  return t.shape;
-}
+void register_pad_ops(OpRegistry& r);  // ops/pad.cc
 
 namespace {
-
-DType input_dtype(const InferContext& ctx, int i) {
-  const Type& t = ctx.input_type(i);
-  return t.kind == Type::Kind::kTensor ? t.dtype : DType::kUndefined;
-}
-
-// The value of an int-list operand that is an attribute before `input_since` and input `index`
-// from then on; nullopt when it is a non-constant input (or absent).
-std::optional<std::vector<int64_t>> static_ints(const InferContext& ctx, const char* attr,
-                                                int index, int64_t input_since) {
-  if (ctx.opset() < input_since) {
-    if (!ctx.has_attr(attr)) return std::nullopt;
-    return ctx.attr_ints(attr);
-  }
-  const Tensor* c = ctx.constant_input(index);
-  if (!c || !is_integer(c->dtype()) || c->rank() > 1) return std::nullopt;
-  return c->to_int64_vector();
-}
 
 Dim dim_mul(const Dim& a, const Dim& b) {
   if (a.known() && b.known()) return Dim(a.value * b.value);
@@ -105,18 +37,19 @@ std::vector<int64_t> reshape_dims(const AttrReader& at, const std::vector<int64_
       infer_at = static_cast<int>(i);
       continue;
     }
-    if (s < -1) at.fail(ErrorKind::kBadInput, "Reshape shape has invalid value " + std::to_string(s));
+    if (s < -1)
+      at.fail(ErrorKind::kBadInput, "Reshape shape has invalid value " + std::to_string(s));
     if (s == 0 && !allowzero) {
       if (i >= in.size())
-        at.fail(ErrorKind::kBadInput, "Reshape shape " + dims_to_string(shape) +
-                                          " copies dim " + std::to_string(i) +
-                                          " which the input " + dims_to_string(in) + " lacks");
+        at.fail(ErrorKind::kBadInput, "Reshape shape " + ints_to_string(shape) + " copies dim " +
+                                          std::to_string(i) + " which the input " +
+                                          dims_to_string(in) + " lacks");
       s = in[i];
     }
     if (s == 0) has_zero = true;
     out[i] = s;
     if (s != 0 && known > (int64_t{1} << 62) / s)
-      at.fail(ErrorKind::kBadInput, "Reshape shape " + dims_to_string(shape) + " is too large");
+      at.fail(ErrorKind::kBadInput, "Reshape shape " + ints_to_string(shape) + " is too large");
     known *= s;
   }
   const int64_t numel = checked_numel(in);
@@ -124,21 +57,21 @@ std::vector<int64_t> reshape_dims(const AttrReader& at, const std::vector<int64_
     if (has_zero && allowzero)
       at.fail(ErrorKind::kBadInput, "Reshape with allowzero=1 cannot have both 0 and -1");
     if (known == 0 || numel % known != 0)
-      at.fail(ErrorKind::kBadInput, "cannot reshape " + dims_to_string(in) + " to " +
-                                        dims_to_string(shape));
+      at.fail(ErrorKind::kBadInput,
+              "cannot reshape " + dims_to_string(in) + " to " + ints_to_string(shape));
     out[static_cast<size_t>(infer_at)] = numel / known;
   } else if (known != numel) {
     at.fail(ErrorKind::kBadInput, "cannot reshape " + dims_to_string(in) + " (" +
                                       std::to_string(numel) + " elements) to " +
-                                      dims_to_string(shape));
+                                      ints_to_string(shape));
   }
   return out;
 }
 
 void reshape_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  std::vector<int64_t> shape = ctx.opset() < 5 ? ctx.attr_ints("shape")
-                                               : read_int_list(ctx, ctx.input(1), "Reshape shape");
+  std::vector<int64_t> shape =
+      ctx.opset() < 5 ? ctx.attr_ints("shape") : read_int_list(ctx, ctx.input(1), "Reshape shape");
   bool allowzero = ctx.opset() >= 14 && ctx.attr_int("allowzero", 0) != 0;
   ctx.set_output(0, x.reshaped(reshape_dims(ctx, x.dims(), shape, allowzero)));
 }
@@ -149,8 +82,8 @@ void reshape_infer(InferContext& ctx) {
   if (!shape) {
     std::optional<Shape> ss = input_shape(ctx, 1);
     if (ctx.opset() >= 5 && ss && ss->rank() == 1 && ss->dims[0].known())
-      ctx.set_output_type(0, Type::tensor(dt, Shape(std::vector<Dim>(
-                                                  static_cast<size_t>(ss->dims[0].value)))));
+      ctx.set_output_type(
+          0, Type::tensor(dt, Shape(std::vector<Dim>(static_cast<size_t>(ss->dims[0].value)))));
     else
       ctx.set_output_type(0, Type::tensor(dt));
     return;
@@ -158,8 +91,8 @@ void reshape_infer(InferContext& ctx) {
   bool allowzero = ctx.opset() >= 14 && ctx.attr_int("allowzero", 0) != 0;
   std::optional<Shape> in = input_shape(ctx, 0);
   if (in && in->is_static()) {
-    ctx.set_output_type(0, Type::tensor(dt, Shape::of(reshape_dims(ctx, in->sizes(), *shape,
-                                                                   allowzero))));
+    ctx.set_output_type(
+        0, Type::tensor(dt, Shape::of(reshape_dims(ctx, in->sizes(), *shape, allowzero))));
     return;
   }
   Shape out;
@@ -171,6 +104,37 @@ void reshape_infer(InferContext& ctx) {
       out.dims.push_back(Dim(s));
     else
       out.dims.push_back(Dim());
+  }
+  // A -1 is still computable when every symbolic input dim reappears in the output (e.g.
+  // [B,S,768] -> [0,0,12,-1]): the symbols cancel out of the element count.
+  auto neg = std::find(shape->begin(), shape->end(), -1);
+  if (in && neg != shape->end()) {
+    std::vector<std::string> syms;
+    int64_t in_known = 1, out_known = 1;
+    bool ok = true;
+    for (const Dim& d : in->dims) {
+      if (d.known())
+        in_known *= d.value;
+      else if (!d.symbol.empty())
+        syms.push_back(d.symbol);
+      else
+        ok = false;
+    }
+    for (size_t i = 0; i < out.rank() && ok; ++i) {
+      if (shape->begin() + static_cast<std::ptrdiff_t>(i) == neg) continue;
+      const Dim& d = out.dims[i];
+      if (d.known()) {
+        out_known *= d.value;
+      } else {
+        auto it = std::find(syms.begin(), syms.end(), d.symbol);
+        if (d.symbol.empty() || it == syms.end())
+          ok = false;
+        else
+          syms.erase(it);
+      }
+    }
+    if (ok && syms.empty() && out_known > 0 && in_known % out_known == 0)
+      out.dims[static_cast<size_t>(neg - shape->begin())] = Dim(in_known / out_known);
   }
   ctx.set_output_type(0, Type::tensor(dt, out));
 }
@@ -274,12 +238,14 @@ void squeeze_infer(InferContext& ctx) {
 }
 
 // Output rank = rank + |axes|; returns for each output axis whether it is a new unit dim.
-std::vector<bool> unsqueeze_mask(const AttrReader& at, int64_t rank, const std::vector<int64_t>& axes) {
+std::vector<bool> unsqueeze_mask(const AttrReader& at, int64_t rank,
+                                 const std::vector<int64_t>& axes) {
   const int64_t out_rank = rank + static_cast<int64_t>(axes.size());
   std::vector<bool> is_new(static_cast<size_t>(out_rank), false);
   for (int64_t a : normalize_axes(at, axes, out_rank)) {
     if (is_new[static_cast<size_t>(a)])
-      at.fail(ErrorKind::kInvalidModel, "Unsqueeze axes contain a duplicate: " + dims_to_string(axes));
+      at.fail(ErrorKind::kInvalidModel,
+              "Unsqueeze axes contain a duplicate: " + ints_to_string(axes));
     is_new[static_cast<size_t>(a)] = true;
   }
   return is_new;
@@ -287,8 +253,8 @@ std::vector<bool> unsqueeze_mask(const AttrReader& at, int64_t rank, const std::
 
 void unsqueeze_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  std::vector<int64_t> axes = ctx.opset() < 13 ? ctx.attr_ints("axes")
-                                               : read_int_list(ctx, ctx.input(1), "axes");
+  std::vector<int64_t> axes =
+      ctx.opset() < 13 ? ctx.attr_ints("axes") : read_int_list(ctx, ctx.input(1), "axes");
   std::vector<bool> is_new = unsqueeze_mask(ctx, x.rank(), axes);
   std::vector<int64_t> out;
   size_t k = 0;
@@ -321,13 +287,14 @@ std::vector<int64_t> transpose_perm(const AttrReader& at, int64_t rank) {
     return perm;
   }
   if (static_cast<int64_t>(perm.size()) != rank)
-    at.fail(ErrorKind::kBadInput, "Transpose perm " + dims_to_string(perm) +
+    at.fail(ErrorKind::kBadInput, "Transpose perm " + ints_to_string(perm) +
                                       " does not match input rank " + std::to_string(rank));
   std::vector<bool> seen(static_cast<size_t>(rank), false);
   for (int64_t& p : perm) {
     p = normalize_axis(at, p, rank);
     if (seen[static_cast<size_t>(p)])
-      at.fail(ErrorKind::kInvalidModel, "Transpose perm " + dims_to_string(perm) + " is not a permutation");
+      at.fail(ErrorKind::kInvalidModel,
+              "Transpose perm " + ints_to_string(perm) + " is not a permutation");
     seen[static_cast<size_t>(p)] = true;
   }
   return perm;
@@ -451,16 +418,17 @@ std::vector<int64_t> split_sizes(const AttrReader& at, int64_t opset, int64_t le
                                  std::optional<std::vector<int64_t>> split) {
   if (split) {
     if (static_cast<int>(split->size()) != n)
-      at.fail(ErrorKind::kBadInput, "Split has " + std::to_string(n) + " outputs but split " +
-                                        dims_to_string(*split));
+      at.fail(ErrorKind::kBadInput,
+              "Split has " + std::to_string(n) + " outputs but split " + ints_to_string(*split));
     int64_t sum = 0;
     for (int64_t s : *split) {
-      if (s < 0) at.fail(ErrorKind::kBadInput, "Split sizes must be >= 0: " + dims_to_string(*split));
+      if (s < 0)
+        at.fail(ErrorKind::kBadInput, "Split sizes must be >= 0: " + ints_to_string(*split));
       sum += s;
     }
     if (sum != len)
-      at.fail(ErrorKind::kBadInput, "Split sizes " + dims_to_string(*split) + " do not sum to " +
-                                        std::to_string(len));
+      at.fail(ErrorKind::kBadInput,
+              "Split sizes " + ints_to_string(*split) + " do not sum to " + std::to_string(len));
     return *split;
   }
   if (opset >= 18 && at.has_attr("num_outputs")) {
@@ -478,8 +446,8 @@ std::vector<int64_t> split_sizes(const AttrReader& at, int64_t opset, int64_t le
     return out;
   }
   if (n <= 0 || len % n != 0)
-    at.fail(ErrorKind::kBadInput, "cannot split an axis of size " + std::to_string(len) +
-                                      " into " + std::to_string(n) + " equal parts");
+    at.fail(ErrorKind::kBadInput, "cannot split an axis of size " + std::to_string(len) + " into " +
+                                      std::to_string(n) + " equal parts");
   return std::vector<int64_t>(static_cast<size_t>(n), len / n);
 }
 
@@ -512,7 +480,8 @@ void split_infer(InferContext& ctx) {
   const int n = ctx.num_outputs();
   for (int i = 0; i < n; ++i) ctx.set_output_type(i, Type::tensor(dt));
   if (!in || in->rank() == 0) return;
-  const int64_t axis = normalize_axis(ctx, ctx.attr_int("axis", 0), static_cast<int64_t>(in->rank()));
+  const int64_t axis =
+      normalize_axis(ctx, ctx.attr_int("axis", 0), static_cast<int64_t>(in->rank()));
   const Dim& len = in->dims[static_cast<size_t>(axis)];
   bool has_split = ctx.opset() < 13 ? ctx.has_attr("split") : ctx.has_input(1);
   std::optional<std::vector<int64_t>> split;
@@ -529,7 +498,8 @@ void split_infer(InferContext& ctx) {
   }
   std::vector<Dim> sizes(static_cast<size_t>(n));
   if (split && static_cast<int>(split->size()) == n) {
-    for (int i = 0; i < n; ++i) sizes[static_cast<size_t>(i)] = Dim((*split)[static_cast<size_t>(i)]);
+    for (int i = 0; i < n; ++i)
+      sizes[static_cast<size_t>(i)] = Dim((*split)[static_cast<size_t>(i)]);
   } else if (len.known()) {
     std::vector<int64_t> s = split_sizes(ctx, ctx.opset(), len.value, n, split);
     for (int i = 0; i < n; ++i) sizes[static_cast<size_t>(i)] = Dim(s[static_cast<size_t>(i)]);
@@ -547,7 +517,8 @@ void expand_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   std::vector<int64_t> shape = read_int_list(ctx, ctx.input(1), "Expand shape");
   for (int64_t d : shape)
-    if (d < 0) ctx.fail(ErrorKind::kBadInput, "Expand shape has a negative dim: " + dims_to_string(shape));
+    if (d < 0)
+      ctx.fail(ErrorKind::kBadInput, "Expand shape has a negative dim: " + ints_to_string(shape));
   std::vector<int64_t> out = broadcast_dims(ctx, {x.dims(), shape});
   Tensor y(x.dtype(), out);
   strided_copy(x, y, 0, broadcast_strides(x.dims(), out));
@@ -568,10 +539,14 @@ void expand_infer(InferContext& ctx) {
   for (size_t i = 0; i < rank; ++i) {
     Dim a = i + in->rank() >= rank ? in->dims[i + in->rank() - rank] : Dim(1);
     Dim b = i + shape.size() >= rank ? Dim(shape[i + shape.size() - rank]) : Dim(1);
-    if (b.value == 1) out.dims.push_back(a);
-    else if (a.known() && a.value == 1) out.dims.push_back(b);
-    else if (a.known()) out.dims.push_back(a);  // equal, or a mismatch the kernel reports
-    else out.dims.push_back(b);
+    if (b.value == 1)
+      out.dims.push_back(a);
+    else if (a.known() && a.value == 1)
+      out.dims.push_back(b);
+    else if (a.known())
+      out.dims.push_back(a);  // equal, or a mismatch the kernel reports
+    else
+      out.dims.push_back(b);
   }
   ctx.set_output_type(0, Type::tensor(dt, out));
 }
@@ -580,15 +555,16 @@ void tile_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   std::vector<int64_t> reps = read_int_list(ctx, ctx.input(1), "Tile repeats");
   if (static_cast<int>(reps.size()) != x.rank())
-    ctx.fail(ErrorKind::kBadInput, "Tile repeats " + dims_to_string(reps) +
-                                       " should have one entry per input dim " + dims_to_string(x.dims()));
+    ctx.fail(ErrorKind::kBadInput, "Tile repeats " + ints_to_string(reps) +
+                                       " should have one entry per input dim " +
+                                       dims_to_string(x.dims()));
   // Output [r0*d0, r1*d1, ...] in row-major order is [r0, d0, r1, d1, ...] with zero strides on
   // the repeat axes.
   std::vector<int64_t> out_dims, view_dims, strides;
   std::vector<int64_t> in_strides = contiguous_strides(x.dims());
   for (int i = 0; i < x.rank(); ++i) {
     if (reps[static_cast<size_t>(i)] < 0)
-      ctx.fail(ErrorKind::kBadInput, "Tile repeats must be >= 0: " + dims_to_string(reps));
+      ctx.fail(ErrorKind::kBadInput, "Tile repeats must be >= 0: " + ints_to_string(reps));
     out_dims.push_back(x.dim(i) * reps[static_cast<size_t>(i)]);
     view_dims.insert(view_dims.end(), {reps[static_cast<size_t>(i)], x.dim(i)});
     strides.insert(strides.end(), {0, in_strides[static_cast<size_t>(i)]});
@@ -616,139 +592,6 @@ void tile_infer(InferContext& ctx) {
     }
   } else {
     for (Dim& d : out.dims) d = Dim();
-  }
-  ctx.set_output_type(0, Type::tensor(dt, out));
-}
-
-// ---- Pad ----------------------------------------------------------------------------------
-
-// Pads per axis as (begin, end), from the attribute (opset < 11) or inputs (pads, axes).
-std::vector<std::pair<int64_t, int64_t>> pad_widths(const AttrReader& at, int64_t opset,
-                                                    int64_t rank, std::vector<int64_t> pads,
-                                                    std::optional<std::vector<int64_t>> axes) {
-  std::vector<int64_t> ax;
-  if (opset >= 18 && axes) {
-    ax = normalize_axes(at, *axes, rank);
-  } else {
-    for (int64_t i = 0; i < rank; ++i) ax.push_back(i);
-  }
-  if (pads.size() != 2 * ax.size())
-    at.fail(ErrorKind::kBadInput, "Pad pads " + dims_to_string(pads) + " should have " +
-                                      std::to_string(2 * ax.size()) + " entries");
-  std::vector<std::pair<int64_t, int64_t>> w(static_cast<size_t>(rank), {0, 0});
-  for (size_t i = 0; i < ax.size(); ++i) w[static_cast<size_t>(ax[i])] = {pads[i], pads[ax.size() + i]};
-  return w;
-}
-
-void pad_kernel(KernelContext& ctx) {
-  const Tensor& x = ctx.input(0);
-  const std::string mode = ctx.attr_string("mode", "constant");
-  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
-    ctx.fail(ErrorKind::kInvalidModel, "Pad mode '" + mode + "' is not one of constant, reflect, edge, wrap");
-  std::vector<int64_t> pads;
-  std::optional<std::vector<int64_t>> axes;
-  Tensor value;  // one element of x's dtype
-  if (ctx.opset() < 11) {
-    pads = ctx.attr_ints("pads");
-    value = convert_tensor(Tensor::scalar(DType::kFloat32, ctx.attr_float("value", 0.f)),
-                           x.dtype() == DType::kString ? DType::kFloat32 : x.dtype());
-  } else {
-    pads = read_int_list(ctx, ctx.input(1), "pads");
-    if (ctx.has_input(2) && ctx.input(2).numel() > 0) {
-      const Tensor& v = ctx.input(2);
-      if (v.dtype() != x.dtype())
-        ctx.fail(ErrorKind::kBadInput, "Pad constant_value should have the data's element type");
-      value = v;
-    }
-    if (ctx.has_input(3)) axes = read_int_list(ctx, ctx.input(3), "axes");
-  }
-  if (!value.defined()) value = Tensor(x.dtype(), {});
-  auto widths = pad_widths(ctx, ctx.opset(), x.rank(), pads, axes);
-  // Per axis, a table from output coordinate to input coordinate (-1: the constant value).
-  std::vector<int64_t> out_dims(static_cast<size_t>(x.rank()));
-  std::vector<std::vector<int64_t>> src(static_cast<size_t>(x.rank()));
-  for (int a = 0; a < x.rank(); ++a) {
-    const int64_t n = x.dim(a);
-    const auto [b, e] = widths[static_cast<size_t>(a)];
-    const int64_t len = n + b + e;
-    if (len < 0)
-      ctx.fail(ErrorKind::kBadInput, "Pad pads " + dims_to_string(pads) + " remove more than the " +
-                                         std::to_string(n) + " elements of axis " + std::to_string(a));
-    out_dims[static_cast<size_t>(a)] = len;
-    if (mode != "constant" && n == 0 && len > 0)
-      ctx.fail(ErrorKind::kBadInput, "Pad mode '" + mode + "' cannot pad an empty axis");
-    checked_numel(out_dims);
-    auto& tab = src[static_cast<size_t>(a)];
-    tab.resize(static_cast<size_t>(len));
-    for (int64_t o = 0; o < len; ++o) {
-      int64_t c = o - b;
-      if (c < 0 || c >= n) {
-        if (mode == "constant") {
-          c = -1;
-        } else if (mode == "edge") {
-          c = c < 0 ? 0 : n - 1;
-        } else if (mode == "wrap") {
-          c = ((c % n) + n) % n;
-        } else if (n == 1) {
-          c = 0;
-        } else {  // reflect without repeating the edge, period 2(n-1)
-          const int64_t p = 2 * (n - 1);
-          c = ((c % p) + p) % p;
-          if (c >= n) c = p - c;
-        }
-      }
-      tab[static_cast<size_t>(o)] = c;
-    }
-  }
-  Tensor y(x.dtype(), out_dims);
-  std::vector<int64_t> strides = contiguous_strides(x.dims());
-  visit_storage(x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* xs = x.data<T>();
-    const T fill = value.data<T>()[0];
-    T* ys = y.data<T>();
-    const int64_t total = y.numel();
-    const size_t rank = out_dims.size();
-    std::vector<int64_t> idx(rank, 0);
-    for (int64_t i = 0; i < total; ++i) {
-      int64_t off = 0;
-      bool inside = true;
-      for (size_t a = 0; a < rank && inside; ++a) {
-        int64_t c = src[a][static_cast<size_t>(idx[a])];
-        inside = c >= 0;
-        off += c * strides[a];
-      }
-      ys[i] = inside ? xs[off] : fill;
-      for (size_t a = rank; a-- > 0;) {
-        if (++idx[a] < out_dims[a]) break;
-        idx[a] = 0;
-      }
-    }
-  });
-  ctx.set_output(0, std::move(y));
-}
-
-void pad_infer(InferContext& ctx) {
-  DType dt = input_dtype(ctx, 0);
-  std::optional<Shape> in = input_shape(ctx, 0);
-  auto pads = static_ints(ctx, "pads", 1, 11);
-  std::optional<std::vector<int64_t>> axes;
-  bool axes_ok = true;
-  if (ctx.opset() >= 18 && ctx.has_input(3)) {
-    axes = static_ints(ctx, "axes", 3, 18);
-    axes_ok = axes.has_value();
-  }
-  if (!in || !pads || !axes_ok) {
-    ctx.set_output_type(0, Type::tensor(dt, in ? std::optional<Shape>(Shape(std::vector<Dim>(in->rank())))
-                                               : std::nullopt));
-    return;
-  }
-  auto widths = pad_widths(ctx, ctx.opset(), static_cast<int64_t>(in->rank()), *pads, axes);
-  Shape out = *in;
-  for (size_t i = 0; i < out.rank(); ++i) {
-    auto [b, e] = widths[i];
-    if (b == 0 && e == 0) continue;
-    out.dims[i] = in->dims[i].known() ? Dim(std::max<int64_t>(0, in->dims[i].value + b + e)) : Dim();
   }
   ctx.set_output_type(0, Type::tensor(dt, out));
 }
@@ -797,15 +640,17 @@ Tensor constant_of_shape_value(const AttrReader& at) {
   const Tensor* v = at.attr_tensor("value");
   if (!v) return Tensor::scalar(DType::kFloat32, 0.f);
   if (v->numel() != 1)
-    at.fail(ErrorKind::kInvalidModel, "ConstantOfShape value should have one element, got " +
-                                          tensor_summary(*v, 0));
+    at.fail(ErrorKind::kInvalidModel,
+            "ConstantOfShape value should have one element, got " + tensor_summary(*v, 0));
   return *v;
 }
 
 void constant_of_shape_kernel(KernelContext& ctx) {
   std::vector<int64_t> shape = read_int_list(ctx, ctx.input(0), "ConstantOfShape shape");
   for (int64_t d : shape)
-    if (d < 0) ctx.fail(ErrorKind::kBadInput, "ConstantOfShape shape has a negative dim: " + dims_to_string(shape));
+    if (d < 0)
+      ctx.fail(ErrorKind::kBadInput,
+               "ConstantOfShape shape has a negative dim: " + ints_to_string(shape));
   Tensor v = constant_of_shape_value(ctx);
   Tensor y(v.dtype(), shape);
   visit_storage(v.dtype(), [&](auto tag) {
@@ -825,7 +670,8 @@ void constant_of_shape_infer(InferContext& ctx) {
   }
   std::optional<Shape> ss = input_shape(ctx, 0);
   if (ss && ss->rank() == 1 && ss->dims[0].known())
-    ctx.set_output_type(0, Type::tensor(dt, Shape(std::vector<Dim>(static_cast<size_t>(ss->dims[0].value)))));
+    ctx.set_output_type(
+        0, Type::tensor(dt, Shape(std::vector<Dim>(static_cast<size_t>(ss->dims[0].value)))));
   else
     ctx.set_output_type(0, Type::tensor(dt));
 }
@@ -833,8 +679,10 @@ void constant_of_shape_infer(InferContext& ctx) {
 Tensor constant_value(const AttrReader& at) {
   if (const Tensor* t = at.attr_tensor("value")) return *t;
   const Attribute* a = nullptr;
-  if ((a = at.node().attr("value_float"))) return Tensor::scalar(DType::kFloat32, at.attr_float("value_float", 0.f));
-  if ((a = at.node().attr("value_int"))) return Tensor::scalar(DType::kInt64, at.attr_int("value_int"));
+  if ((a = at.node().attr("value_float")))
+    return Tensor::scalar(DType::kFloat32, at.attr_float("value_float", 0.f));
+  if ((a = at.node().attr("value_int")))
+    return Tensor::scalar(DType::kInt64, at.attr_int("value_int"));
   if ((a = at.node().attr("value_string"))) {
     Tensor t(DType::kString, {});
     t.data<std::string>()[0] = at.attr_string("value_string", "");
@@ -875,21 +723,68 @@ void constant_infer(InferContext& ctx) {
 void register_tensor_ops(OpRegistry& r) {
   const auto inj = PatternKind::kInjective;
   const auto opq = PatternKind::kOpaque;
-  r.add("Reshape").since(1).inputs(1, 2).outputs(1).kind(inj).run(reshape_kernel).shape(reshape_infer);
+  r.add("Reshape")
+      .since(1)
+      .inputs(1, 2)
+      .outputs(1)
+      .kind(inj)
+      .run(reshape_kernel)
+      .shape(reshape_infer);
   r.add("Flatten").since(1).inputs(1).outputs(1).kind(inj).run(flatten_kernel).shape(flatten_infer);
-  r.add("Squeeze").since(1).inputs(1, 2).outputs(1).kind(inj).run(squeeze_kernel).shape(squeeze_infer);
-  r.add("Unsqueeze").since(1).inputs(1, 2).outputs(1).kind(inj).run(unsqueeze_kernel).shape(unsqueeze_infer);
-  r.add("Transpose").since(1).inputs(1).outputs(1).kind(inj).run(transpose_kernel).shape(transpose_infer);
-  r.add("Concat").since(1).inputs(1, -1).outputs(1).kind(inj).run(concat_kernel).shape(concat_infer);
-  r.add("Split").since(1).inputs(1, 2).outputs(1, -1).kind(inj).run(split_kernel).shape(split_infer);
+  r.add("Squeeze")
+      .since(1)
+      .inputs(1, 2)
+      .outputs(1)
+      .kind(inj)
+      .run(squeeze_kernel)
+      .shape(squeeze_infer);
+  r.add("Unsqueeze")
+      .since(1)
+      .inputs(1, 2)
+      .outputs(1)
+      .kind(inj)
+      .run(unsqueeze_kernel)
+      .shape(unsqueeze_infer);
+  r.add("Transpose")
+      .since(1)
+      .inputs(1)
+      .outputs(1)
+      .kind(inj)
+      .run(transpose_kernel)
+      .shape(transpose_infer);
+  r.add("Concat")
+      .since(1)
+      .inputs(1, -1)
+      .outputs(1)
+      .kind(inj)
+      .run(concat_kernel)
+      .shape(concat_infer);
+  r.add("Split")
+      .since(1)
+      .inputs(1, 2)
+      .outputs(1, -1)
+      .kind(inj)
+      .run(split_kernel)
+      .shape(split_infer);
   r.add("Expand").since(8).inputs(2).outputs(1).kind(inj).run(expand_kernel).shape(expand_infer);
   r.add("Tile").since(6).inputs(2).outputs(1).kind(inj).run(tile_kernel).shape(tile_infer);
-  r.add("Pad").since(2).inputs(1, 4).outputs(1).kind(inj).run(pad_kernel).shape(pad_infer);
+  register_pad_ops(r);
   r.add("Shape").since(1).inputs(1).outputs(1).kind(opq).run(shape_kernel).shape(shape_infer);
   r.add("Size").since(1).inputs(1).outputs(1).kind(opq).run(size_kernel).shape(size_infer);
-  r.add("ConstantOfShape").since(9).inputs(1).outputs(1).kind(opq).run(constant_of_shape_kernel)
+  r.add("ConstantOfShape")
+      .since(9)
+      .inputs(1)
+      .outputs(1)
+      .kind(opq)
+      .run(constant_of_shape_kernel)
       .shape(constant_of_shape_infer);
-  r.add("Constant").since(1).inputs(0).outputs(1).kind(opq).run(constant_kernel).shape(constant_infer);
+  r.add("Constant")
+      .since(1)
+      .inputs(0)
+      .outputs(1)
+      .kind(opq)
+      .run(constant_kernel)
+      .shape(constant_infer);
 }
 
 }  // namespace kiln

@@ -5,6 +5,9 @@
 
 namespace kiln {
 
+// Bound on sizes, strides, dilations and pads so that window arithmetic cannot overflow int64.
+constexpr int64_t kMaxWindowValue = (int64_t{1} << 31) - 1;
+
 int64_t product(const std::vector<int64_t>& v) {
   int64_t p = 1;
   for (int64_t x : v) p *= x;
@@ -20,9 +23,9 @@ std::vector<int64_t> spatial_attr(const AttrReader& at, const std::string& name,
                                           std::to_string(nsp) + " values (one per spatial dim), got " +
                                           std::to_string(v.size()));
   for (int64_t x : v)
-    if (x < min_value)
-      at.fail(ErrorKind::kInvalidModel, "attribute '" + name + "' values should be >= " +
-                                            std::to_string(min_value) + ", got " +
+    if (x < min_value || x > kMaxWindowValue)
+      at.fail(ErrorKind::kInvalidModel, "attribute '" + name + "' values should be in [" +
+                                            std::to_string(min_value) + ", 2^31), got " +
                                             std::to_string(x));
   return v;
 }
@@ -38,7 +41,8 @@ Window resolve_window(const AttrReader& at, const std::vector<int64_t>& in_spati
     at.fail(ErrorKind::kInvalidModel, "kernel has " + std::to_string(kernel.size()) +
                                           " spatial dims but the input has " + std::to_string(nsp));
   for (int64_t k : kernel)
-    if (k <= 0) at.fail(ErrorKind::kInvalidModel, "kernel sizes should be positive, got " + std::to_string(k));
+    if (k <= 0 || k > kMaxWindowValue)
+      at.fail(ErrorKind::kInvalidModel, "kernel sizes should be in [1, 2^31), got " + std::to_string(k));
   w.strides = spatial_attr(at, "strides", nsp, 1, 1);
   w.dilations = spatial_attr(at, "dilations", nsp, 1, 1);
   const std::string auto_pad = at.attr_string("auto_pad", "NOTSET");
@@ -48,7 +52,8 @@ Window resolve_window(const AttrReader& at, const std::vector<int64_t>& in_spati
     at.fail(ErrorKind::kInvalidModel, "attribute 'pads' should have " + std::to_string(2 * nsp) +
                                           " values, got " + std::to_string(pads.size()));
   for (int64_t p : pads)
-    if (p < 0) at.fail(ErrorKind::kInvalidModel, "pads should be >= 0, got " + std::to_string(p));
+    if (p < 0 || p > kMaxWindowValue)
+      at.fail(ErrorKind::kInvalidModel, "pads should be in [0, 2^31), got " + std::to_string(p));
   w.pads = pads;
   w.out.assign(static_cast<size_t>(nsp), -1);
   const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";

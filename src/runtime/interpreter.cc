@@ -3,6 +3,7 @@
 #include "runtime/interpreter.h"
 
 #include <new>
+#include <unordered_set>
 
 #include "ops/op_util.h"
 
@@ -16,6 +17,17 @@ struct Interpreter::GraphPlan {
 struct Interpreter::Env {
   const Env* parent = nullptr;
   std::unordered_map<const Value*, RtValue> values;
+  // Values whose dtype and shape (and, for constants, contents) the model itself fixes: constants,
+  // main-graph float inputs with fully static declared types, and float results computed only
+  // from such values. A kernel rejecting only fixed inputs means the model contradicts itself.
+  std::unordered_set<const Value*> fixed;
+
+  bool is_fixed(const Value* v) const {
+    if (v->initializer.defined() && !v->is_graph_input) return true;
+    for (const Env* e = this; e; e = e->parent)
+      if (e->fixed.count(v)) return true;
+    return false;
+  }
 
   const RtValue* lookup(const Value* v) const {
     for (const Env* e = this; e; e = e->parent) {
@@ -47,6 +59,26 @@ void collect_outer_uses(const Graph& g, const Graph& boundary, std::vector<const
   }
   for (const Value* v : g.outputs)
     if (v->owner != &g) out.push_back(v);
+}
+
+bool static_float_type(const Type& t) {
+  return t.kind == Type::Kind::kTensor && is_float(t.dtype) && t.shape && t.shape->is_static();
+}
+
+// Ops whose float results depend on input values in their shape or that are not deterministic.
+bool may_fix_outputs(const Node& n) {
+  if (n.inputs.empty() || n.op_type == "Unique" || n.op_type.rfind("Random", 0) == 0 ||
+      n.op_type == "Bernoulli" || n.op_type == "Multinomial" || n.op_type == "Dropout")
+    return false;
+  for (const auto& [k, a] : n.attrs)
+    if (a.g || !a.graphs.empty()) return false;
+  return true;
+}
+
+std::string arity(int lo, int hi) {
+  if (hi < 0) return std::to_string(lo) + " or more";
+  if (hi == lo) return std::to_string(lo);
+  return std::to_string(lo) + " to " + std::to_string(hi);
 }
 
 std::string type_mismatch(const Value& input, const std::string& got) {
@@ -106,13 +138,11 @@ void Interpreter::prepare(const Graph& g) {
     int nout = static_cast<int>(n.outputs.size());
     if (nin < s->min_inputs || (s->max_inputs >= 0 && nin > s->max_inputs))
       throw Error(ErrorKind::kInvalidModel,
-                  "has " + std::to_string(nin) + " inputs, expected " + std::to_string(s->min_inputs) +
-                      (s->max_inputs < 0 ? " or more" : " to " + std::to_string(s->max_inputs)),
+                  "has " + std::to_string(nin) + " inputs, expected " + arity(s->min_inputs, s->max_inputs),
                   node_location(n));
     if (nout < s->min_outputs || (s->max_outputs >= 0 && nout > s->max_outputs))
       throw Error(ErrorKind::kInvalidModel,
-                  "has " + std::to_string(nout) + " outputs, expected " + std::to_string(s->min_outputs) +
-                      (s->max_outputs < 0 ? " or more" : " to " + std::to_string(s->max_outputs)),
+                  "has " + std::to_string(nout) + " outputs, expected " + arity(s->min_outputs, s->max_outputs),
                   node_location(n));
     plan->schemas.push_back(s);
     for (const Value* v : n.inputs)
@@ -175,6 +205,8 @@ std::vector<RtValue> Interpreter::run_graph(const Graph& g, const std::vector<Rt
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     if (i < inputs.size()) env.values[g.inputs[i]] = inputs[i];
     else if (g.inputs[i]->initializer.defined()) env.values[g.inputs[i]] = RtValue(g.inputs[i]->initializer);
+    // run() checked the feeds against the declared types.
+    if (!parent && &g == model_.graph.get() && static_float_type(g.inputs[i]->type)) env.fixed.insert(g.inputs[i]);
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     run_node(*g.nodes[i], *plan.schemas[i], env);
@@ -199,6 +231,7 @@ void Interpreter::run_node(const Node& node, const OpSchema& schema, Env& env) {
   std::vector<const RtValue*> ins;
   ins.reserve(node.inputs.size());
   DType half_type = DType::kUndefined;
+  bool all_fixed = !node.inputs.empty();
   std::vector<RtValue> const_inputs;
   const_inputs.reserve(node.inputs.size());
   converted.reserve(node.inputs.size());
@@ -207,6 +240,7 @@ void Interpreter::run_node(const Node& node, const OpSchema& schema, Env& env) {
       ins.push_back(nullptr);
       continue;
     }
+    if (!env.is_fixed(v)) all_fixed = false;
     const RtValue* r = nullptr;
     if (v->initializer.defined() && !v->is_graph_input) {
       const_inputs.emplace_back(v->initializer);
@@ -233,6 +267,12 @@ void Interpreter::run_node(const Node& node, const OpSchema& schema, Env& env) {
   try {
     schema.kernel(ctx);
   } catch (const Error& e) {
+    // Only errors about this node itself (not from nodes inside its subgraphs).
+    if (e.kind() == ErrorKind::kBadInput && all_fixed &&
+        (e.where().node.empty() || e.where().node == node.display_name()))
+      throw Error(ErrorKind::kInvalidModel,
+                  e.message() + " (every input of this node is fixed by the model's constants and declared types)",
+                  node_location(node));
     throw e.with_context(node_location(node));
   } catch (const std::bad_alloc&) {
     throw Error(ErrorKind::kBadInput, "out of memory while computing the outputs", node_location(node));
@@ -252,6 +292,7 @@ void Interpreter::run_node(const Node& node, const OpSchema& schema, Env& env) {
                   node_location(node));
     if (half_type != DType::kUndefined && r.is_tensor() && r.tensor.dtype() == DType::kFloat32)
       r.tensor = convert_tensor(r.tensor, half_type);
+    if (all_fixed && r.is_tensor() && is_float(r.tensor.dtype()) && may_fix_outputs(node)) env.fixed.insert(v);
     env.values[v] = std::move(r);
   }
 }

@@ -20,6 +20,9 @@ namespace {
 
 constexpr int kMaxGraphDepth = 64;
 constexpr int kMaxFunctionDepth = 32;
+// Functions that call others several times can blow up exponentially when inlined.
+constexpr size_t kMaxInlinedNodes = size_t{1} << 20;
+constexpr size_t kMaxInlinedBytes = size_t{256} << 20;
 
 struct FunctionKey {
   std::string domain, name;
@@ -109,6 +112,10 @@ class Importer {
   void expand_node(const onnx::NodeProto& n, std::vector<onnx::NodeProto>& out, int depth) {
     auto it = functions_.find({canonical(n.domain()), n.op_type()});
     if (it == functions_.end()) {
+      if (depth > 0) inlined_bytes_ += n.ByteSizeLong();
+      if (out.size() >= kMaxInlinedNodes || inlined_bytes_ > kMaxInlinedBytes)
+        fail_node(n, "model-local functions expand to more than " + std::to_string(kMaxInlinedNodes) +
+                         " nodes or " + std::to_string(kMaxInlinedBytes >> 20) + " MiB");
       out.push_back(n);
       return;
     }
@@ -405,6 +412,7 @@ class Importer {
   std::string base_dir_;
   std::map<FunctionKey, const onnx::FunctionProto*> functions_;
   int inline_counter_ = 0;
+  size_t inlined_bytes_ = 0;
 };
 
 }  // namespace
@@ -420,7 +428,7 @@ Model load_onnx_model_from_bytes(const void* data, size_t size, const std::strin
                 "model files over 2 GB must keep their weights in external data files", loc);
   if (!parse_proto(proto, data, size))
     throw Error(ErrorKind::kInvalidModel,
-                "not a valid ONNX model: protobuf parsing failed (truncated or not an ONNX file?)", loc);
+                "not a valid ONNX model: protobuf parsing failed (truncated, not an ONNX file, or nested too deeply)", loc);
   return Importer(proto, display_name, opts.base_dir).run();
 }
 

@@ -14,7 +14,9 @@ bool parse_proto(google::protobuf::MessageLite& msg, const void* data, size_t si
   if (size > static_cast<size_t>(INT_MAX)) return false;
   google::protobuf::io::CodedInputStream in(static_cast<const uint8_t*>(data), static_cast<int>(size));
   in.SetTotalBytesLimit(INT_MAX);
-  in.SetRecursionLimit(200);
+  // Deep enough for the importer's own nesting limits (64 levels of subgraphs take ~200 message
+  // levels) to report the problem clearly; shallow enough to keep the parser's stack bounded.
+  in.SetRecursionLimit(1000);
   return msg.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "core/error.h"
 
@@ -62,6 +63,23 @@ void check_count(const Field& f, int64_t numel, const std::string& what, const c
                   std::to_string(numel));
 }
 
+// Checks the typed field that holds `dt`'s values against `n` elements, before anything is allocated
+// (a tiny file must not make the importer allocate a huge tensor).
+void check_typed_count(const onnx::TensorProto& p, DType dt, int64_t n, const std::string& what) {
+  switch (dt) {
+    case DType::kFloat32: return check_count(p.float_data(), n, what, "float_data");
+    case DType::kFloat64: return check_count(p.double_data(), n, what, "double_data");
+    case DType::kInt64: return check_count(p.int64_data(), n, what, "int64_data");
+    case DType::kUInt32: case DType::kUInt64: return check_count(p.uint64_data(), n, what, "uint64_data");
+    case DType::kUInt4: case DType::kInt4:
+      if (static_cast<int64_t>(p.int32_data().size()) != (n + 1) / 2)
+        bad(what, "int32_data has " + std::to_string(p.int32_data().size()) + " packed values, expected " +
+                      std::to_string((n + 1) / 2));
+      return;
+    default: return check_count(p.int32_data(), n, what, "int32_data");
+  }
+}
+
 }  // namespace
 
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir,
@@ -74,19 +92,34 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   for (int64_t d : dims)
     if (d < 0) bad(what, "negative dimension in shape " + dims_to_string(dims));
   if (p.has_segment()) throw Error(ErrorKind::kUnsupported, "tensor '" + what + "': segmented tensors");
-  Tensor t;
+  int64_t n = 0;
   try {
-    t = Tensor(dt, dims);
+    n = checked_numel(dims);
   } catch (const Error& e) {
     bad(what, e.message());
   }
-  const int64_t n = t.numel();
-  const size_t nbytes = t.nbytes();
+  const size_t esize = dtype_size(dt);
+  if (esize == 0)
+    throw Error(ErrorKind::kUnsupported,
+                "tensor '" + what + "': element type " + std::string(dtype_name(dt)) + " is not supported");
+  if (esize && n > std::numeric_limits<int64_t>::max() / static_cast<int64_t>(esize))
+    bad(what, "shape " + dims_to_string(dims) + " has too many bytes");
+  const size_t nbytes = static_cast<size_t>(n) * esize;
   const bool external = p.data_location() == onnx::TensorProto::EXTERNAL;
+  // Every size check against the proto's data comes before the allocation.
+  auto alloc = [&] {
+    try {
+      return Tensor(dt, dims);
+    } catch (const Error& e) {
+      bad(what, e.message());
+    }
+  };
+  Tensor t;
 
   if (dt == DType::kString) {
     if (external) bad(what, "string tensors cannot use external data");
     check_count(p.string_data(), n, what, "string_data");
+    t = alloc();
     for (int64_t i = 0; i < n; ++i) t.data<std::string>()[i] = p.string_data(static_cast<int>(i));
     return t;
   }
@@ -100,6 +133,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     if (raw->size() != nbytes)
       bad(what, "raw_data has " + std::to_string(raw->size()) + " bytes, but shape " + dims_to_string(dims) +
                     " of " + std::string(dtype_name(dt)) + " needs " + std::to_string(nbytes));
+    t = alloc();
     if (dt == DType::kBool) {
       for (int64_t i = 0; i < n; ++i) t.data<bool>()[i] = (*raw)[static_cast<size_t>(i)] != 0;
     } else if (nbytes) {
@@ -107,6 +141,8 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     }
     return t;
   }
+  check_typed_count(p, dt, n, what);
+  t = alloc();
   switch (dt) {
     case DType::kFloat32:
       check_count(p.float_data(), n, what, "float_data");

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# kiln's one entry point for set-up, build, demo and tests on Debian 12.
+#   ./kiln.sh demo   install what is missing, build, run the OCR demo against ONNX Runtime
+#   ./kiln.sh test   install what is missing, build, run every test (what CI runs)
+#   ./kiln.sh build  install what is missing and build (release preset)
+#   ./kiln.sh setup  only install what is missing
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$PWD
+PRESET=${KILN_PRESET:-release}
+VENV=$ROOT/.venv
+
+APT_PACKAGES=(cmake ninja-build ccache g++ clang libclang-rt-14-dev pkg-config
+  libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata llvm-19-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+  python3 python3-venv python3-pip)
+# Exporting ResNet-50 / the BERT-like encoder for the model tests (Debian's torch is far
+# lighter than the PyPI wheel); run with /usr/bin/python3.
+TEST_APT_PACKAGES=(python3-torch python3-torchvision python3-onnx)
+PIP_PACKAGES=(numpy onnx onnxruntime pytest)
+
+log() { printf '\033[1m[kiln]\033[0m %s\n' "$*" >&2; }
+
+apt_install() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing Debian packages: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+setup() {
+  apt_install "${APT_PACKAGES[@]}"
+  if [ ! -x "$VENV/bin/python" ]; then
+    log "creating the Python virtualenv in .venv"
+    python3 -m venv "$VENV"
+  fi
+  if ! "$VENV/bin/python" -c "import numpy, onnx, onnxruntime, pytest" 2>/dev/null; then
+    log "installing Python packages: ${PIP_PACKAGES[*]}"
+    "$VENV/bin/pip" install -q --disable-pip-version-check "${PIP_PACKAGES[@]}"
+  fi
+}
+
+build() {
+  setup
+  log "building (preset $PRESET)"
+  cmake --preset "$PRESET" >/dev/null
+  cmake --build --preset "$PRESET"
+}
+
+cmd=${1:-demo}
+shift || true
+case "$cmd" in
+  setup) setup ;;
+  build) build ;;
+  demo)
+    build
+    "$VENV/bin/python" demo/ocr_demo.py --kiln "build/$PRESET/tools/kiln/kiln" "$@"
+    ;;
+  test)
+    apt_install "${TEST_APT_PACKAGES[@]}"
+    build
+    log "running tests"
+    export KILN_PYTHON="$VENV/bin/python"
+    ctest --test-dir "build/$PRESET" --output-on-failure -j 2 "$@"
+    ;;
+  *)
+    echo "usage: ./kiln.sh [setup|build|demo|test]" >&2
+    exit 2
+    ;;
+esac

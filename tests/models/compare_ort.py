@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Runs a model with `kiln run` and with ONNX Runtime on the same seeded inputs and checks
+that the outputs match (rtol 1e-4, atol 1e-5). Usage: compare_ort.py KILN MODEL.onnx [--seed S]"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+NP_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64,
+            onnx.TensorProto.INT32: np.int32, onnx.TensorProto.BOOL: np.bool_,
+            onnx.TensorProto.DOUBLE: np.float64}
+DEFAULT_DIMS = {"N": 1, "batch": 1, "seq": 128}
+
+
+def make_inputs(model, rng):
+    feeds = {}
+    inits = {i.name for i in model.graph.initializer}
+    for inp in model.graph.input:
+        if inp.name in inits:
+            continue
+        tt = inp.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else DEFAULT_DIMS.get(d.dim_param, 1) for d in tt.shape.dim]
+        dtype = NP_TYPES[tt.elem_type]
+        if inp.name == "attention_mask":
+            x = np.ones(shape, dtype)
+            x[..., shape[-1] * 3 // 4:] = 0  # some padding, so masking is exercised
+        elif dtype in (np.int64, np.int32):
+            x = rng.integers(0, 1000, size=shape).astype(dtype)
+        else:
+            x = rng.standard_normal(shape).astype(dtype)
+        feeds[inp.name] = x
+    return feeds
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kiln")
+    ap.add_argument("model")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--atol", type=float, default=1e-5)
+    a = ap.parse_args()
+    model = onnx.load(a.model)
+    feeds = make_inputs(model, np.random.default_rng(a.seed))
+    sess = ort.InferenceSession(a.model, providers=["CPUExecutionProvider"])
+    want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        args = [a.kiln, "run", a.model, "--output-dir", os.path.join(tmp, "out")]
+        for name, x in feeds.items():
+            p = os.path.join(tmp, name + ".npy")
+            np.save(p, x)
+            args += ["--input", p]
+        t0 = time.perf_counter()
+        r = subprocess.run(args, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if r.returncode != 0:
+            print(r.stdout + r.stderr)
+            return 1
+        kiln_ms = re.search(r"^time: ([0-9.]+) ms", r.stdout, re.M).group(1)
+        for name, w in want.items():
+            stem = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+            g = np.load(os.path.join(tmp, "out", stem + ".npy"))
+            err = np.abs(g.astype(np.float64) - w.astype(np.float64))
+            tol = a.atol + a.rtol * np.abs(w.astype(np.float64))
+            bad = int((err > tol).sum())
+            ok &= bad == 0 and g.shape == w.shape
+            print(f"{os.path.basename(a.model)} output {name} {list(g.shape)}: max abs err {err.max():.3e}, "
+                  f"{bad} elements outside rtol {a.rtol} / atol {a.atol}")
+    print(f"kiln interpreter run: {kiln_ms} ms (process wall {wall:.1f} s): {'MATCH' if ok else 'MISMATCH'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
