@@ -14,7 +14,7 @@ namespace {
 // kernel tap k and position j touch, or -1 when it falls into padding. Conv: j = output
 // position, target = input coordinate; ConvTranspose: j = input position, target = output.
 std::vector<std::vector<int64_t>> tap_tables(const Window& w, const std::vector<int64_t>& from,
-                                             const std::vector<int64_t>& to, bool transpose) {
+                                             const std::vector<int64_t>& to) {
   std::vector<std::vector<int64_t>> tables(static_cast<size_t>(w.nsp));
   for (int d = 0; d < w.nsp; ++d) {
     auto& t = tables[d];
@@ -24,7 +24,6 @@ std::vector<std::vector<int64_t>> tap_tables(const Window& w, const std::vector<
         const int64_t c = j * w.strides[d] - w.pads[d] + k * w.dilations[d];
         t[k * from[d] + j] = (c >= 0 && c < to[d]) ? c : -1;
       }
-    (void)transpose;
   }
   return tables;
 }
@@ -67,7 +66,7 @@ void for_each_column_run(const Window& w, int64_t channels, const std::vector<in
 
 template <class T>
 void im2col(const T* x, int64_t channels, const Window& w, T* col) {
-  auto tables = tap_tables(w, w.out, w.in, false);
+  auto tables = tap_tables(w, w.out, w.in);
   for_each_column_run(w, channels, w.out, w.in, tables,
                       [&](int64_t dst, int64_t base, const int64_t* tab, int64_t n) {
                         T* out = col + dst;
@@ -83,7 +82,7 @@ void im2col(const T* x, int64_t channels, const Window& w, T* col) {
 // Scatter-adds a column matrix [channels * taps, prod(in)] into y [channels, prod(out)].
 template <class T>
 void col2im(const T* col, int64_t channels, const Window& w, T* y) {
-  auto tables = tap_tables(w, w.in, w.out, true);
+  auto tables = tap_tables(w, w.in, w.out);
   for_each_column_run(w, channels, w.in, w.out, tables,
                       [&](int64_t src, int64_t base, const int64_t* tab, int64_t n) {
                         if (base < 0) return;

@@ -438,7 +438,7 @@ void scatter_elements_kernel(KernelContext& ctx) {
   const Tensor& upd = ctx.input(2);
   if (x.rank() == 0) ctx.fail(ErrorKind::kBadInput, "ScatterElements data must have rank >= 1");
   if (upd.dims() != ind.dims() || upd.dtype() != x.dtype())
-    ctx.fail(ErrorKind::kBadInput, "ScatterElements updates " + tensor_summary(upd, 0) +
+    ctx.fail(ErrorKind::kBadInput, "ScatterElements updates " + type_string(upd) +
                                        " should match the indices shape " +
                                        dims_to_string(ind.dims()) + " and the data type");
   const int64_t axis = normalize_axis(ctx, ctx.attr_int("axis", 0), x.rank());
@@ -471,9 +471,8 @@ void scatter_nd_kernel(KernelContext& ctx) {
   std::vector<int64_t> want(ind.dims().begin(), ind.dims().end() - 1);
   want.insert(want.end(), x.dims().begin() + k, x.dims().end());
   if (upd.dims() != want || upd.dtype() != x.dtype())
-    ctx.fail(ErrorKind::kBadInput, "ScatterND updates " + tensor_summary(upd, 0) +
-                                       " should have shape " + dims_to_string(want) +
-                                       " and the data type");
+    ctx.fail(ErrorKind::kBadInput, "ScatterND updates " + type_string(upd) + " should have shape " +
+                                       dims_to_string(want) + " and the data type");
   const Reduction red = ctx.opset() >= 16 ? read_reduction(ctx) : Reduction::kNone;
   int64_t slice = 1;
   for (int64_t i = k; i < r; ++i) slice *= x.dim(static_cast<int>(i));

@@ -366,10 +366,9 @@ void concat_kernel(KernelContext& ctx) {
     for (int64_t d = 0; ok && d < rank; ++d)
       ok = d == axis || t.dim(static_cast<int>(d)) == first.dim(static_cast<int>(d));
     if (!ok)
-      ctx.fail(ErrorKind::kBadInput, "Concat input #" + std::to_string(i) + " " +
-                                         tensor_summary(t, 0) + " does not match input #0 " +
-                                         tensor_summary(first, 0) + " outside axis " +
-                                         std::to_string(axis));
+      ctx.fail(ErrorKind::kBadInput, "Concat input #" + std::to_string(i) + " " + type_string(t) +
+                                         " does not match input #0 " + type_string(first) +
+                                         " outside axis " + std::to_string(axis));
     out_dims[static_cast<size_t>(axis)] += t.dim(static_cast<int>(axis));
   }
   Tensor y(first.dtype(), out_dims);
@@ -641,7 +640,7 @@ Tensor constant_of_shape_value(const AttrReader& at) {
   if (!v) return Tensor::scalar(DType::kFloat32, 0.f);
   if (v->numel() != 1)
     at.fail(ErrorKind::kInvalidModel,
-            "ConstantOfShape value should have one element, got " + tensor_summary(*v, 0));
+            "ConstantOfShape value should have one element, got " + type_string(*v));
   return *v;
 }
 

@@ -64,8 +64,6 @@ DType input_dtype(const InferContext& ctx, int i) {
   return t.kind == Type::Kind::kTensor ? t.dtype : DType::kUndefined;
 }
 
-// The value of an int-list operand that is an attribute before `input_since` and input `index`
-// from then on; nullopt when it is a non-constant input (or absent).
 std::optional<std::vector<int64_t>> static_ints(const InferContext& ctx, const char* attr,
                                                 int index, int64_t input_since) {
   if (ctx.opset() < input_since) {

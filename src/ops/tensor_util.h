@@ -42,6 +42,11 @@ inline std::string ints_to_string(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
+// "f32[2,3]": element type and shape, for messages.
+inline std::string type_string(const Tensor& t) {
+  return std::string(dtype_name(t.dtype())) + dims_to_string(t.dims());
+}
+
 // Reads an integer tensor (any integer dtype) as int64 values; fails unless it is 0-D or 1-D.
 std::vector<int64_t> read_int_list(const AttrReader& at, const Tensor& t, const char* what);
 

@@ -190,6 +190,26 @@ def main():
     m.ClearField("graph")
     save("deep_nesting.onnx", m.SerializeToString() + field(7, gbytes))
 
+    # --- model-local functions ---------------------------------------------------------------
+    fopset = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
+    rec = helper.make_function("local", "Rec", ["a"], ["b"],
+                               [helper.make_node("Rec", ["a"], ["b"], domain="local")], fopset)
+    m = model([helper.make_node("Rec", ["x"], ["y"], name="call_rec", domain="local")],
+              [vi("x")], [vi("y")], opsets=fopset)
+    m.functions.append(rec)
+    save("recursive_function.onnx", m)
+    # F0 calls F1 twice, F1 calls F2 twice, ...: 2^30 nodes once inlined.
+    funcs = []
+    for i in range(30):
+        body = [helper.make_node("F%d" % (i + 1), ["a"], ["t"], domain="local"),
+                helper.make_node("F%d" % (i + 1), ["t"], ["b"], domain="local")] if i < 29 else \
+               [helper.make_node("Relu", ["a"], ["b"])]
+        funcs.append(helper.make_function("local", "F%d" % i, ["a"], ["b"], body, fopset))
+    m = model([helper.make_node("F0", ["x"], ["y"], name="call_f0", domain="local")],
+              [vi("x")], [vi("y")], opsets=fopset)
+    m.functions.extend(funcs)
+    save("function_blowup.onnx", m)
+
     # --- run-time conflicts inside the model (static input shapes: random inputs reach them) --
     c = numpy_helper.from_array(np.ones((2, 3), np.int64), "c")
     save("type_mismatch.onnx", model([helper.make_node("Add", ["x", "c"], ["y"], name="add_f32_i64")],

@@ -3,7 +3,7 @@
 
 #include "core/error.h"
 #include "ir/text.h"
-#include "ir/verifier.h"
+#include "ops/verifier.h"
 #include "ops/registry.h"
 
 namespace kiln {

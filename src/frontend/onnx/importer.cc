@@ -21,8 +21,8 @@ namespace {
 constexpr int kMaxGraphDepth = 64;
 constexpr int kMaxFunctionDepth = 32;
 // Functions that call others several times can blow up exponentially when inlined.
-constexpr size_t kMaxInlinedNodes = size_t{1} << 20;
-constexpr size_t kMaxInlinedBytes = size_t{256} << 20;
+constexpr size_t kMaxInlinedNodes = size_t{1} << 18;
+constexpr size_t kMaxInlinedBytes = size_t{64} << 20;
 
 struct FunctionKey {
   std::string domain, name;
@@ -119,7 +119,8 @@ class Importer {
       out.push_back(n);
       return;
     }
-    if (depth > kMaxFunctionDepth) fail_node(n, "model-local functions nest too deeply (recursion?)");
+    if (depth > kMaxFunctionDepth) fail_node(n, "model-local functions nest more than " + std::to_string(kMaxFunctionDepth) +
+                          " deep (is function '" + n.op_type() + "' recursive?)");
     const onnx::FunctionProto& f = *it->second;
     std::map<std::string, std::string> rename;
     for (int i = 0; i < f.input_size(); ++i)

@@ -1,5 +1,5 @@
 // IR verifier (see verifier.h).
-#include "ir/verifier.h"
+#include "ops/verifier.h"
 
 #include <unordered_map>
 #include <unordered_set>
