@@ -13,7 +13,7 @@ struct DTypeInfo {
   size_t size;
 };
 
-constexpr std::array<DTypeInfo, 23> kInfos = {{
+constexpr std::array<DTypeInfo, 27> kInfos = {{
     {DType::kUndefined, "undef", 0},
     {DType::kFloat32, "f32", 4},
     {DType::kUInt8, "u8", 1},
@@ -37,6 +37,10 @@ constexpr std::array<DTypeInfo, 23> kInfos = {{
     {DType::kFloat8E5M2FNUZ, "f8e5m2fnuz", 1},
     {DType::kUInt4, "u4", 1},
     {DType::kInt4, "i4", 1},
+    {DType::kFloat4E2M1, "f4e2m1", 1},
+    {DType::kFloat8E8M0, "f8e8m0", 1},
+    {DType::kUInt2, "u2", 1},
+    {DType::kInt2, "i2", 1},
 }};
 
 }  // namespace
@@ -61,11 +65,19 @@ size_t dtype_size(DType t) {
   return i < kInfos.size() ? kInfos[i].size : 0;
 }
 
+int dtype_packed_bits(DType t) {
+  switch (t) {
+    case DType::kUInt4: case DType::kInt4: case DType::kFloat4E2M1: return 4;
+    case DType::kUInt2: case DType::kInt2: return 2;
+    default: return 0;
+  }
+}
+
 bool is_float(DType t) {
   switch (t) {
     case DType::kFloat16: case DType::kBFloat16: case DType::kFloat32: case DType::kFloat64:
     case DType::kFloat8E4M3FN: case DType::kFloat8E4M3FNUZ: case DType::kFloat8E5M2:
-    case DType::kFloat8E5M2FNUZ:
+    case DType::kFloat8E5M2FNUZ: case DType::kFloat8E8M0: case DType::kFloat4E2M1:
       return true;
     default:
       return false;
@@ -75,7 +87,7 @@ bool is_float(DType t) {
 bool is_signed(DType t) {
   switch (t) {
     case DType::kInt8: case DType::kInt16: case DType::kInt32: case DType::kInt64:
-    case DType::kInt4:
+    case DType::kInt4: case DType::kInt2:
       return true;
     default:
       return false;
@@ -85,7 +97,7 @@ bool is_signed(DType t) {
 bool is_integer(DType t) {
   switch (t) {
     case DType::kUInt8: case DType::kUInt16: case DType::kUInt32: case DType::kUInt64:
-    case DType::kUInt4:
+    case DType::kUInt4: case DType::kUInt2:
       return true;
     default:
       return is_signed(t);

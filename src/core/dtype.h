@@ -34,16 +34,23 @@ enum class DType : int32_t {
   kFloat8E5M2FNUZ = 20,
   kUInt4 = 21,
   kInt4 = 22,
+  kFloat4E2M1 = 23,
+  kFloat8E8M0 = 24,
+  kUInt2 = 25,
+  kInt2 = 26,
 };
 
 // Short name used in the text IR ("f32", "i64", "bool", ...).
 std::string_view dtype_name(DType t);
 // Inverse of dtype_name; nullopt for unknown names.
 std::optional<DType> dtype_from_name(std::string_view name);
-// Bytes per element in memory (strings: sizeof(std::string); 4-bit types: 1, unpacked).
+// Bytes per element in memory (strings: sizeof(std::string); 4- and 2-bit types: 1, unpacked:
+// int4/int2 as sign-extended int8, uint4/uint2 as uint8, float4e2m1 as its raw code).
 size_t dtype_size(DType t);
+// Bits per element in serialized (packed) form for sub-byte types (4 or 2), else 0.
+int dtype_packed_bits(DType t);
 bool dtype_is_valid(int32_t onnx_code);
-bool is_float(DType t);     // f16, bf16, f32, f64, float8 variants
+bool is_float(DType t);     // f16, bf16, f32, f64, float8 variants, float4e2m1
 bool is_integer(DType t);   // signed or unsigned, not bool
 bool is_signed(DType t);
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/narrow_float.h"
 
 namespace kiln {
 
@@ -94,7 +95,29 @@ Tensor Tensor::clone() const {
   return t;
 }
 
+namespace {
+
+// Sub-byte integers are stored unpacked: int4/int2 sign-extended in an int8, uint4/uint2 in a uint8.
+bool is_sub_byte_int(DType t) {
+  return t == DType::kInt4 || t == DType::kUInt4 || t == DType::kInt2 || t == DType::kUInt2;
+}
+
+// The low bits of trunc(v) for a sub-byte integer type, as Cast (ml_dtypes) converts: through
+// int32, where NaN and out-of-range values become INT32_MIN (whose low bits are all zero).
+int wrap_sub_byte(DType t, double v) {
+  const int bits = dtype_packed_bits(t);
+  int64_t x = (v > -2147483649.0 && v < 2147483648.0) ? static_cast<int64_t>(v) : 0;
+  const int low = static_cast<int>(x & ((1 << bits) - 1));
+  const bool is_signed_t = t == DType::kInt4 || t == DType::kInt2;
+  return is_signed_t && low >= (1 << (bits - 1)) ? low - (1 << bits) : low;
+}
+
+}  // namespace
+
 double Tensor::get_double(int64_t i) const {
+  if (is_sub_byte_int(dtype_))
+    return dtype_ == DType::kInt4 || dtype_ == DType::kInt2 ? data<int8_t>()[i] : data<uint8_t>()[i];
+  if (is_narrow_float(dtype_)) return narrow_float_decode(dtype_, data<uint8_t>()[i]);
   return visit_dtype(dtype_, [&](auto tag) -> double {
     using T = typename decltype(tag)::type;
     return static_cast<double>(static_cast<const T*>(raw())[i]);
@@ -102,6 +125,14 @@ double Tensor::get_double(int64_t i) const {
 }
 
 void Tensor::set_double(int64_t i, double v) {
+  if (is_sub_byte_int(dtype_)) {
+    data<uint8_t>()[i] = static_cast<uint8_t>(wrap_sub_byte(dtype_, v));
+    return;
+  }
+  if (is_narrow_float(dtype_)) {
+    data<uint8_t>()[i] = narrow_float_encode(dtype_, v, /*saturate=*/true);
+    return;
+  }
   visit_dtype(dtype_, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>)

@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <type_traits>
 
+#include "core/narrow_float.h"
 #include "ops/elementwise_util.h"
 
 namespace kiln {
@@ -142,110 +144,71 @@ T from_text(const AttrReader& at, const std::string& s) {
 
 Tensor cast_tensor(const AttrReader& at, const Tensor& x, DType to);
 
-// ---- float8 (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ) and 4-bit integers ------------------------
+// ---- narrow floats (float8 variants, float8e8m0, float4e2m1) and 4-/2-bit integers ----------
+// Values follow the ONNX reference (op_cast.py: ml_dtypes' astype, numpy_helper.saturate_cast
+// and to_float8e8m0). Sub-byte integers are stored unpacked (int4/int2 sign-extended in int8).
 
-struct F8Format {
-  int mant_bits, bias;
-  bool fnuz;     // no -0 and no inf; 0x80 is the only NaN
-  bool has_inf;  // E5M2 only
-  uint8_t max_code;
-};
+bool is_sub_byte_int(DType t) {
+  return t == DType::kInt4 || t == DType::kUInt4 || t == DType::kInt2 || t == DType::kUInt2;
+}
+bool is_narrow(DType t) { return is_narrow_float(t) || is_sub_byte_int(t); }
 
-std::optional<F8Format> f8_format(DType t) {
-  switch (t) {
-    case DType::kFloat8E4M3FN: return F8Format{3, 7, false, false, 0x7e};
-    case DType::kFloat8E4M3FNUZ: return F8Format{3, 8, true, false, 0x7f};
-    case DType::kFloat8E5M2: return F8Format{2, 15, false, true, 0x7b};
-    case DType::kFloat8E5M2FNUZ: return F8Format{2, 16, true, false, 0x7f};
-    default: return std::nullopt;
-  }
+E8M0Rounding e8m0_rounding(const AttrReader& at) {
+  const std::string mode = at.attr_string("round_mode", "up");
+  if (mode == "up") return E8M0Rounding::kUp;
+  if (mode == "down") return E8M0Rounding::kDown;
+  if (mode == "nearest") return E8M0Rounding::kNearest;
+  at.fail(ErrorKind::kInvalidModel, "attribute 'round_mode' must be up, down or nearest, not '" + mode + "'");
 }
 
-// Magnitude of the non-negative code c (c <= max_code, or max_code + 1 as a virtual next value).
-double f8_magnitude(const F8Format& f, int c) {
-  const int e = c >> f.mant_bits;
-  const int m = c & ((1 << f.mant_bits) - 1);
-  if (e == 0) return std::ldexp(static_cast<double>(m), 1 - f.bias - f.mant_bits);
-  return std::ldexp(static_cast<double>((1 << f.mant_bits) + m), e - f.bias - f.mant_bits);
-}
-
-float f8_to_float(const F8Format& f, uint8_t v) {
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  if (f.fnuz && v == 0x80) return nan;
-  const int c = v & 0x7f;
-  if (!f.fnuz) {
-    if (f.has_inf && c >= 0x7c) return c == 0x7c ? ((v & 0x80) ? -INFINITY : INFINITY) : nan;
-    if (!f.has_inf && c == 0x7f) return nan;
-  }
-  const float mag = static_cast<float>(f8_magnitude(f, c));
-  return (v & 0x80) ? -mag : mag;
-}
-
-// Round to nearest even; out-of-range values saturate or become inf/NaN as the Cast spec says.
-uint8_t float_to_f8(const F8Format& f, double x, bool saturate) {
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
-  const uint8_t nan_code =
-      f.fnuz ? 0x80 : static_cast<uint8_t>(sign | (f.has_inf ? 0x7e : 0x7f));
-  if (std::isnan(x)) return nan_code;
-  const double a = std::fabs(x);
-  const uint8_t overflow = saturate ? static_cast<uint8_t>(sign | f.max_code)
-                           : f.has_inf ? static_cast<uint8_t>(sign | 0x7c)
-                                       : nan_code;
-  if (std::isinf(a)) return overflow;
-  int lo = 0, hi = f.max_code + 1;  // find the largest code with magnitude <= a
-  while (hi - lo > 1) {
-    int mid = (lo + hi) / 2;
-    (f8_magnitude(f, mid) <= a ? lo : hi) = mid;
-  }
-  int code = lo;
-  if (lo < f.max_code + 1) {
-    const double d_lo = a - f8_magnitude(f, lo);
-    const double d_hi = f8_magnitude(f, lo + 1) - a;
-    if (d_hi < d_lo || (d_hi == d_lo && (lo & 1))) code = lo + 1;
-  }
-  if (code > f.max_code) return overflow;
-  if (code == 0 && f.fnuz) return 0;  // no negative zero
-  return static_cast<uint8_t>(sign | code);
-}
-
-bool is_int4(DType t) { return t == DType::kInt4 || t == DType::kUInt4; }
-
-// Float8 and 4-bit casts go through f32 (from) or f64 (to), which hold every value exactly.
+// Narrow sources are widened first (floats decode exactly to f32, sub-byte integers to i8/u8);
+// narrow targets are produced from f64 (floats, which hold every source value exactly) or i64.
 Tensor cast_narrow(const AttrReader& at, const Tensor& x, DType to) {
   const int64_t n = x.numel();
   Tensor src = x;
-  if (auto f = f8_format(x.dtype())) {
+  if (is_narrow_float(x.dtype())) {
     src = Tensor(DType::kFloat32, x.dims());
-    for (int64_t i = 0; i < n; ++i) src.data<float>()[i] = f8_to_float(*f, x.data<uint8_t>()[i]);
-  } else if (x.dtype() == DType::kInt4) {
-    src = Tensor(DType::kInt8, x.dims());
-    for (int64_t i = 0; i < n; ++i) src.data<int8_t>()[i] = x.data<int8_t>()[i];
-  } else if (x.dtype() == DType::kUInt4) {
-    src = Tensor(DType::kUInt8, x.dims());
-    for (int64_t i = 0; i < n; ++i) src.data<uint8_t>()[i] = x.data<uint8_t>()[i];
+    for (int64_t i = 0; i < n; ++i) src.data<float>()[i] = narrow_float_decode(x.dtype(), x.data<uint8_t>()[i]);
+  } else if (is_sub_byte_int(x.dtype())) {
+    const bool sign = x.dtype() == DType::kInt4 || x.dtype() == DType::kInt2;
+    src = Tensor(sign ? DType::kInt8 : DType::kUInt8, x.dims());
+    std::memcpy(src.raw(), x.raw(), static_cast<size_t>(n));
   }
-  if (!f8_format(to) && !is_int4(to)) return cast_tensor(at, src, to);
+  if (!is_narrow(to)) return cast_tensor(at, src, to);
   Tensor y(to, x.dims());
-  if (auto f = f8_format(to)) {
+  if (is_narrow_float(to)) {
     const bool saturate = at.attr_int("saturate", 1) != 0;
+    const E8M0Rounding rounding = to == DType::kFloat8E8M0 ? e8m0_rounding(at) : E8M0Rounding::kUp;
     Tensor d = cast_tensor(at, src, DType::kFloat64);
     for (int64_t i = 0; i < n; ++i)
-      y.data<uint8_t>()[i] = float_to_f8(*f, d.data<double>()[i], saturate);
-  } else {
-    Tensor v = cast_tensor(at, src, DType::kInt64);  // truncates floats, then keeps the low bits
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t low = v.data<int64_t>()[i] & 0xf;
-      if (to == DType::kInt4) y.data<int8_t>()[i] = static_cast<int8_t>((low ^ 8) - 8);
-      else y.data<uint8_t>()[i] = static_cast<uint8_t>(low);
+      y.data<uint8_t>()[i] = narrow_float_encode(to, d.data<double>()[i], saturate, rounding);
+    return y;
+  }
+  // Sub-byte integers keep the low bits; floats are truncated through int32 first, where NaN
+  // and out-of-range values become INT32_MIN (low bits zero), as ml_dtypes does.
+  const int bits = dtype_packed_bits(to);
+  const int64_t mask = (int64_t{1} << bits) - 1;
+  const bool sign = to == DType::kInt4 || to == DType::kInt2;
+  const bool from_float = is_float(src.dtype()) || src.dtype() == DType::kString;
+  Tensor v = cast_tensor(at, src, from_float ? DType::kFloat64 : DType::kInt64);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t iv;
+    if (from_float) {
+      const double d = v.data<double>()[i];
+      iv = (d > -2147483649.0 && d < 2147483648.0) ? static_cast<int64_t>(d) : 0;
+    } else {
+      iv = v.data<int64_t>()[i];
     }
+    int64_t low = iv & mask;
+    if (sign && low > (mask >> 1)) low -= mask + 1;
+    y.data<uint8_t>()[i] = static_cast<uint8_t>(low);
   }
   return y;
 }
 
 Tensor cast_tensor(const AttrReader& at, const Tensor& x, DType to) {
   if (x.dtype() == to) return x.clone();
-  if (f8_format(x.dtype()) || f8_format(to) || is_int4(x.dtype()) || is_int4(to))
-    return cast_narrow(at, x, to);
+  if (is_narrow(x.dtype()) || is_narrow(to)) return cast_narrow(at, x, to);
   const bool from_str = x.dtype() == DType::kString;
   const bool to_str = to == DType::kString;
   if (!from_str && !to_str) {

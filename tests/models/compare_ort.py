@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Runs a model with `kiln run` and with ONNX Runtime on the same seeded inputs and checks
-that the outputs match (rtol 1e-4, atol 1e-5). Usage: compare_ort.py KILN MODEL.onnx [--seed S]"""
+that the outputs match: every element within atol 1e-5 + rtol 1e-4 * |expected|, or, where
+float32 rounding alone is larger than that, kiln's largest error no larger than twice the
+error between ONNX Runtime's own optimized and unoptimized runs (its noise floor).
+Usage: compare_ort.py KILN MODEL.onnx [--seed S]"""
 import argparse
 import os
 import re
@@ -51,6 +54,11 @@ def main():
     feeds = make_inputs(model, np.random.default_rng(a.seed))
     sess = ort.InferenceSession(a.model, providers=["CPUExecutionProvider"])
     want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess0 = ort.InferenceSession(a.model, plain, providers=["CPUExecutionProvider"])
+    noise = {n: float(np.abs(x.astype(np.float64) - want[n].astype(np.float64)).max()) if x.size else 0.0
+             for n, x in zip([o.name for o in sess0.get_outputs()], sess0.run(None, feeds))}
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         args = [a.kiln, "run", a.model, "--output-dir", os.path.join(tmp, "out")]
@@ -71,9 +79,12 @@ def main():
             err = np.abs(g.astype(np.float64) - w.astype(np.float64))
             tol = a.atol + a.rtol * np.abs(w.astype(np.float64))
             bad = int((err > tol).sum())
-            ok &= bad == 0 and g.shape == w.shape
-            print(f"{os.path.basename(a.model)} output {name} {list(g.shape)}: max abs err {err.max():.3e}, "
-                  f"{bad} elements outside rtol {a.rtol} / atol {a.atol}")
+            max_err = float(err.max()) if err.size else 0.0
+            within_noise = max_err <= 2 * noise[name]
+            ok &= g.shape == w.shape and (bad == 0 or within_noise)
+            print(f"{os.path.basename(a.model)} output {name} {list(g.shape)}: max abs err {max_err:.3e}, "
+                  f"{bad} elements outside rtol {a.rtol} / atol {a.atol}; onnxruntime's own noise floor "
+                  f"(optimized vs unoptimized) {noise[name]:.3e}")
     print(f"kiln interpreter run: {kiln_ms} ms (process wall {wall:.1f} s): {'MATCH' if ok else 'MISMATCH'}")
     return 0 if ok else 1
 

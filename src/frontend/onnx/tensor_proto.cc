@@ -56,6 +56,40 @@ std::string read_external(const onnx::TensorProto& p, const std::string& base_di
   return out;
 }
 
+// Sub-byte types (4- and 2-bit) are packed low bits first, ceil(n * bits / 8) bytes, whether in
+// raw_data, external data or int32_data (one packed byte per entry); in memory one element per
+// byte: int4/int2 sign-extended, uint4/uint2 and float4e2m1 as their raw code.
+int64_t packed_bytes(DType dt, int64_t n) {
+  const int bits = dtype_packed_bits(dt);
+  if (!bits) return n * static_cast<int64_t>(dtype_size(dt));
+  const int64_t per_byte = 8 / bits;
+  return n / per_byte + (n % per_byte != 0);
+}
+
+template <class Bytes>
+void unpack_sub_byte(const Bytes& packed, DType dt, int64_t n, Tensor& t) {
+  const int bits = dtype_packed_bits(dt);
+  const int per_byte = 8 / bits, mask = (1 << bits) - 1;
+  const bool sign = dt == DType::kInt4 || dt == DType::kInt2;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto byte = static_cast<uint8_t>(packed(i / per_byte));
+    int v = (byte >> (bits * (i % per_byte))) & mask;
+    if (sign && v >= (1 << (bits - 1))) v -= 1 << bits;
+    t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+  }
+}
+
+std::string pack_sub_byte(const Tensor& t) {
+  const int bits = dtype_packed_bits(t.dtype());
+  const int per_byte = 8 / bits, mask = (1 << bits) - 1;
+  std::string out(static_cast<size_t>(packed_bytes(t.dtype(), t.numel())), '\0');
+  for (int64_t i = 0; i < t.numel(); ++i)
+    out[static_cast<size_t>(i / per_byte)] = static_cast<char>(
+        static_cast<uint8_t>(out[static_cast<size_t>(i / per_byte)]) |
+        ((t.data<uint8_t>()[i] & mask) << (bits * (i % per_byte))));
+  return out;
+}
+
 template <class Field>
 void check_count(const Field& f, int64_t numel, const std::string& what, const char* field) {
   if (static_cast<int64_t>(f.size()) != numel)
@@ -71,10 +105,11 @@ void check_typed_count(const onnx::TensorProto& p, DType dt, int64_t n, const st
     case DType::kFloat64: return check_count(p.double_data(), n, what, "double_data");
     case DType::kInt64: return check_count(p.int64_data(), n, what, "int64_data");
     case DType::kUInt32: case DType::kUInt64: return check_count(p.uint64_data(), n, what, "uint64_data");
-    case DType::kUInt4: case DType::kInt4:
-      if (static_cast<int64_t>(p.int32_data().size()) != (n + 1) / 2)
+    case DType::kUInt4: case DType::kInt4: case DType::kFloat4E2M1:
+    case DType::kUInt2: case DType::kInt2:
+      if (static_cast<int64_t>(p.int32_data().size()) != packed_bytes(dt, n))
         bad(what, "int32_data has " + std::to_string(p.int32_data().size()) + " packed values, expected " +
-                      std::to_string((n + 1) / 2));
+                      std::to_string(packed_bytes(dt, n)));
       return;
     default: return check_count(p.int32_data(), n, what, "int32_data");
   }
@@ -105,6 +140,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   if (esize && n > std::numeric_limits<int64_t>::max() / static_cast<int64_t>(esize))
     bad(what, "shape " + dims_to_string(dims) + " has too many bytes");
   const size_t nbytes = static_cast<size_t>(n) * esize;
+  const size_t stored_bytes = static_cast<size_t>(packed_bytes(dt, n));  // in raw/external data
   const bool external = p.data_location() == onnx::TensorProto::EXTERNAL;
   // Every size check against the proto's data comes before the allocation.
   auto alloc = [&] {
@@ -127,14 +163,16 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     std::string ext;
     const std::string* raw = &p.raw_data();
     if (external) {
-      ext = read_external(p, base_dir, what, nbytes);
+      ext = read_external(p, base_dir, what, stored_bytes);
       raw = &ext;
     }
-    if (raw->size() != nbytes)
+    if (raw->size() != stored_bytes)
       bad(what, "raw_data has " + std::to_string(raw->size()) + " bytes, but shape " + dims_to_string(dims) +
-                    " of " + std::string(dtype_name(dt)) + " needs " + std::to_string(nbytes));
+                    " of " + std::string(dtype_name(dt)) + " needs " + std::to_string(stored_bytes));
     t = alloc();
-    if (dt == DType::kBool) {
+    if (dtype_packed_bits(dt)) {
+      unpack_sub_byte([&](int64_t k) { return (*raw)[static_cast<size_t>(k)]; }, dt, n, t);
+    } else if (dt == DType::kBool) {
       for (int64_t i = 0; i < n; ++i) t.data<bool>()[i] = (*raw)[static_cast<size_t>(i)] != 0;
     } else if (nbytes) {
       std::memcpy(t.raw(), raw->data(), nbytes);
@@ -168,7 +206,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     case DType::kInt32: case DType::kInt16: case DType::kInt8: case DType::kUInt16:
     case DType::kUInt8: case DType::kBool: case DType::kFloat16: case DType::kBFloat16:
     case DType::kFloat8E4M3FN: case DType::kFloat8E4M3FNUZ: case DType::kFloat8E5M2:
-    case DType::kFloat8E5M2FNUZ: {
+    case DType::kFloat8E5M2FNUZ: case DType::kFloat8E8M0: {
       check_count(p.int32_data(), n, what, "int32_data");
       for (int64_t i = 0; i < n; ++i) {
         int32_t v = p.int32_data(static_cast<int>(i));
@@ -185,18 +223,11 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
       }
       break;
     }
-    case DType::kUInt4: case DType::kInt4: {
-      // Packed two per byte in int32_data; unpacked to one per byte in memory.
-      if (static_cast<int64_t>(p.int32_data().size()) != (n + 1) / 2)
-        bad(what, "int32_data has " + std::to_string(p.int32_data().size()) + " packed values, expected " +
-                      std::to_string((n + 1) / 2));
-      for (int64_t i = 0; i < n; ++i) {
-        int v = (p.int32_data(static_cast<int>(i / 2)) >> (4 * (i % 2))) & 0xf;
-        if (dt == DType::kInt4 && v >= 8) v -= 16;
-        t.data<int8_t>()[i] = static_cast<int8_t>(v);
-      }
+    case DType::kUInt4: case DType::kInt4: case DType::kFloat4E2M1:
+    case DType::kUInt2: case DType::kInt2:
+      // Packed in int32_data (one byte per entry, count checked above); unpacked in memory.
+      unpack_sub_byte([&](int64_t k) { return p.int32_data(static_cast<int>(k)); }, dt, n, t);
       break;
-    }
     default:
       bad(what, "unsupported data_type " + std::to_string(p.data_type()));
   }
@@ -216,6 +247,10 @@ void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto
     std::string raw(static_cast<size_t>(t.numel()), '\0');
     for (int64_t i = 0; i < t.numel(); ++i) raw[static_cast<size_t>(i)] = t.data<bool>()[i] ? 1 : 0;
     p->set_raw_data(raw);
+    return;
+  }
+  if (dtype_packed_bits(t.dtype())) {
+    p->set_raw_data(pack_sub_byte(t));
     return;
   }
   p->set_raw_data(std::string(static_cast<const char*>(t.raw()), t.nbytes()));
