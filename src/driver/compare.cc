@@ -2,7 +2,10 @@
 #include "driver/compare.h"
 
 #include <cmath>
+#include <ios>
 #include <sstream>
+
+#include "core/narrow_float.h"
 
 namespace kiln {
 
@@ -20,14 +23,24 @@ std::string compare_tensors(const Tensor& got, const Tensor& want, const Toleran
     return "";
   }
   const DType dt = want.dtype();
-  const bool half = dt == DType::kFloat16 || dt == DType::kBFloat16 || dt == DType::kFloat8E4M3FN ||
-                    dt == DType::kFloat8E4M3FNUZ || dt == DType::kFloat8E5M2 || dt == DType::kFloat8E5M2FNUZ;
-  if (!is_float(dt) || dt == DType::kFloat8E4M3FN || dt == DType::kFloat8E4M3FNUZ ||
-      dt == DType::kFloat8E5M2 || dt == DType::kFloat8E5M2FNUZ) {
-    if (!is_float(dt) && dt != DType::kBool && !is_integer(dt)) {
-      return got.same_as(want) ? "" : "bytes differ";
+  const bool half = dt == DType::kFloat16 || dt == DType::kBFloat16;
+  if (is_narrow_float(dt)) {
+    // float8 / float8e8m0 / float4e2m1: exact, on decoded values (any NaN code equals any other
+    // NaN code; zeros must agree in sign).
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = narrow_float_decode(dt, got.data<uint8_t>()[i]);
+      const float w = narrow_float_decode(dt, want.data<uint8_t>()[i]);
+      if ((std::isnan(g) && std::isnan(w)) || (g == w && std::signbit(g) == std::signbit(w))) continue;
+      std::ostringstream os;
+      os << "element " << i << " is " << g << " (code 0x" << std::hex << int(got.data<uint8_t>()[i])
+         << "), expected " << w << " (code 0x" << int(want.data<uint8_t>()[i]) << ")";
+      return os.str();
     }
-    if (is_float(dt)) return got.same_as(want) ? "" : "float8 bytes differ";
+    return "";
+  }
+  if (!is_float(dt)) {
+    if (dt != DType::kBool && !is_integer(dt)) return got.same_as(want) ? "" : "bytes differ";
+    // Integers (sub-byte ones included, stored one per byte) and bool: exact.
     for (int64_t i = 0; i < n; ++i)
       if (got.get_double(i) != want.get_double(i)) {
         std::ostringstream os;

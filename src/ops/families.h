@@ -15,5 +15,11 @@ void register_indexing_ops(OpRegistry& r);      // ops/indexing.cc: Gather, Scat
 void register_reduction_ops(OpRegistry& r);     // ops/reduction.cc: Reduce*, ArgMax, TopK, ...
 void register_control_flow_ops(OpRegistry& r);  // ops/control_flow.cc: If, Loop, Scan
 void register_sequence_ops(OpRegistry& r);      // ops/sequence.cc: Sequence*, Optional*
+// ops/generator.cc: Range, OneHot, Trilu, ...; also losses, strings, training and ai.onnx.ml.
+void register_extra_ops(OpRegistry& r);
+// ops/signal.cc: DFT, STFT, windows; ops/attention.cc + transformer.cc: Attention, RMSNorm, ...
+void register_signal_attention_ops(OpRegistry& r);
+// ops/rnn.cc: RNN, LSTM, GRU; ops/quantize.cc: Quantize/DequantizeLinear, QLinear*, ConvInteger.
+void register_rnn_quant_ops(OpRegistry& r);
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 // The signal-processing op family: DFT, STFT, the Hann/Hamming/Blackman windows and
-// MelWeightMatrix. Transforms run in double on a twiddle table (O(n^2) per signal, exact enough).
+// MelWeightMatrix. Transforms run in double, O(n log n) for every length (radix-2 or Bluestein).
 #include <cmath>
+#include <complex>
 #include <numbers>
 
 #include "ops/families.h"
@@ -48,35 +49,89 @@ DType output_datatype(const KernelContext& ctx, int64_t fallback) {
   return static_cast<DType>(code);
 }
 
-// One complex DFT of length n: out[k] = sum_t in[t] * exp(sign * 2 pi i k t / n), with
-// in[t] = 0 beyond `in_len`. `cos_t`/`sin_t` hold the n-point twiddles.
-void dft_1d(const double* re, const double* im, int64_t in_len, int64_t n, double sign,
-            const std::vector<double>& cos_t, const std::vector<double>& sin_t, int64_t out_len,
-            double* out_re, double* out_im) {
-  for (int64_t k = 0; k < out_len; ++k) {
-    double sr = 0, si = 0;
-    int64_t idx = 0;  // (k * t) mod n, advanced incrementally to avoid overflow
-    for (int64_t t = 0; t < in_len; ++t) {
-      const double c = cos_t[idx], s = sign * sin_t[idx];
-      sr += re[t] * c - im[t] * s;
-      si += re[t] * s + im[t] * c;
-      idx += k;
-      if (idx >= n) idx %= n;
-    }
-    out_re[k] = sr;
-    out_im[k] = si;
+using Complex = std::complex<double>;
+
+bool is_pow2(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// In-place iterative radix-2 FFT (n a power of two) with exponent sign `sign`.
+void fft_pow2(std::vector<Complex>& a, double sign) {
+  const size_t n = a.size();
+  for (size_t i = 1, j = 0; i < n; ++i) {
+    size_t bit = n >> 1;
+    for (; j & bit; bit >>= 1) j ^= bit;
+    j ^= bit;
+    if (i < j) std::swap(a[i], a[j]);
+  }
+  for (size_t len = 2; len <= n; len <<= 1) {
+    const size_t half = len / 2;
+    std::vector<Complex> w(half);
+    for (size_t k = 0; k < half; ++k)
+      w[k] = std::polar(1.0, sign * 2 * kPi * static_cast<double>(k) / static_cast<double>(len));
+    for (size_t i = 0; i < n; i += len)
+      for (size_t k = 0; k < half; ++k) {
+        const Complex u = a[i + k], v = a[i + k + half] * w[k];
+        a[i + k] = u + v;
+        a[i + k + half] = u - v;
+      }
   }
 }
 
-void twiddles(int64_t n, std::vector<double>* c, std::vector<double>* s) {
-  c->resize(static_cast<size_t>(n));
-  s->resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const double a = 2 * kPi * static_cast<double>(i) / static_cast<double>(n);
-    (*c)[i] = std::cos(a);
-    (*s)[i] = std::sin(a);
+// Unnormalized DFT of any length n: out[k] = sum_t a[t] exp(sign 2 pi i k t / n). Powers of two
+// use radix-2, small sizes the direct sum, other sizes Bluestein's chirp-z over a radix-2 FFT,
+// so every length costs O(n log n).
+class Dft {
+ public:
+  Dft(int64_t n, double sign) : n_(n), sign_(sign) {
+    if (is_pow2(n) || n <= 32) {
+      if (!is_pow2(n)) {
+        tw_.resize(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i)
+          tw_[i] = std::polar(1.0, sign * 2 * kPi * static_cast<double>(i) / static_cast<double>(n));
+      }
+      return;
+    }
+    m_ = 1;
+    while (m_ < 2 * n - 1) m_ <<= 1;
+    chirp_.resize(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t k2 = (k * k) % (2 * n);  // exact phase: k^2 mod 2n
+      chirp_[k] = std::polar(1.0, sign * kPi * static_cast<double>(k2) / static_cast<double>(n));
+    }
+    bfft_.assign(static_cast<size_t>(m_), Complex(0, 0));
+    bfft_[0] = std::conj(chirp_[0]);
+    for (int64_t k = 1; k < n; ++k) bfft_[k] = bfft_[m_ - k] = std::conj(chirp_[k]);
+    fft_pow2(bfft_, -1.0);
   }
-}
+
+  void run(std::vector<Complex>& a) const {
+    if (is_pow2(n_)) {
+      fft_pow2(a, sign_);
+    } else if (!tw_.empty()) {
+      std::vector<Complex> out(static_cast<size_t>(n_));
+      for (int64_t k = 0; k < n_; ++k) {
+        Complex s(0, 0);
+        int64_t idx = 0;
+        for (int64_t t = 0; t < n_; ++t, idx = (idx + k) % n_) s += a[t] * tw_[idx];
+        out[k] = s;
+      }
+      a.swap(out);
+    } else {
+      std::vector<Complex> c(static_cast<size_t>(m_), Complex(0, 0));
+      for (int64_t k = 0; k < n_; ++k) c[k] = a[k] * chirp_[k];
+      fft_pow2(c, -1.0);
+      for (int64_t i = 0; i < m_; ++i) c[i] *= bfft_[i];
+      fft_pow2(c, 1.0);
+      const double inv_m = 1.0 / static_cast<double>(m_);
+      for (int64_t k = 0; k < n_; ++k) a[k] = c[k] * inv_m * chirp_[k];
+    }
+  }
+
+ private:
+  int64_t n_;
+  double sign_;
+  int64_t m_ = 0;
+  std::vector<Complex> tw_, chirp_, bfft_;
+};
 
 // ---- DFT -----------------------------------------------------------------------------------
 
@@ -105,7 +160,7 @@ void dft_kernel(KernelContext& ctx) {
   int64_t n = (inverse && onesided) ? 2 * (len - 1) : len;
   if (ctx.has_input(1)) n = scalar_int_input(ctx, 1, "dft_length");
   if (n < 1) ctx.fail(ErrorKind::kBadInput, "dft_length should be >= 1, got " + std::to_string(n));
-  if (n > (int64_t{1} << 26))
+  if (n > (int64_t{1} << 24))
     ctx.fail(ErrorKind::kBadInput, "dft_length " + std::to_string(n) + " is too large");
 
   const bool irfft = inverse && onesided;
@@ -119,45 +174,30 @@ void dft_kernel(KernelContext& ctx) {
   for (int64_t d = 0; d < axis; ++d) outer *= x.dim(static_cast<int>(d));
   for (int d = static_cast<int>(axis) + 1; d < r - 1; ++d) inner *= x.dim(d);
   const int64_t cin = complex_in ? 2 : 1, cout = out_dims.back();
-  std::vector<double> cos_t, sin_t;
-  twiddles(n, &cos_t, &sin_t);
   // irfft reads the first n/2+1 bins; the full-spectrum transforms read up to n samples.
   const int64_t used = std::min(len, irfft ? n / 2 + 1 : n);
-  std::vector<double> re(static_cast<size_t>(std::max<int64_t>(used, 1))), im(re.size());
-  std::vector<double> ore(static_cast<size_t>(out_len)), oim(ore.size());
-  const double sign = inverse ? 1.0 : -1.0;
+  const Dft dft(n, inverse ? 1.0 : -1.0);
+  std::vector<Complex> a(static_cast<size_t>(n));
+  const double norm = inverse ? 1.0 / static_cast<double>(n) : 1.0;
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
+      std::fill(a.begin(), a.end(), Complex(0, 0));
       for (int64_t t = 0; t < used; ++t) {
         const int64_t base = ((o * len + t) * inner + i) * cin;
-        re[t] = x.get_double(base);
-        im[t] = complex_in ? x.get_double(base + 1) : 0.0;
+        a[t] = Complex(x.get_double(base), complex_in ? x.get_double(base + 1) : 0.0);
       }
       if (irfft) {
-        // Hermitian extension: x[t] = (1/n) * (X0 + 2 sum_{0<k<n/2} Re(X_k w^kt) + X_{n/2} (-1)^t).
-        for (int64_t t = 0; t < n; ++t) {
-          double s = used > 0 ? re[0] : 0.0;
-          int64_t idx = 0;
-          for (int64_t k = 1; k < used; ++k) {
-            idx += t;
-            if (idx >= n) idx %= n;
-            const double term = re[k] * cos_t[idx] - im[k] * sin_t[idx];
-            s += (2 * k == n) ? term : 2 * term;
-          }
-          ore[t] = s / static_cast<double>(n);
-        }
-      } else {
-        dft_1d(re.data(), im.data(), used, n, sign, cos_t, sin_t, out_len, ore.data(), oim.data());
-        if (inverse)
-          for (int64_t k = 0; k < out_len; ++k) {
-            ore[k] /= static_cast<double>(n);
-            oim[k] /= static_cast<double>(n);
-          }
+        // Hermitian completion as numpy's irfft: the imaginary parts of the DC bin (and of the
+        // Nyquist bin for even n) are dropped.
+        a[0] = Complex(a[0].real(), 0);
+        if (n % 2 == 0) a[n / 2] = Complex(a[n / 2].real(), 0);
+        for (int64_t k = 1; k < (n + 1) / 2; ++k) a[n - k] = std::conj(a[k]);
       }
+      dft.run(a);
       for (int64_t k = 0; k < out_len; ++k) {
         const int64_t base = ((o * out_len + k) * inner + i) * cout;
-        y.set_double(base, ore[k]);
-        if (cout == 2) y.set_double(base + 1, oim[k]);
+        y.set_double(base, a[k].real() * norm);
+        if (cout == 2) y.set_double(base + 1, a[k].imag() * norm);
       }
     }
   }
@@ -234,24 +274,20 @@ void stft_kernel(KernelContext& ctx) {
   const int64_t frames = 1 + (len - frame_len) / step;
   const int64_t bins = onesided ? frame_len / 2 + 1 : frame_len;
   Tensor y(x.dtype(), {batch, frames, bins, 2});
-  std::vector<double> cos_t, sin_t;
-  twiddles(frame_len, &cos_t, &sin_t);
-  std::vector<double> re(static_cast<size_t>(frame_len)), im(re.size());
-  std::vector<double> ore(static_cast<size_t>(bins)), oim(ore.size());
+  const Dft dft(frame_len, -1.0);
+  std::vector<Complex> a(static_cast<size_t>(frame_len));
   const int64_t cin = complex_in ? 2 : 1;
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t f = 0; f < frames; ++f) {
       for (int64_t t = 0; t < frame_len; ++t) {
         const int64_t base = (b * len + f * step + t) * cin;
-        re[t] = x.get_double(base) * window[t];
-        im[t] = complex_in ? x.get_double(base + 1) * window[t] : 0.0;
+        a[t] = Complex(x.get_double(base), complex_in ? x.get_double(base + 1) : 0.0) * window[t];
       }
-      dft_1d(re.data(), im.data(), frame_len, frame_len, -1.0, cos_t, sin_t, bins, ore.data(),
-             oim.data());
+      dft.run(a);
       for (int64_t k = 0; k < bins; ++k) {
         const int64_t base = ((b * frames + f) * bins + k) * 2;
-        y.set_double(base, ore[k]);
-        y.set_double(base + 1, oim[k]);
+        y.set_double(base, a[k].real());
+        y.set_double(base + 1, a[k].imag());
       }
     }
   }

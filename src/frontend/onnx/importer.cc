@@ -112,8 +112,11 @@ class Importer {
   void expand_node(const onnx::NodeProto& n, std::vector<onnx::NodeProto>& out, int depth) {
     auto it = functions_.find({canonical(n.domain()), n.op_type()});
     if (it == functions_.end()) {
-      if (depth > 0) inlined_bytes_ += n.ByteSizeLong();
-      if (out.size() >= kMaxInlinedNodes || inlined_bytes_ > kMaxInlinedBytes)
+      if (depth > 0) {
+        ++inlined_nodes_;
+        inlined_bytes_ += n.ByteSizeLong();
+      }
+      if (inlined_nodes_ > kMaxInlinedNodes || inlined_bytes_ > kMaxInlinedBytes)
         fail_node(n, "model-local functions expand to more than " + std::to_string(kMaxInlinedNodes) +
                          " nodes or " + std::to_string(kMaxInlinedBytes >> 20) + " MiB");
       out.push_back(n);
@@ -413,6 +416,7 @@ class Importer {
   std::string base_dir_;
   std::map<FunctionKey, const onnx::FunctionProto*> functions_;
   int inline_counter_ = 0;
+  size_t inlined_nodes_ = 0;  // nodes that came from function bodies, whole model
   size_t inlined_bytes_ = 0;
 };
 
