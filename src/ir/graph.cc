@@ -33,6 +33,7 @@ std::string_view attribute_kind_name(Attribute::Kind k) {
     case Attribute::Kind::kStrings: return "strings";
     case Attribute::Kind::kTensors: return "tensors";
     case Attribute::Kind::kGraphs: return "graphs";
+    case Attribute::Kind::kType: return "type";
   }
   return "?";
 }

@@ -58,7 +58,8 @@ class Value {
 };
 
 struct Attribute {
-  enum class Kind { kInt, kFloat, kString, kTensor, kGraph, kInts, kFloats, kStrings, kTensors, kGraphs };
+  // kType: a type (ONNX TYPE_PROTO attributes, e.g. Optional's `type`), held in `tp`.
+  enum class Kind { kInt, kFloat, kString, kTensor, kGraph, kInts, kFloats, kStrings, kTensors, kGraphs, kType };
   Kind kind = Kind::kInt;
   int64_t i = 0;
   float f = 0.f;
@@ -70,6 +71,7 @@ struct Attribute {
   std::vector<std::string> strings;
   std::vector<Tensor> tensors;
   std::vector<std::shared_ptr<Graph>> graphs;
+  Type tp;
 
   static Attribute make_int(int64_t v) { Attribute a; a.kind = Kind::kInt; a.i = v; return a; }
   static Attribute make_float(float v) { Attribute a; a.kind = Kind::kFloat; a.f = v; return a; }
@@ -78,6 +80,7 @@ struct Attribute {
   static Attribute make_floats(std::vector<float> v) { Attribute a; a.kind = Kind::kFloats; a.floats = std::move(v); return a; }
   static Attribute make_tensor(Tensor v) { Attribute a; a.kind = Kind::kTensor; a.t = std::move(v); return a; }
   static Attribute make_graph(std::shared_ptr<Graph> v) { Attribute a; a.kind = Kind::kGraph; a.g = std::move(v); return a; }
+  static Attribute make_type(Type v) { Attribute a; a.kind = Kind::kType; a.tp = std::move(v); return a; }
 };
 std::string_view attribute_kind_name(Attribute::Kind k);
 

@@ -457,7 +457,8 @@ class Parser {
     switch (dt) {
       case DType::kFloat8E4M3FN: case DType::kFloat8E4M3FNUZ: case DType::kFloat8E5M2:
       case DType::kFloat8E5M2FNUZ: case DType::kUInt4: case DType::kInt4: case DType::kComplex64:
-      case DType::kComplex128:
+      case DType::kComplex128: case DType::kFloat4E2M1: case DType::kFloat8E8M0: case DType::kUInt2:
+      case DType::kInt2:
         return true;
       default:
         return false;
@@ -597,6 +598,13 @@ class Parser {
     if (is_word("graph")) {
       take();
       return Attribute::make_graph(graph(&g));
+    }
+    if (is_word("type") && is_punct("<", 1)) {  // `type<opt<seq<f32[...]>>>`
+      take();
+      take();
+      Type ty = type();
+      expect(">");
+      return Attribute::make_type(std::move(ty));
     }
     static const std::pair<const char*, Attribute::Kind> kEmpty[] = {
         {"ints", Attribute::Kind::kInts},       {"floats", Attribute::Kind::kFloats},

@@ -150,7 +150,8 @@ bool always_hex(DType dt) {
   switch (dt) {
     case DType::kFloat8E4M3FN: case DType::kFloat8E4M3FNUZ: case DType::kFloat8E5M2:
     case DType::kFloat8E5M2FNUZ: case DType::kUInt4: case DType::kInt4: case DType::kComplex64:
-    case DType::kComplex128:
+    case DType::kComplex128: case DType::kFloat4E2M1: case DType::kFloat8E8M0: case DType::kUInt2:
+    case DType::kInt2:
       return true;
     default:
       return false;
@@ -233,6 +234,11 @@ void append_attr(std::string& out, const Attribute& a, size_t indent, const Prin
     case Attribute::Kind::kString: append_quoted(out, a.s); return;
     case Attribute::Kind::kTensor: tensor(a.t); return;
     case Attribute::Kind::kGraph: graph_or_null(a.g); return;
+    case Attribute::Kind::kType:  // `type<opt<seq<f32[...]>>>`
+      out += "type<";
+      append_type(out, a.tp);
+      out += '>';
+      return;
     default: break;
   }
   size_t n = 0;

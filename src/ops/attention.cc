@@ -68,7 +68,8 @@ Heads to_heads(const KernelContext& ctx, const Tensor& t, int64_t heads, const c
                                        dims_to_string(t.dims()));
   if (heads <= 0 || t.dim(2) % heads != 0)
     ctx.fail(ErrorKind::kBadInput, std::string(what) + " hidden size " + std::to_string(t.dim(2)) +
-                                       " should be a positive multiple of the head count " +
+                                       " should be a positive multiple of the head count (q_num_heads / kv_num_heads "
+                                       "attribute, required for 3-D inputs), got " +
                                        std::to_string(heads));
   r.b = t.dim(0), r.h = heads, r.s = t.dim(1), r.d = t.dim(2) / heads;
   const std::vector<double> flat = to_doubles(t);

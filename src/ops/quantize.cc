@@ -17,11 +17,6 @@ void register_rnn_ops(OpRegistry& r);  // ops/rnn.cc
 
 namespace {
 
-// Codes newer than the DType enum may name (ONNX TensorProto values).
-constexpr DType kFloat4E2M1 = static_cast<DType>(23);
-constexpr DType kUInt2 = static_cast<DType>(25);
-constexpr DType kInt2 = static_cast<DType>(26);
-
 std::string dt_name(DType t) { return std::string(dtype_name(t)); }
 
 // ---- element codecs ------------------------------------------------------------------------
@@ -42,9 +37,8 @@ std::optional<MiniFloat> minifloat(DType t) {
     case DType::kFloat8E4M3FNUZ: return MiniFloat{3, 8, true, false, true, 0x7f, 7};
     case DType::kFloat8E5M2: return MiniFloat{2, 15, false, true, true, 0x7b, 7};
     case DType::kFloat8E5M2FNUZ: return MiniFloat{2, 16, true, false, true, 0x7f, 7};
-    default:
-      if (t == kFloat4E2M1) return MiniFloat{1, 1, false, false, false, 0x7, 3};
-      return std::nullopt;
+    case DType::kFloat4E2M1: return MiniFloat{1, 1, false, false, false, 0x7, 3};
+    default: return std::nullopt;
   }
 }
 
@@ -103,10 +97,9 @@ std::optional<std::pair<int64_t, int64_t>> int_range(DType t) {
                                          std::numeric_limits<int32_t>::max()};
     case DType::kUInt4: return std::pair<int64_t, int64_t>{0, 15};
     case DType::kInt4: return std::pair<int64_t, int64_t>{-8, 7};
-    default:
-      if (t == kUInt2) return std::pair<int64_t, int64_t>{0, 3};
-      if (t == kInt2) return std::pair<int64_t, int64_t>{-2, 1};
-      return std::nullopt;
+    case DType::kUInt2: return std::pair<int64_t, int64_t>{0, 3};
+    case DType::kInt2: return std::pair<int64_t, int64_t>{-2, 1};
+    default: return std::nullopt;
   }
 }
 
@@ -117,15 +110,16 @@ double q_get(const Tensor& t, int64_t i) {
   const DType dt = t.dtype();
   if (auto f = minifloat(dt)) return mf_decode(*f, t.data<uint8_t>()[i]);
   switch (dt) {
-    case DType::kInt8: case DType::kInt4: return t.data<int8_t>()[i];
-    case DType::kUInt8: case DType::kUInt4: return t.data<uint8_t>()[i];
+    case DType::kInt8: case DType::kInt4: case DType::kInt2: return t.data<int8_t>()[i];
+    case DType::kUInt8: case DType::kUInt4: case DType::kUInt2: return t.data<uint8_t>()[i];
     case DType::kInt16: return t.data<int16_t>()[i];
     case DType::kUInt16: return t.data<uint16_t>()[i];
     case DType::kInt32: return t.data<int32_t>()[i];
-    default:
-      if (dt == kInt2) return t.data<int8_t>()[i];
-      if (dt == kUInt2) return t.data<uint8_t>()[i];
-      return t.get_double(i);
+    case DType::kFloat8E8M0: {  // a bare power of two; 0xff is NaN
+      const uint8_t c = t.data<uint8_t>()[i];
+      return c == 0xff ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, c - 127);
+    }
+    default: return t.get_double(i);
   }
 }
 
@@ -137,15 +131,16 @@ void q_set(Tensor& t, int64_t i, double v, bool saturate) {
     return;
   }
   switch (dt) {
-    case DType::kInt8: case DType::kInt4: t.data<int8_t>()[i] = static_cast<int8_t>(v); return;
-    case DType::kUInt8: case DType::kUInt4: t.data<uint8_t>()[i] = static_cast<uint8_t>(v); return;
+    case DType::kInt8: case DType::kInt4: case DType::kInt2:
+      t.data<int8_t>()[i] = static_cast<int8_t>(v);
+      return;
+    case DType::kUInt8: case DType::kUInt4: case DType::kUInt2:
+      t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+      return;
     case DType::kInt16: t.data<int16_t>()[i] = static_cast<int16_t>(v); return;
     case DType::kUInt16: t.data<uint16_t>()[i] = static_cast<uint16_t>(v); return;
     case DType::kInt32: t.data<int32_t>()[i] = static_cast<int32_t>(v); return;
-    default:
-      if (dt == kInt2) t.data<int8_t>()[i] = static_cast<int8_t>(v);
-      else if (dt == kUInt2) t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
-      else t.set_double(i, v);
+    default: t.set_double(i, v);
   }
 }
 
@@ -160,10 +155,11 @@ double quantize_value(DType to, double v, double zp) {
   return v + zp;
 }
 
-// Values of a float tensor (f32/f16/bf16/f64) as double.
+// Values of a scale tensor (f32/f16/bf16/f64/float8e8m0) as double.
 std::vector<double> float_values(const Tensor& t) {
   std::vector<double> v(static_cast<size_t>(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) v[i] = t.get_double(i);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    v[i] = t.dtype() == DType::kFloat8E8M0 ? q_get(t, i) : t.get_double(i);
   return v;
 }
 
@@ -238,9 +234,11 @@ ParamMap param_map(const KernelContext& ctx, const Tensor& x, const Tensor& scal
   return m;
 }
 
-void check_scale_type(const KernelContext& ctx, const Tensor& s, const char* what) {
+void check_scale_type(const KernelContext& ctx, const Tensor& s, const char* what,
+                      bool allow_e8m0 = false) {
   const DType t = s.dtype();
-  if (t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kBFloat16 && t != DType::kFloat64)
+  if (t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kBFloat16 && t != DType::kFloat64 &&
+      !(allow_e8m0 && t == DType::kFloat8E8M0))
     ctx.fail(ErrorKind::kBadInput, std::string(what) + " should be a float tensor, got " + dt_name(t));
 }
 
@@ -261,7 +259,7 @@ void quantize_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& scale = ctx.input(1);
   const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-  check_scale_type(ctx, scale, "y_scale");
+  check_scale_type(ctx, scale, "y_scale", true);
   const DType xt = x.dtype();
   if (xt != DType::kFloat32 && xt != DType::kFloat16 && xt != DType::kBFloat16 &&
       xt != DType::kInt32 && xt != DType::kFloat64)
@@ -270,7 +268,8 @@ void quantize_kernel(KernelContext& ctx) {
   if (!is_quant_type(to) || to == DType::kInt32)
     ctx.fail(ErrorKind::kUnsupported, "QuantizeLinear cannot produce type " + dt_name(to));
   const ParamMap pm = param_map(ctx, x, scale, zp);
-  DType precision = scale.dtype();
+  // A power-of-two e8m0 scale divides exactly; float32 keeps the quotient like numpy would.
+  DType precision = scale.dtype() == DType::kFloat8E8M0 ? DType::kFloat32 : scale.dtype();
   if (const int64_t p = ctx.attr_int("precision", 0); p != 0) {
     precision = static_cast<DType>(p);
     if (precision != DType::kFloat32 && precision != DType::kFloat16 &&
@@ -292,7 +291,7 @@ void dequantize_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& scale = ctx.input(1);
   const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-  check_scale_type(ctx, scale, "x_scale");
+  check_scale_type(ctx, scale, "x_scale", true);
   if (!is_quant_type(x.dtype()))
     ctx.fail(ErrorKind::kBadInput, "DequantizeLinear cannot read type " + dt_name(x.dtype()));
   if (zp && zp->dtype() != x.dtype())

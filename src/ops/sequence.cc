@@ -318,7 +318,12 @@ void optional_kernel(KernelContext& ctx) {
     ctx.set_output_value(0, std::move(v));
     return;
   }
-  ctx.set_output_value(0, RtValue::make_empty_optional(output_elem_dtype(ctx, 0)));
+  // An empty optional: its element type comes from the `type` attribute (TYPE_PROTO) when
+  // given, else from the output's inferred type.
+  const Attribute* type = ctx.node().attr("type");
+  DType elem = type && type->kind == Attribute::Kind::kType ? innermost_dtype(type->tp) : DType::kUndefined;
+  if (elem == DType::kUndefined) elem = output_elem_dtype(ctx, 0);
+  ctx.set_output_value(0, RtValue::make_empty_optional(elem));
 }
 
 void optional_has_element_kernel(KernelContext& ctx) {
@@ -379,8 +384,13 @@ void infer_concat_from_sequence(InferContext& ctx) {
 }
 
 void infer_optional(InferContext& ctx) {
-  if (ctx.has_input(0))
+  if (ctx.has_input(0)) {
     ctx.set_output_type(0, Type::wrap(Type::Kind::kOptional, ctx.input_type(0)));
+    return;
+  }
+  const Attribute* type = ctx.node().attr("type");
+  if (type && type->kind == Attribute::Kind::kType)
+    ctx.set_output_type(0, Type::wrap(Type::Kind::kOptional, type->tp));
 }
 
 void infer_optional_has_element(InferContext& ctx) {

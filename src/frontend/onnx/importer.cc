@@ -177,6 +177,7 @@ class Importer {
       else if (a.strings_size()) type = K::STRINGS;
       else if (a.tensors_size()) type = K::TENSORS;
       else if (a.graphs_size()) type = K::GRAPHS;
+      else if (a.has_tp()) type = K::TYPE_PROTO;
       else fail_node(n, "attribute '" + a.name() + "' has no type and no value");
     }
     const std::string what = a.name();
@@ -218,8 +219,9 @@ class Importer {
         }
         return out;
       }
+      case K::TYPE_PROTO: return Attribute::make_type(import_type(a.tp(), what));
       default:
-        fail_node(n, "attribute '" + a.name() + "' has an unsupported type (sparse tensor or type proto)",
+        fail_node(n, "attribute '" + a.name() + "' has an unsupported type (sparse tensor or list of types)",
                   ErrorKind::kUnsupported);
     }
   }
