@@ -123,6 +123,7 @@ class Graph {
   size_t node_count_recursive() const;
 
  private:
+  friend class GraphEditor;  // ir/rewrite.h: removal and renaming for passes
   std::vector<std::unique_ptr<Value>> values_;
   std::map<std::string, Value*> by_name_;
 };

@@ -47,6 +47,8 @@ void range_kernel(KernelContext& ctx) {
       const int64_t span = limit - start;
       int64_t n = span / delta + ((span % delta != 0) && ((span < 0) == (delta < 0)) ? 1 : 0);
       if (n < 0) n = 0;
+      if (n > (int64_t{1} << 40))
+        ctx.fail(ErrorKind::kBadInput, "Range would produce too many elements");
       y = Tensor(dt, {n});
       T* d = y.data<T>();
       for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(start + i * delta);
@@ -110,6 +112,9 @@ void onehot_kernel(KernelContext& ctx) {
   if (!(depth_d >= 1) || depth_d > 1e12)
     ctx.fail(ErrorKind::kBadInput, "depth should be positive, got " + std::to_string(depth_d));
   const int64_t depth = static_cast<int64_t>(depth_d);
+  if (static_cast<double>(ind.numel()) * depth_d > static_cast<double>(int64_t{1} << 40))
+    ctx.fail(ErrorKind::kBadInput, "OneHot output would be too large (depth " +
+                                       std::to_string(depth) + ")");
   const int64_t rank = ind.rank();
   const int64_t axis = normalize_axis(ctx, ctx.attr_int("axis", -1), rank + 1);
   std::vector<int64_t> out_dims(ind.dims());
@@ -436,7 +441,8 @@ void affine_grid_kernel(KernelContext& ctx) {
 // ---- ImageDecoder -----------------------------------------------------------------------------
 
 void image_decoder_kernel(KernelContext& ctx) {
-  ctx.fail(ErrorKind::kUnsupported, "ImageDecoder needs an image codec, which kiln does not include");
+  ctx.fail(ErrorKind::kUnsupported,
+           "ImageDecoder needs an image codec, which kiln does not include");
 }
 
 }  // namespace

@@ -298,7 +298,8 @@ void tree_ensemble_kernel(KernelContext& ctx) {
       else acc = std::max(acc, w);
     }
     post_transform(ctx, post, row.data(), n_targets);
-    for (int64_t t = 0; t < n_targets; ++t) y.set_double(r * n_targets + t, row[static_cast<size_t>(t)]);
+    for (int64_t t = 0; t < n_targets; ++t)
+      y.set_double(r * n_targets + t, row[static_cast<size_t>(t)]);
   }
   ctx.set_output(0, std::move(y));
 }

@@ -24,10 +24,10 @@ std::string dt_name(DType t) { return std::string(dtype_name(t)); }
 // Small float formats stored one code per byte; the sign is bit (1 + exp + mant).
 struct MiniFloat {
   int mant_bits, bias;
-  bool fnuz;      // no -0 and no inf; sign-only code is the NaN
-  bool has_inf;   // E5M2
-  bool has_nan;   // false for float4e2m1
-  int max_code;   // largest finite magnitude code
+  bool fnuz;     // no -0 and no inf; sign-only code is the NaN
+  bool has_inf;  // E5M2
+  bool has_nan;  // false for float4e2m1
+  int max_code;  // largest finite magnitude code
   int sign_bit;
 };
 
@@ -66,7 +66,9 @@ uint8_t mf_encode(const MiniFloat& f, double x, bool saturate) {
   const int sign_mask = 1 << f.sign_bit;
   const int sign = std::signbit(x) ? sign_mask : 0;
   if (!f.has_nan) saturate = true;
-  const int nan_code = !f.has_nan ? sign_mask : f.fnuz ? sign_mask : sign | (f.has_inf ? 0x7e : 0x7f);
+  const int nan_code = !f.has_nan ? sign_mask
+                       : f.fnuz   ? sign_mask
+                                  : sign | (f.has_inf ? 0x7e : 0x7f);
   if (std::isnan(x)) return static_cast<uint8_t>(nan_code);
   const double a = std::fabs(x);
   const int overflow = saturate ? sign | f.max_code : f.has_inf ? sign | 0x7c : nan_code;
@@ -110,8 +112,12 @@ double q_get(const Tensor& t, int64_t i) {
   const DType dt = t.dtype();
   if (auto f = minifloat(dt)) return mf_decode(*f, t.data<uint8_t>()[i]);
   switch (dt) {
-    case DType::kInt8: case DType::kInt4: case DType::kInt2: return t.data<int8_t>()[i];
-    case DType::kUInt8: case DType::kUInt4: case DType::kUInt2: return t.data<uint8_t>()[i];
+    case DType::kInt8:
+    case DType::kInt4:
+    case DType::kInt2: return t.data<int8_t>()[i];
+    case DType::kUInt8:
+    case DType::kUInt4:
+    case DType::kUInt2: return t.data<uint8_t>()[i];
     case DType::kInt16: return t.data<int16_t>()[i];
     case DType::kUInt16: return t.data<uint16_t>()[i];
     case DType::kInt32: return t.data<int32_t>()[i];
@@ -131,12 +137,12 @@ void q_set(Tensor& t, int64_t i, double v, bool saturate) {
     return;
   }
   switch (dt) {
-    case DType::kInt8: case DType::kInt4: case DType::kInt2:
-      t.data<int8_t>()[i] = static_cast<int8_t>(v);
-      return;
-    case DType::kUInt8: case DType::kUInt4: case DType::kUInt2:
-      t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
-      return;
+    case DType::kInt8:
+    case DType::kInt4:
+    case DType::kInt2: t.data<int8_t>()[i] = static_cast<int8_t>(v); return;
+    case DType::kUInt8:
+    case DType::kUInt4:
+    case DType::kUInt2: t.data<uint8_t>()[i] = static_cast<uint8_t>(v); return;
     case DType::kInt16: t.data<int16_t>()[i] = static_cast<int16_t>(v); return;
     case DType::kUInt16: t.data<uint16_t>()[i] = static_cast<uint16_t>(v); return;
     case DType::kInt32: t.data<int32_t>()[i] = static_cast<int32_t>(v); return;
@@ -206,8 +212,8 @@ ParamMap param_map(const KernelContext& ctx, const Tensor& x, const Tensor& scal
   ParamMap m;
   if (scale.numel() == 1) return m;
   if (x.rank() == 0)
-    ctx.fail(ErrorKind::kBadInput, "a scalar input needs a scalar scale, got shape " +
-                                       dims_to_string(scale.dims()));
+    ctx.fail(ErrorKind::kBadInput,
+             "a scalar input needs a scalar scale, got shape " + dims_to_string(scale.dims()));
   const int64_t axis = normalize_axis(ctx, ctx.attr_int("axis", 1), x.rank());
   const int64_t block = ctx.attr_int("block_size", 0);
   if (block < 0)
@@ -228,8 +234,9 @@ ParamMap param_map(const KernelContext& ctx, const Tensor& x, const Tensor& scal
   want[axis] = (m.axis_len + block - 1) / block;
   if (scale.dims() != want)
     ctx.fail(ErrorKind::kBadInput, "blocked scale should have shape " + dims_to_string(want) +
-                                       " for input " + dims_to_string(x.dims()) + " and block_size " +
-                                       std::to_string(block) + ", got " + dims_to_string(scale.dims()));
+                                       " for input " + dims_to_string(x.dims()) +
+                                       " and block_size " + std::to_string(block) + ", got " +
+                                       dims_to_string(scale.dims()));
   m.scale_axis_len = want[axis];
   return m;
 }
@@ -237,19 +244,23 @@ ParamMap param_map(const KernelContext& ctx, const Tensor& x, const Tensor& scal
 void check_scale_type(const KernelContext& ctx, const Tensor& s, const char* what,
                       bool allow_e8m0 = false) {
   const DType t = s.dtype();
-  if (t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kBFloat16 && t != DType::kFloat64 &&
-      !(allow_e8m0 && t == DType::kFloat8E8M0))
-    ctx.fail(ErrorKind::kBadInput, std::string(what) + " should be a float tensor, got " + dt_name(t));
+  if (t != DType::kFloat32 && t != DType::kFloat16 && t != DType::kBFloat16 &&
+      t != DType::kFloat64 && !(allow_e8m0 && t == DType::kFloat8E8M0))
+    ctx.fail(ErrorKind::kBadInput,
+             std::string(what) + " should be a float tensor, got " + dt_name(t));
 }
 
 // ---- QuantizeLinear / DequantizeLinear -----------------------------------------------------
 
+int64_t output_dtype_attr(const AttrReader& at);
+
 DType quantize_output_type(const AttrReader& at, const Tensor* zp) {
-  const int64_t out = at.attr_int("output_dtype", 0);
+  const int64_t out = output_dtype_attr(at);
   if (zp) {
     if (out != 0 && out != static_cast<int64_t>(zp->dtype()))
       at.fail(ErrorKind::kInvalidModel, "output_dtype " + std::to_string(out) +
-                                            " differs from the zero point type " + dt_name(zp->dtype()));
+                                            " differs from the zero point type " +
+                                            dt_name(zp->dtype()));
     return zp->dtype();
   }
   return out != 0 ? static_cast<DType>(out) : DType::kUInt8;
@@ -263,7 +274,8 @@ void quantize_kernel(KernelContext& ctx) {
   const DType xt = x.dtype();
   if (xt != DType::kFloat32 && xt != DType::kFloat16 && xt != DType::kBFloat16 &&
       xt != DType::kInt32 && xt != DType::kFloat64)
-    ctx.fail(ErrorKind::kBadInput, "QuantizeLinear input should be float or int32, got " + dt_name(xt));
+    ctx.fail(ErrorKind::kBadInput,
+             "QuantizeLinear input should be float or int32, got " + dt_name(xt));
   const DType to = quantize_output_type(ctx, zp);
   if (!is_quant_type(to) || to == DType::kInt32)
     ctx.fail(ErrorKind::kUnsupported, "QuantizeLinear cannot produce type " + dt_name(to));
@@ -274,14 +286,16 @@ void quantize_kernel(KernelContext& ctx) {
     precision = static_cast<DType>(p);
     if (precision != DType::kFloat32 && precision != DType::kFloat16 &&
         precision != DType::kBFloat16 && precision != DType::kFloat64)
-      ctx.fail(ErrorKind::kInvalidModel, "precision should be a float type, got " + std::to_string(p));
+      ctx.fail(ErrorKind::kInvalidModel,
+               "precision should be a float type, got " + std::to_string(p));
   }
   const bool saturate = ctx.attr_int("saturate", 1) != 0;
   const std::vector<double> s = float_values(scale);
   Tensor y(to, x.dims());
   for (int64_t i = 0; i < x.numel(); ++i) {
     const int64_t k = pm(i);
-    const double v = div_in(precision, round_to(precision, x.get_double(i)), round_to(precision, s[k]));
+    const double v =
+        div_in(precision, round_to(precision, x.get_double(i)), round_to(precision, s[k]));
     q_set(y, i, quantize_value(to, v, zp ? q_get(*zp, k) : 0.0), saturate);
   }
   ctx.set_output(0, std::move(y));
@@ -297,11 +311,11 @@ void dequantize_kernel(KernelContext& ctx) {
   if (zp && zp->dtype() != x.dtype())
     ctx.fail(ErrorKind::kBadInput, "zero point type " + dt_name(zp->dtype()) +
                                        " differs from the input type " + dt_name(x.dtype()));
-  const int64_t out_attr = ctx.attr_int("output_dtype", 0);
+  const int64_t out_attr = output_dtype_attr(ctx);
   const DType to = out_attr != 0 ? static_cast<DType>(out_attr) : scale.dtype();
   if (to != DType::kFloat32 && to != DType::kFloat16 && to != DType::kBFloat16)
-    ctx.fail(ErrorKind::kInvalidModel, "output_dtype should be float, float16 or bfloat16, got " +
-                                           dt_name(to));
+    ctx.fail(ErrorKind::kInvalidModel,
+             "output_dtype should be float, float16 or bfloat16, got " + dt_name(to));
   const ParamMap pm = param_map(ctx, x, scale, zp);
   const std::vector<double> s = float_values(scale);
   const bool float_x = minifloat(x.dtype()).has_value();
@@ -312,22 +326,38 @@ void dequantize_kernel(KernelContext& ctx) {
     float dx = static_cast<float>(q_get(x, i));
     if (zp && !float_x) dx = static_cast<float>(static_cast<double>(dx) - q_get(*zp, k));
     const float v = dx * static_cast<float>(s[k]);
-    if (to == DType::kFloat32) y.data<float>()[i] = v;
-    else if (to == DType::kFloat16) y.data<Float16>()[i] = Float16(v);
-    else y.data<BFloat16>()[i] = BFloat16(v);
+    if (to == DType::kFloat32)
+      y.data<float>()[i] = v;
+    else if (to == DType::kFloat16)
+      y.data<Float16>()[i] = Float16(v);
+    else
+      y.data<BFloat16>()[i] = BFloat16(v);
   }
   ctx.set_output(0, std::move(y));
 }
 
+// The output_dtype attribute (0 when absent); fails on codes that name no type.
+int64_t output_dtype_attr(const AttrReader& at) {
+  const int64_t out = at.attr_int("output_dtype", 0);
+  if (out < 0 || out > std::numeric_limits<int32_t>::max() ||
+      (out != 0 && !dtype_is_valid(static_cast<int32_t>(out))))
+    at.fail(ErrorKind::kInvalidModel,
+            "output_dtype " + std::to_string(out) + " is not a data type");
+  return out;
+}
+
 void infer_quantize(InferContext& ctx) {
   DType to = DType::kUInt8;
-  if (ctx.has_input(2)) to = ctx.input_type(2).dtype;
-  else if (ctx.attr_int("output_dtype", 0) != 0) to = static_cast<DType>(ctx.attr_int("output_dtype"));
+  const int64_t out = output_dtype_attr(ctx);
+  if (ctx.has_input(2))
+    to = ctx.input_type(2).dtype;
+  else if (out != 0)
+    to = static_cast<DType>(out);
   ctx.set_output_type(0, Type::tensor(to, ctx.input_type(0).shape));
 }
 
 void infer_dequantize(InferContext& ctx) {
-  const int64_t out = ctx.attr_int("output_dtype", 0);
+  const int64_t out = output_dtype_attr(ctx);
   const DType to = out != 0 ? static_cast<DType>(out) : ctx.input_type(1).dtype;
   ctx.set_output_type(0, Type::tensor(to, ctx.input_type(0).shape));
 }
@@ -338,7 +368,8 @@ void infer_dequantize(InferContext& ctx) {
 void dynamic_quantize_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   if (x.dtype() != DType::kFloat32)
-    ctx.fail(ErrorKind::kBadInput, "DynamicQuantizeLinear input should be float, got " + dt_name(x.dtype()));
+    ctx.fail(ErrorKind::kBadInput,
+             "DynamicQuantizeLinear input should be float, got " + dt_name(x.dtype()));
   const float* p = x.data<float>();
   float mx = 0.f, mn = 0.f;
   for (int64_t i = 0; i < x.numel(); ++i) {
@@ -368,7 +399,8 @@ void infer_dynamic_quantize(InferContext& ctx) {
 
 void check_int8(const KernelContext& ctx, const Tensor& t, const char* what) {
   if (t.dtype() != DType::kInt8 && t.dtype() != DType::kUInt8)
-    ctx.fail(ErrorKind::kBadInput, std::string(what) + " should be int8 or uint8, got " + dt_name(t.dtype()));
+    ctx.fail(ErrorKind::kBadInput,
+             std::string(what) + " should be int8 or uint8, got " + dt_name(t.dtype()));
 }
 
 // Zero point of x: a scalar (or one-element tensor) of x's type.
@@ -379,19 +411,22 @@ double scalar_zero_point(const KernelContext& ctx, int idx, const Tensor& x, con
     ctx.fail(ErrorKind::kBadInput, std::string(what) + " type " + dt_name(z.dtype()) +
                                        " differs from its input's " + dt_name(x.dtype()));
   if (z.numel() != 1)
-    ctx.fail(ErrorKind::kBadInput, std::string(what) + " should be a scalar, got shape " +
-                                       dims_to_string(z.dims()));
+    ctx.fail(ErrorKind::kBadInput,
+             std::string(what) + " should be a scalar, got shape " + dims_to_string(z.dims()));
   return q_get(z, 0);
 }
 
 // Per-output-channel values (scalar or 1-D of length m) expanded to m entries.
-std::vector<double> per_channel(const KernelContext& ctx, const Tensor& t, int64_t m, const char* what) {
+std::vector<double> per_channel(const KernelContext& ctx, const Tensor& t, int64_t m,
+                                const char* what) {
   if (t.numel() != 1 && (t.rank() != 1 || t.dim(0) != m))
     ctx.fail(ErrorKind::kBadInput, std::string(what) + " should be a scalar or 1-D of length " +
-                                       std::to_string(m) + ", got shape " + dims_to_string(t.dims()));
+                                       std::to_string(m) + ", got shape " +
+                                       dims_to_string(t.dims()));
   std::vector<double> v(static_cast<size_t>(m));
-  for (int64_t i = 0; i < m; ++i) v[i] = is_float(t.dtype()) && !minifloat(t.dtype()) ? t.get_double(t.numel() == 1 ? 0 : i)
-                                                                                      : q_get(t, t.numel() == 1 ? 0 : i);
+  for (int64_t i = 0; i < m; ++i)
+    v[i] = is_float(t.dtype()) && !minifloat(t.dtype()) ? t.get_double(t.numel() == 1 ? 0 : i)
+                                                        : q_get(t, t.numel() == 1 ? 0 : i);
   return v;
 }
 
@@ -405,19 +440,22 @@ struct IntConv {
 IntConv int_conv(const KernelContext& ctx, const Tensor& x, const Tensor& w, double x_zp,
                  const std::vector<double>& w_zp) {
   if (x.rank() < 3 || w.rank() != x.rank())
-    ctx.fail(ErrorKind::kBadInput, "conv needs X [N, C, ...] and W [M, C/group, ...] of equal rank >= 3, got " +
-                                       dims_to_string(x.dims()) + " and " + dims_to_string(w.dims()));
+    ctx.fail(ErrorKind::kBadInput,
+             "conv needs X [N, C, ...] and W [M, C/group, ...] of equal rank >= 3, got " +
+                 dims_to_string(x.dims()) + " and " + dims_to_string(w.dims()));
   const int64_t group = ctx.attr_int("group", 1);
   const int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0);
   if (group <= 0 || c % group != 0 || m % group != 0 || w.dim(1) != c / group)
     ctx.fail(ErrorKind::kBadInput, "channels do not fit group " + std::to_string(group) + ": X " +
-                                       dims_to_string(x.dims()) + ", W " + dims_to_string(w.dims()));
+                                       dims_to_string(x.dims()) + ", W " +
+                                       dims_to_string(w.dims()));
   const std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end());
   const std::vector<int64_t> kernel(w.dims().begin() + 2, w.dims().end());
   const std::vector<int64_t> ks = ctx.attr_ints("kernel_shape");
   if (!ks.empty() && ks != kernel)
     ctx.fail(ErrorKind::kBadInput, "kernel_shape " + dims_to_string(ks) +
-                                       " differs from the weight's spatial dims " + dims_to_string(kernel));
+                                       " differs from the weight's spatial dims " +
+                                       dims_to_string(kernel));
   const Window win = resolve_window(ctx, in, kernel, false);
   const int nsp = win.nsp;
   const int64_t cg = c / group, mg = m / group;
@@ -472,7 +510,8 @@ IntConv int_conv(const KernelContext& ctx, const Tensor& x, const Tensor& w, dou
 
 // int32 wrap-around of an exact sum (the spec allows overflow only in 32 bits).
 int32_t wrap_i32(double v) {
-  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(static_cast<int64_t>(v))));
+  return static_cast<int32_t>(
+      static_cast<uint32_t>(static_cast<uint64_t>(static_cast<int64_t>(v))));
 }
 
 void conv_integer_kernel(KernelContext& ctx) {
@@ -503,7 +542,8 @@ void requantize(const KernelContext& ctx, Tensor& y, const std::vector<double>& 
     if (range) {
       const double q = std::isnan(v) ? zp[i] : std::nearbyint(v);
       q_set(y, static_cast<int64_t>(i),
-            std::clamp(q, static_cast<double>(range->first), static_cast<double>(range->second)), true);
+            std::clamp(q, static_cast<double>(range->first), static_cast<double>(range->second)),
+            true);
     } else if (minifloat(y.dtype())) {
       q_set(y, static_cast<int64_t>(i), v, true);
     } else {
@@ -522,7 +562,8 @@ void qlinear_conv_kernel(KernelContext& ctx) {
   for (int i : {1, 4, 6}) check_scale_type(ctx, ctx.input(i), "scale");
   const int64_t m = w.rank() > 0 ? w.dim(0) : 0;
   const double x_zp = scalar_zero_point(ctx, 2, x, "x_zero_point");
-  if (ctx.input(5).dtype() != w.dtype()) ctx.fail(ErrorKind::kBadInput, "w_zero_point type differs from w's");
+  if (ctx.input(5).dtype() != w.dtype())
+    ctx.fail(ErrorKind::kBadInput, "w_zero_point type differs from w's");
   const std::vector<double> w_zp = per_channel(ctx, ctx.input(5), m, "w_zero_point");
   const std::vector<double> w_scale = per_channel(ctx, ctx.input(4), m, "w_scale");
   if (ctx.input(1).numel() != 1 || ctx.input(6).numel() != 1 || y_zp_t.numel() != 1)
@@ -535,17 +576,20 @@ void qlinear_conv_kernel(KernelContext& ctx) {
   if (ctx.has_input(8)) {
     const Tensor& bias = ctx.input(8);
     if (bias.dtype() != DType::kInt32 || bias.rank() != 1 || bias.dim(0) != m)
-      ctx.fail(ErrorKind::kBadInput, "B should be int32 of shape [" + std::to_string(m) + "], got " +
-                                         dt_name(bias.dtype()) + dims_to_string(bias.dims()));
+      ctx.fail(ErrorKind::kBadInput, "B should be int32 of shape [" + std::to_string(m) +
+                                         "], got " + dt_name(bias.dtype()) +
+                                         dims_to_string(bias.dims()));
     for (int64_t b = 0; b < n; ++b)
       for (int64_t ch = 0; ch < m; ++ch)
-        for (int64_t o = 0; o < out_sp; ++o) r.acc[(b * m + ch) * out_sp + o] += bias.data<int32_t>()[ch];
+        for (int64_t o = 0; o < out_sp; ++o)
+          r.acc[(b * m + ch) * out_sp + o] += bias.data<int32_t>()[ch];
   }
   std::vector<double> mult(r.acc.size()), zp(r.acc.size(), y_zp);
   for (int64_t b = 0; b < n; ++b)
     for (int64_t ch = 0; ch < m; ++ch) {
       // float32 multiplier as the reference computes it, applied to the int32 sum in double.
-      const double mc = div_in(DType::kFloat32, mul_in(DType::kFloat32, x_scale, w_scale[ch]), y_scale);
+      const double mc =
+          div_in(DType::kFloat32, mul_in(DType::kFloat32, x_scale, w_scale[ch]), y_scale);
       for (int64_t o = 0; o < out_sp; ++o) mult[(b * m + ch) * out_sp + o] = mc;
     }
   for (double& a : r.acc) a = wrap_i32(a);
@@ -607,15 +651,18 @@ void qlinear_matmul_kernel(KernelContext& ctx) {
   const Tensor& y_zp_t = ctx.input(7);
   for (const Tensor* t : {&a, &b, &y_zp_t})
     if (!is_quant_type(t->dtype()) || t->dtype() == DType::kInt32)
-      ctx.fail(ErrorKind::kBadInput, "QLinearMatMul operands should be 8-bit, got " + dt_name(t->dtype()));
+      ctx.fail(ErrorKind::kBadInput,
+               "QLinearMatMul operands should be 8-bit, got " + dt_name(t->dtype()));
   if (ctx.input(2).dtype() != a.dtype() || ctx.input(5).dtype() != b.dtype())
     ctx.fail(ErrorKind::kBadInput, "zero point types should match their operands");
   for (int i : {1, 4, 6}) check_scale_type(ctx, ctx.input(i), "scale");
   if (a.rank() == 0 || b.rank() == 0)
     ctx.fail(ErrorKind::kBadInput, "QLinearMatMul operands need rank >= 1");
   // Operands minus zero points as double matrices; 1-D operands are promoted like numpy.
-  std::vector<double> av = broadcast_param(ctx, ctx.input(2), param_dims(ctx.input(2), a, true), a.dims(), "a_zero_point");
-  std::vector<double> bv = broadcast_param(ctx, ctx.input(5), ctx.input(5).dims(), b.dims(), "b_zero_point");
+  std::vector<double> av = broadcast_param(ctx, ctx.input(2), param_dims(ctx.input(2), a, true),
+                                           a.dims(), "a_zero_point");
+  std::vector<double> bv =
+      broadcast_param(ctx, ctx.input(5), ctx.input(5).dims(), b.dims(), "b_zero_point");
   for (int64_t i = 0; i < a.numel(); ++i) av[i] = q_get(a, i) - av[i];
   for (int64_t i = 0; i < b.numel(); ++i) bv[i] = q_get(b, i) - bv[i];
   std::vector<int64_t> ad = a.dims(), bd = b.dims();
@@ -649,7 +696,8 @@ void qlinear_matmul_kernel(KernelContext& ctx) {
     return broadcast_param(ctx, p, param_dims(p, is_a ? a : b, is_a), cd, what);
   };
   const std::vector<double> as = cparam(1, true, "a_scale"), bs = cparam(4, false, "b_scale");
-  const std::vector<double> ys = broadcast_param(ctx, ctx.input(6), ctx.input(6).dims(), cd, "y_scale");
+  const std::vector<double> ys =
+      broadcast_param(ctx, ctx.input(6), ctx.input(6).dims(), cd, "y_scale");
   const std::vector<double> yz = broadcast_param(ctx, y_zp_t, y_zp_t.dims(), cd, "y_zero_point");
   std::vector<double> mult(c.size());
   for (size_t i = 0; i < c.size(); ++i) mult[i] = div_in(st, mul_in(st, as[i], bs[i]), ys[i]);
@@ -666,9 +714,9 @@ void infer_qlinear_matmul(InferContext& ctx) {
 
 void register_rnn_quant_ops(OpRegistry& r) {
   register_rnn_ops(r);
-  r.add("QuantizeLinear").since(10).inputs(2, 3).outputs(1).kind(PatternKind::kElementwise)
+  r.add("QuantizeLinear").since(10).inputs(2, 3).outputs(1).kind(PatternKind::kBroadcast)
       .run(quantize_kernel).shape(infer_quantize);
-  r.add("DequantizeLinear").since(10).inputs(2, 3).outputs(1).kind(PatternKind::kElementwise)
+  r.add("DequantizeLinear").since(10).inputs(2, 3).outputs(1).kind(PatternKind::kBroadcast)
       .run(dequantize_kernel).shape(infer_dequantize);
   r.add("DynamicQuantizeLinear").since(11).inputs(1).outputs(1, 3).run(dynamic_quantize_kernel)
       .shape(infer_dynamic_quantize);

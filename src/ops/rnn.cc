@@ -79,9 +79,12 @@ std::vector<Activation> read_activations(const AttrReader& at, Cell cell, int nu
   std::vector<std::string> names;
   if (at.has_attr("activations")) names = at.attr_strings("activations");
   if (names.empty()) {
-    if (cell == Cell::kRnn) names = {"Tanh"};
-    else if (cell == Cell::kLstm) names = {"Sigmoid", "Tanh", "Tanh"};
-    else names = {"Sigmoid", "Tanh"};
+    if (cell == Cell::kRnn)
+      names = {"Tanh"};
+    else if (cell == Cell::kLstm)
+      names = {"Sigmoid", "Tanh", "Tanh"};
+    else
+      names = {"Sigmoid", "Tanh"};
   }
   const std::vector<float> alphas = at.attr_floats("activation_alpha");
   const std::vector<float> betas = at.attr_floats("activation_beta");
@@ -106,9 +109,9 @@ std::vector<Activation> read_activations(const AttrReader& at, Cell cell, int nu
   if (acts.size() == static_cast<size_t>(per_dir) && num_dir == 2)
     acts.insert(acts.end(), acts.begin(), acts.end());
   if (acts.size() != want)
-    at.fail(ErrorKind::kInvalidModel,
-            "expected " + std::to_string(want) + " activations for " + std::to_string(num_dir) +
-                " direction(s), got " + std::to_string(names.size()));
+    at.fail(ErrorKind::kInvalidModel, "expected " + std::to_string(want) + " activations for " +
+                                          std::to_string(num_dir) + " direction(s), got " +
+                                          std::to_string(names.size()));
   return acts;
 }
 
@@ -170,8 +173,8 @@ void run_recurrent(KernelContext& ctx, Cell cell) {
   d.input = x.dim(2);
   d.hidden = ctx.has_attr("hidden_size") ? ctx.attr_int("hidden_size") : r.dim(2);
   if (d.hidden <= 0)
-    ctx.fail(ErrorKind::kInvalidModel, "hidden_size should be positive, got " +
-                                           std::to_string(d.hidden));
+    ctx.fail(ErrorKind::kInvalidModel,
+             "hidden_size should be positive, got " + std::to_string(d.hidden));
   const int64_t H = d.hidden, N = d.batch, S = d.seq, I = d.input, D = d.num_dir;
   const int64_t GH = d.gates * H;
   check_dims(ctx, w, {D, GH, I}, "W");
@@ -185,8 +188,8 @@ void run_recurrent(KernelContext& ctx, Cell cell) {
     for (int64_t b = 0; b < N; ++b) {
       lens[b] = sl.get_int(b);
       if (lens[b] < 0 || lens[b] > S)
-        ctx.fail(ErrorKind::kBadInput, "sequence_lens[" + std::to_string(b) + "] = " +
-                                           std::to_string(lens[b]) + " is outside [0, " +
+        ctx.fail(ErrorKind::kBadInput, "sequence_lens[" + std::to_string(b) +
+                                           "] = " + std::to_string(lens[b]) + " is outside [0, " +
                                            std::to_string(S) + "]");
     }
   }
@@ -199,8 +202,10 @@ void run_recurrent(KernelContext& ctx, Cell cell) {
       const Tensor& t = ctx.input(idx);
       check_dims(ctx, t, state_dims, what);
       const T* p = t.data<T>();
-      if (d.batch_first) s = swap01(p, N, D, H);
-      else std::copy(p, p + D * N * H, s.begin());
+      if (d.batch_first)
+        s = swap01(p, N, D, H);
+      else
+        std::copy(p, p + D * N * H, s.begin());
     }
     return s;
   };
@@ -221,8 +226,7 @@ void run_recurrent(KernelContext& ctx, Cell cell) {
   const std::vector<Activation> acts = read_activations(ctx, cell, static_cast<int>(D));
   const bool has_clip = ctx.has_attr("clip");
   const T clip = static_cast<T>(ctx.attr_float("clip", 0.f));
-  if (has_clip && !(clip > T(0)))
-    ctx.fail(ErrorKind::kInvalidModel, "clip should be positive");
+  if (has_clip && !(clip > T(0))) ctx.fail(ErrorKind::kInvalidModel, "clip should be positive");
   auto clipped = [&](T v) { return has_clip ? std::clamp(v, -clip, clip) : v; };
 
   // X as [S, N, I].
@@ -316,8 +320,8 @@ void run_recurrent(KernelContext& ctx, Cell cell) {
       }
       if (cell == Cell::kGru) {
         if (!linear_before_reset && N * H > 0)
-          gemm_ref(false, true, N, H, H, T(1), rh.data(), H, rd + 2 * H * H, H, T(0),
-                   rhr.data(), H);
+          gemm_ref(false, true, N, H, H, T(1), rh.data(), H, rd + 2 * H * H, H, T(0), rhr.data(),
+                   H);
         for (int64_t b = 0; b < N; ++b) {
           if (step >= lens[b]) continue;
           const int64_t t = backward ? lens[b] - 1 - step : step;
@@ -326,8 +330,10 @@ void run_recurrent(KernelContext& ctx, Cell cell) {
           T* hn = h_new.data() + b * H;
           for (int64_t j = 0; j < H; ++j) {
             T pre = g[2 * H + j];
-            if (linear_before_reset) pre += rh[b * H + j];
-            else pre += rhr[b * H + j] + (rb ? rb[2 * H + j] : T(0));
+            if (linear_before_reset)
+              pre += rh[b * H + j];
+            else
+              pre += rhr[b * H + j] + (rb ? rb[2 * H + j] : T(0));
             const T cand = act[1](clipped(pre));
             const T z = hn[j];
             hn[j] = (T(1) - z) * cand + z * hp[j];
@@ -344,10 +350,18 @@ void run_recurrent(KernelContext& ctx, Cell cell) {
     }
   }
 
+  // Like onnxruntime, a batch entry with sequence length 0 has zero final states.
+  for (int64_t b = 0; b < N; ++b) {
+    if (lens[b] != 0) continue;
+    for (int64_t dir = 0; dir < D; ++dir) {
+      std::fill_n(h_state.begin() + (dir * N + b) * H, H, T(0));
+      if (cell == Cell::kLstm) std::fill_n(c_state.begin() + (dir * N + b) * H, H, T(0));
+    }
+  }
   const DType dt = x.dtype();
   if (ctx.num_outputs() > 0 && ctx.wants_output(0)) {
-    std::vector<int64_t> ydims = d.batch_first ? std::vector<int64_t>{N, S, D, H}
-                                               : std::vector<int64_t>{S, D, N, H};
+    std::vector<int64_t> ydims =
+        d.batch_first ? std::vector<int64_t>{N, S, D, H} : std::vector<int64_t>{S, D, N, H};
     Tensor yt(dt, ydims);
     T* yp = yt.data<T>();
     if (d.batch_first) {
@@ -355,7 +369,8 @@ void run_recurrent(KernelContext& ctx, Cell cell) {
         for (int64_t dir = 0; dir < D; ++dir)
           for (int64_t b = 0; b < N; ++b)
             std::copy(y.begin() + ((t * D + dir) * N + b) * H,
-                      y.begin() + ((t * D + dir) * N + b + 1) * H, yp + ((b * S + t) * D + dir) * H);
+                      y.begin() + ((t * D + dir) * N + b + 1) * H,
+                      yp + ((b * S + t) * D + dir) * H);
     } else {
       std::copy(y.begin(), y.end(), yp);
     }
@@ -379,10 +394,13 @@ void recurrent_kernel(KernelContext& ctx, Cell cell) {
       ctx.fail(ErrorKind::kBadInput, "input " + std::to_string(i) + " has dtype " +
                                          std::string(dtype_name(ctx.input(i).dtype())) +
                                          ", expected " + std::string(dtype_name(dt)));
-  if (dt == DType::kFloat32) run_recurrent<float>(ctx, cell);
-  else if (dt == DType::kFloat64) run_recurrent<double>(ctx, cell);
-  else ctx.fail(ErrorKind::kUnsupported, "recurrent ops need float inputs, got " +
-                                         std::string(dtype_name(dt)));
+  if (dt == DType::kFloat32)
+    run_recurrent<float>(ctx, cell);
+  else if (dt == DType::kFloat64)
+    run_recurrent<double>(ctx, cell);
+  else
+    ctx.fail(ErrorKind::kUnsupported,
+             "recurrent ops need float inputs, got " + std::string(dtype_name(dt)));
 }
 
 void rnn_kernel(KernelContext& ctx) { recurrent_kernel(ctx, Cell::kRnn); }
@@ -402,18 +420,23 @@ void infer_recurrent(InferContext& ctx) {
   const std::vector<Dim> state = batch_first ? std::vector<Dim>{batch, Dim(num_dir), hidden}
                                              : std::vector<Dim>{Dim(num_dir), batch, hidden};
   if (ctx.num_outputs() > 0)
-    ctx.set_output_type(0, Type::tensor(xt.dtype, Shape(batch_first
-        ? std::vector<Dim>{batch, seq, Dim(num_dir), hidden}
-        : std::vector<Dim>{seq, Dim(num_dir), batch, hidden})));
-  for (int i = 1; i < ctx.num_outputs(); ++i) ctx.set_output_type(i, Type::tensor(xt.dtype, Shape(state)));
+    ctx.set_output_type(
+        0, Type::tensor(xt.dtype,
+                        Shape(batch_first ? std::vector<Dim>{batch, seq, Dim(num_dir), hidden}
+                                          : std::vector<Dim>{seq, Dim(num_dir), batch, hidden})));
+  for (int i = 1; i < ctx.num_outputs(); ++i)
+    ctx.set_output_type(i, Type::tensor(xt.dtype, Shape(state)));
 }
 
 }  // namespace
 
 void register_rnn_ops(OpRegistry& r) {
-  r.add("RNN").since(1).inputs(3, 6).outputs(0, 2).run(rnn_kernel).shape(infer_recurrent).via_float();
-  r.add("LSTM").since(1).inputs(3, 8).outputs(0, 3).run(lstm_kernel).shape(infer_recurrent).via_float();
-  r.add("GRU").since(1).inputs(3, 6).outputs(0, 2).run(gru_kernel).shape(infer_recurrent).via_float();
+  r.add("RNN").since(1).inputs(3, 6).outputs(0, 2).run(rnn_kernel).shape(infer_recurrent)
+      .via_float();
+  r.add("LSTM").since(1).inputs(3, 8).outputs(0, 3).run(lstm_kernel).shape(infer_recurrent)
+      .via_float();
+  r.add("GRU").since(1).inputs(3, 6).outputs(0, 2).run(gru_kernel).shape(infer_recurrent)
+      .via_float();
 }
 
 }  // namespace kiln

@@ -47,14 +47,18 @@ void update(KernelContext& ctx, F&& f) {
   for (int i = 0; i < n; ++i) {
     const Tensor& x = ctx.input(2 + i);
     std::vector<Tensor> outs;
-    for (int s = 0; s <= kStates; ++s) outs.emplace_back(ctx.input(2 + (s == 0 ? 0 : s + 1) * n + i).dtype(), x.dims());
+    for (int s = 0; s <= kStates; ++s) {  // X_new, then each state; G has no output
+      const int group = s == 0 ? 0 : s + 1;
+      outs.emplace_back(ctx.input(2 + group * n + i).dtype(), x.dims());
+    }
     for (int64_t e = 0; e < x.numel(); ++e) {
       double in[2 + kStates], out[1 + kStates];
       for (int g = 0; g < groups; ++g) in[g] = ctx.input(2 + g * n + i).get_double(e);
       f(in, out);
       for (int s = 0; s <= kStates; ++s) outs[static_cast<size_t>(s)].set_double(e, out[s]);
     }
-    for (int s = 0; s <= kStates; ++s) ctx.set_output(s * n + i, std::move(outs[static_cast<size_t>(s)]));
+    for (int s = 0; s <= kStates; ++s)
+      ctx.set_output(s * n + i, std::move(outs[static_cast<size_t>(s)]));
   }
 }
 

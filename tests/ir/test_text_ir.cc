@@ -210,6 +210,30 @@ TEST(TextIr, AllAttributeKindsRoundTrip) {
   EXPECT_EQ(bn.attrs.at("graphs").graphs[1]->outputs[0], back.graph->inputs[0]);
 }
 
+// TYPE_PROTO attributes (Optional's `type`) print as type<...> and round-trip.
+TEST(TextIr, TypeAttributes) {
+  const std::string text = R"(model ir=8 opsets={"": 18}
+graph @main() -> (%a: opt<seq<f32[...]>>, %b: opt<i64[2,N]>) {
+  %a = Optional() {type=type<opt<seq<f32[...]>>>} : opt<seq<f32[...]>>
+  %b = Optional() {type=type<i64[2,N]>, u=type<?[...]>, w=type<seq<?>>} : opt<i64[2,N]>
+  return %a, %b
+}
+)";
+  std::string printed = expect_text_round_trip(text);
+  EXPECT_NE(printed.find("type=type<opt<seq<f32[...]>>>"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("type=type<i64[2,N]>"), std::string::npos) << printed;
+  Model m = parse_model(text);
+  const Attribute& a = m.graph->nodes[0]->attrs.at("type");
+  ASSERT_EQ(a.kind, Attribute::Kind::kType);
+  EXPECT_EQ(to_string(a.tp), "opt<seq<f32[...]>>");
+  const Attribute& w = m.graph->nodes[1]->attrs.at("w");
+  ASSERT_EQ(w.kind, Attribute::Kind::kType);
+  EXPECT_EQ(w.tp.kind, Type::Kind::kSequence);
+  EXPECT_EQ(w.tp.elem, nullptr);
+  EXPECT_EQ(attribute_kind_name(Attribute::Kind::kType), "type");
+  EXPECT_NE(parse_error("graph @main() -> () {\n  %a = Optional() {type=type<f32[2]} : opt<f32[2]>\n  return\n}\n").size(), 0u);
+}
+
 TEST(TextIr, SubgraphsWithCapturesAndNesting) {
   const std::string text = R"(model ir=8 opsets={"": 17}
 graph @main(%cond: bool[], %x: f32[2], %n: i64[]) -> (%o: f32[2]) {

@@ -1,0 +1,51 @@
+// Graph rewriting support for passes: use lists, replacing uses, removing nodes and dead
+// values, renaming, and restoring topological order after nodes were appended.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace kiln {
+
+// Consumers of every value used by `g`'s nodes, including uses inside nested subgraphs
+// (attributed to the node that owns the subgraph).
+struct UseMap {
+  std::unordered_map<const Value*, std::vector<Node*>> users;
+  size_t count(const Value* v) const {
+    auto it = users.find(v);
+    return it == users.end() ? 0 : it->second.size();
+  }
+  const std::vector<Node*>& of(const Value* v) const;
+};
+UseMap compute_uses(const Graph& g);
+bool is_graph_output(const Graph& g, const Value* v);
+
+class GraphEditor {
+ public:
+  explicit GraphEditor(Graph& g) : g_(g) {}
+
+  // Replaces every use of `from` (node inputs here and in nested subgraphs, graph outputs) by
+  // `to`. When `from` is a graph output and `to` is a plain intermediate, `to` takes over
+  // from's name so that the model's output names do not change.
+  void replace_all_uses(Value* from, Value* to);
+  // Removes nodes for which `pred` is true (their outputs must be unused by then).
+  size_t remove_nodes_if(const std::function<bool(const Node&)>& pred);
+  // Drops values that are not inputs, outputs, constants or produced by a node.
+  void erase_dead_values();
+  void rename(Value* v, const std::string& name);
+  // A fresh name "<base>_k" not used in this graph or its enclosing graphs.
+  std::string unique_name(const std::string& base);
+  // Reorders nodes topologically (stable for nodes that are already in order).
+  void sort_topologically();
+
+ private:
+  bool is_graph_output_elsewhere(const Value* v) const;
+  Graph& g_;
+  int counter_ = 0;
+};
+
+}  // namespace kiln

@@ -1,0 +1,53 @@
+// Graph passes: each pass is a plain Model -> Model rewrite in its own file with a name and a
+// one-line summary; the pass manager runs a linear pipeline with verification, timing and IR
+// dumps between passes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace kiln {
+
+struct PassStat {
+  std::string pass;
+  double ms = 0;
+  size_t nodes_after = 0;
+  std::map<std::string, int64_t> histogram_after;
+};
+
+struct PassContext {
+  std::set<std::string> disabled;    // pass names to skip
+  bool verify = false;               // run the verifier after every pass
+  bool time = false;                 // log each pass's wall time to `log`
+  std::string print_ir_after;        // pass name, or "all": print the IR to `log` after it
+  std::string dump_dir;              // write NN-<pass>.kir after every pass into this folder
+  std::ostream* log = nullptr;       // where timing and printed IR go (default std::cerr)
+  int64_t fold_max_elements = 1 << 20;  // constant folding leaves larger results unfolded
+  std::vector<PassStat> stats;       // filled by run_passes, one entry per pass that ran
+};
+
+struct PassInfo {
+  std::string name;
+  std::string summary;
+  // Rewrites the model in place; returns true when it changed something.
+  bool (*run)(Model& m, PassContext& ctx) = nullptr;
+};
+
+// Every registered pass, in default-pipeline order first.
+const std::vector<PassInfo>& all_passes();
+const PassInfo* find_pass(const std::string& name);
+// The default optimization pipeline (names), in order.
+std::vector<std::string> default_pipeline();
+// Runs the named passes in order (unknown name -> kUsage error listing the passes).
+void run_passes(Model& m, const std::vector<std::string>& names, PassContext& ctx);
+
+// Op histogram of a graph including subgraphs (used in stats and by inspect).
+std::map<std::string, int64_t> op_histogram(const Graph& g);
+
+}  // namespace kiln

@@ -1,0 +1,24 @@
+// One function per pass file returning its PassInfo; registered_passes() lists them in
+// default-pipeline order (pass_registry.cc).
+#pragma once
+
+#include <vector>
+
+#include "pass/pass.h"
+
+namespace kiln {
+
+PassInfo shape_inference_pass();     // pass/shape_inference.cc
+PassInfo constant_folding_pass();    // pass/constant_folding.cc
+PassInfo dead_code_elimination_pass();  // pass/dead_code_elimination.cc
+PassInfo dead_code_elimination_pass_again();
+PassInfo cse_pass();                 // pass/common_subexpression.cc
+PassInfo simplify_pass();            // pass/algebraic_simplify.cc
+PassInfo fold_batchnorm_pass();      // pass/fold_batchnorm.cc
+PassInfo fold_scale_bias_pass();     // pass/fold_scale_bias.cc
+PassInfo fuse_composites_pass();     // pass/fuse_composites.cc
+PassInfo fusion_pass();              // pass/fusion.cc
+
+std::vector<PassInfo> registered_passes();
+
+}  // namespace kiln

@@ -1,0 +1,157 @@
+// kiln-opt: runs graph passes on text-IR files; checks and regenerates golden IR-in/IR-out
+// tests (tests/pass/golden/<pass>/*.kir: "// proves:", "// passes:", input, "// -----", expected).
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "core/error.h"
+#include "ir/text.h"
+#include "ops/verifier.h"
+#include "pass/pass.h"
+
+namespace kiln {
+namespace {
+
+constexpr const char* kSeparator = "// -----";
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorKind::kUsage, "cannot read '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t\r") + 1);
+    if (!item.empty()) out.push_back(item == "default" ? "" : item);
+  }
+  std::vector<std::string> expanded;
+  for (const auto& i : out) {
+    if (i.empty()) {
+      auto d = default_pipeline();
+      expanded.insert(expanded.end(), d.begin(), d.end());
+    } else {
+      expanded.push_back(i);
+    }
+  }
+  return expanded;
+}
+
+struct Golden {
+  std::string header;  // comment lines before the input
+  std::string passes;
+  std::string input;
+  std::string expected;
+};
+
+Golden parse_golden(const std::string& path) {
+  std::string text = read_text(path);
+  Golden g;
+  auto sep = text.find(std::string("\n") + kSeparator);
+  g.input = sep == std::string::npos ? text : text.substr(0, sep + 1);
+  if (sep != std::string::npos) {
+    auto after = text.find('\n', sep + 1);
+    g.expected = after == std::string::npos ? "" : text.substr(after + 1);
+  }
+  std::istringstream lines(g.input);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("//", 0) != 0) break;
+    g.header += line + "\n";
+    if (line.rfind("// passes:", 0) == 0) g.passes = line.substr(10);
+  }
+  if (g.passes.empty()) throw Error(ErrorKind::kUsage, path + ": missing a '// passes: a,b' line");
+  if (g.header.find("// proves:") == std::string::npos)
+    throw Error(ErrorKind::kUsage, path + ": missing a '// proves: ...' line saying what the case shows");
+  return g;
+}
+
+std::string run_on_text(const std::string& text, const std::string& source, const std::vector<std::string>& passes,
+                        PassContext& ctx) {
+  Model m = parse_model(text, source);
+  verify_model(m, {});
+  run_passes(m, passes, ctx);
+  verify_model(m, {});
+  return print_model(m);
+}
+
+int check_golden(const std::vector<std::string>& paths, bool update) {
+  std::vector<std::string> files;
+  for (const auto& p : paths) {
+    if (std::filesystem::is_directory(p)) {
+      for (const auto& e : std::filesystem::recursive_directory_iterator(p))
+        if (e.path().extension() == ".kir") files.push_back(e.path().string());
+    } else {
+      files.push_back(p);
+    }
+  }
+  std::sort(files.begin(), files.end());
+  int passed = 0, failed = 0;
+  for (const auto& f : files) {
+    try {
+      Golden g = parse_golden(f);
+      PassContext ctx;
+      ctx.verify = true;
+      std::string got = run_on_text(g.input, f, split_list(g.passes), ctx);
+      if (update) {
+        std::ofstream out(f);
+        out << g.input << kSeparator << "\n" << got;
+        ++passed;
+      } else if (got == g.expected) {
+        ++passed;
+      } else {
+        ++failed;
+        std::cout << "FAIL " << f << ": output differs from the expected IR\n--- got:\n" << got << "--- expected:\n"
+                  << g.expected;
+      }
+    } catch (const Error& e) {
+      ++failed;
+      std::cout << "FAIL " << f << ": " << e.what() << "\n";
+    }
+  }
+  std::cout << passed << " passed, " << failed << " failed\n";
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace kiln
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln-opt: run kiln graph passes on text IR and check golden tests"};
+  std::vector<std::string> inputs;
+  std::string passes = "default";
+  bool check = false, update = false, list = false;
+  kiln::PassContext ctx;
+  std::string disable;
+  app.add_option("inputs", inputs, "text-IR files (or folders with --check)");
+  app.add_option("--passes", passes, "comma-separated passes; 'default' is the default pipeline")->capture_default_str();
+  app.add_flag("--check", check, "treat inputs as golden tests and compare");
+  app.add_flag("--update", update, "with --check: rewrite the expected part of each golden file");
+  app.add_flag("--list", list, "list the passes with their summaries");
+  app.add_flag("--verify", ctx.verify, "verify the IR after every pass");
+  app.add_flag("--time", ctx.time, "print each pass's time");
+  app.add_option("--print-ir-after", ctx.print_ir_after, "print the IR after the pass NAME, or 'all'");
+  app.add_option("--dump-dir", ctx.dump_dir, "write the IR after every pass into DIR");
+  app.add_option("--disable", disable, "comma-separated passes to skip");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (list) {
+      for (const auto& p : kiln::all_passes()) std::cout << p.name << ": " << p.summary << "\n";
+      return 0;
+    }
+    for (const auto& d : kiln::split_list(disable)) ctx.disabled.insert(d);
+    if (check || update) return kiln::check_golden(inputs, update);
+    if (inputs.size() != 1) throw kiln::Error(kiln::ErrorKind::kUsage, "give one text-IR file");
+    std::cout << kiln::run_on_text(kiln::read_text(inputs[0]), inputs[0], kiln::split_list(passes), ctx);
+    return 0;
+  } catch (const kiln::Error& e) {
+    std::cerr << "kiln-opt: " << e.what() << "\n";
+    return kiln::exit_code(e.kind());
+  }
+}
