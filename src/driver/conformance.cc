@@ -138,7 +138,7 @@ std::string compare_dtype_and_shape(const RtValue& got, const RtValue& want) {
 
 }  // namespace
 
-CaseResult run_backend_case(const std::string& dir) {
+CaseResult run_backend_case(const std::string& dir, const CaseOptions& case_opts) {
   CaseResult result;
   try {
     std::vector<fs::path> sets;
@@ -151,6 +151,7 @@ CaseResult run_backend_case(const std::string& dir) {
       return result;
     }
     SessionOptions opts;
+    opts.optimize = case_opts.optimize;
     Session session(load_onnx_model((fs::path(dir) / "model.onnx").string()), opts);
     const Graph& g = *session.model().graph;
     auto feed_inputs = session.feed_inputs();

@@ -16,7 +16,11 @@ struct CaseResult {
 bool is_backend_case(const std::string& dir);
 // Expands each argument: a case folder itself, or a folder whose subfolders are cases.
 std::vector<std::string> collect_backend_cases(const std::vector<std::string>& args);
+struct CaseOptions {
+  bool optimize = false;  // run the default pass pipeline before interpreting
+};
+
 // Runs every data set of the case with the interpreter. Never throws.
-CaseResult run_backend_case(const std::string& dir);
+CaseResult run_backend_case(const std::string& dir, const CaseOptions& opts = {});
 
 }  // namespace kiln

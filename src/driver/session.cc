@@ -6,6 +6,7 @@
 
 #include "driver/npy.h"
 #include "frontend/onnx/onnx_io.h"
+#include "pass/pass.h"
 
 namespace kiln {
 
@@ -24,6 +25,16 @@ Session::Session(Model model, const SessionOptions& opts) : model_(std::move(mod
     throw Error(ErrorKind::kUsage,
                 "unsupported: the compiled engine is not available in this build yet; use --engine interp");
   if (opts.threads < 1) throw Error(ErrorKind::kUsage, "--threads must be at least 1");
+  if (opts.optimize) {
+    PassContext ctx;
+    try {
+      run_passes(model_, default_pipeline(), ctx);
+    } catch (const Error& e) {
+      ErrorLocation loc;
+      loc.file = model_.path;
+      throw e.with_context(loc);
+    }
+  }
   InterpreterOptions io;
   io.seed = opts.seed;
   io.profile = opts.profile;

@@ -21,6 +21,7 @@ struct SessionOptions {
   int threads = 1;
   uint64_t seed = 0;
   bool profile = false;
+  bool optimize = false;  // run the default graph-pass pipeline before execution
 };
 
 // An input read from a file: the embedded name (.pb) or empty (.npy binds by position).

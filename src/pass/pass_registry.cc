@@ -5,7 +5,10 @@ namespace kiln {
 
 std::vector<PassInfo> registered_passes() {
   return {
+      shape_inference_pass(),
+      constant_folding_pass(),
       dead_code_elimination_pass(),
+      cse_pass(),
   };
 }
 

@@ -1,5 +1,6 @@
 // kiln-opt: runs graph passes on text-IR files; checks and regenerates golden IR-in/IR-out
 // tests (tests/pass/golden/<pass>/*.kir: "// proves:", "// passes:", input, "// -----", expected).
+// Also reads .onnx models; --stats prints node counts and the op histogram instead of the IR.
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fstream>
@@ -7,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "frontend/onnx/onnx_io.h"
 #include "ir/text.h"
 #include "ops/verifier.h"
 #include "pass/pass.h"
@@ -81,6 +83,20 @@ std::string run_on_text(const std::string& text, const std::string& source, cons
   return print_model(m);
 }
 
+// Text IR, or an ONNX model when the file name ends in .onnx.
+Model load_input(const std::string& path) {
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".onnx") == 0) return load_onnx_model(path);
+  return parse_model(read_text(path), path);
+}
+
+// Node count before the passes, after each pass, and the op histogram after the last one.
+void print_stats(size_t nodes_before, const PassContext& ctx, const Model& after) {
+  std::cout << "nodes before: " << nodes_before << "\n";
+  for (const auto& st : ctx.stats) std::cout << "after " << st.pass << ": " << st.nodes_after << " nodes\n";
+  std::cout << "op histogram after the last pass:\n";
+  for (const auto& [op, n] : op_histogram(*after.graph)) std::cout << "  " << op << " " << n << "\n";
+}
+
 int check_golden(const std::vector<std::string>& paths, bool update) {
   std::vector<std::string> files;
   for (const auto& p : paths) {
@@ -126,13 +142,14 @@ int main(int argc, char** argv) {
   CLI::App app{"kiln-opt: run kiln graph passes on text IR and check golden tests"};
   std::vector<std::string> inputs;
   std::string passes = "default";
-  bool check = false, update = false, list = false;
+  bool check = false, update = false, list = false, stats = false;
   kiln::PassContext ctx;
   std::string disable;
   app.add_option("inputs", inputs, "text-IR files (or folders with --check)");
   app.add_option("--passes", passes, "comma-separated passes; 'default' is the default pipeline")->capture_default_str();
   app.add_flag("--check", check, "treat inputs as golden tests and compare");
   app.add_flag("--update", update, "with --check: rewrite the expected part of each golden file");
+  app.add_flag("--stats", stats, "print node counts per pass and the op histogram instead of the IR");
   app.add_flag("--list", list, "list the passes with their summaries");
   app.add_flag("--verify", ctx.verify, "verify the IR after every pass");
   app.add_flag("--time", ctx.time, "print each pass's time");
@@ -147,8 +164,14 @@ int main(int argc, char** argv) {
     }
     for (const auto& d : kiln::split_list(disable)) ctx.disabled.insert(d);
     if (check || update) return kiln::check_golden(inputs, update);
-    if (inputs.size() != 1) throw kiln::Error(kiln::ErrorKind::kUsage, "give one text-IR file");
-    std::cout << kiln::run_on_text(kiln::read_text(inputs[0]), inputs[0], kiln::split_list(passes), ctx);
+    if (inputs.size() != 1) throw kiln::Error(kiln::ErrorKind::kUsage, "give one text-IR or .onnx file");
+    kiln::Model m = kiln::load_input(inputs[0]);
+    kiln::verify_model(m, {});
+    const size_t nodes_before = m.graph->node_count_recursive();
+    kiln::run_passes(m, kiln::split_list(passes), ctx);
+    kiln::verify_model(m, {});
+    if (stats) kiln::print_stats(nodes_before, ctx, m);
+    else std::cout << kiln::print_model(m);
     return 0;
   } catch (const kiln::Error& e) {
     std::cerr << "kiln-opt: " << e.what() << "\n";

@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "driver/conformance.h"
+#include "driver/conformance_report.h"
 
 namespace kiln::cli {
 namespace {
@@ -27,21 +28,23 @@ struct TestArgs {
   std::string expected;       // file listing cases that must pass
   std::string write_passing;  // write the passing cases here
   bool verbose = false;
+  bool optimize = false;
+  std::string report;  // Markdown conformance report
 };
 
-CaseResult run_isolated(const std::string& dir, double timeout_s) {
+CaseResult run_isolated(const std::string& dir, double timeout_s, const CaseOptions& opts) {
   int fds[2];
-  if (pipe(fds) != 0) return run_backend_case(dir);
+  if (pipe(fds) != 0) return run_backend_case(dir, opts);
   std::cout.flush();
   pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);
     close(fds[1]);
-    return run_backend_case(dir);
+    return run_backend_case(dir, opts);
   }
   if (pid == 0) {
     close(fds[0]);
-    CaseResult r = run_backend_case(dir);
+    CaseResult r = run_backend_case(dir, opts);
     std::string msg = std::to_string(static_cast<int>(r.status)) + " " + r.reason;
     ssize_t off = 0;
     while (off < static_cast<ssize_t>(msg.size())) {
@@ -107,11 +110,15 @@ int test_onnx_command(const TestArgs& a) {
     for (std::string line; std::getline(in, line);)
       if (!line.empty() && line[0] != '#') expected.insert(line);
   }
+  ConformanceReport report;
   int passed = 0, failed = 0, skipped = 0;
   std::vector<std::string> passing, regressions;
   for (const auto& dir : cases) {
     std::string name = case_name(dir);
-    CaseResult r = a.isolate ? run_isolated(dir, a.timeout_s) : run_backend_case(dir);
+    CaseOptions copts;
+    copts.optimize = a.optimize;
+    CaseResult r = a.isolate ? run_isolated(dir, a.timeout_s, copts) : run_backend_case(dir, copts);
+    if (!a.report.empty()) report.add(dir, name, r);
     switch (r.status) {
       case CaseResult::Status::kPassed:
         ++passed;
@@ -140,6 +147,7 @@ int test_onnx_command(const TestArgs& a) {
     for (const auto& r : regressions) std::cout << "REGRESSION " << r << " (in " << a.expected << ")\n";
     std::cout << "expected-pass list: " << expected.size() << " cases, " << regressions.size() << " regressed\n";
   }
+  if (!a.report.empty()) report.write(a.report, a.dirs, a.optimize);
   std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped\n";
   if (!a.expected.empty()) return regressions.empty() ? 0 : 1;
   return failed == 0 ? 0 : 1;
@@ -157,6 +165,9 @@ void add_test_onnx_command(CLI::App& app, Action& action) {
                   "file of case names that must pass; exit 1 only when one of them does not");
   cmd->add_option("--write-passing", args->write_passing, "write the names of passing cases to FILE");
   cmd->add_flag("-v,--verbose", args->verbose, "also print passing cases");
+  cmd->add_flag("--optimize", args->optimize, "run the default graph-pass pipeline before interpreting");
+  cmd->add_option("--report", args->report,
+                  "write a Markdown report: per-op pass counts and every failing or skipped case");
   cmd->callback([args, &action] { action = [args] { return test_onnx_command(*args); }; });
 }
 

@@ -1,4 +1,4 @@
-// ONNX files in and out: ModelProto -> Model import, and TensorProto/SequenceProto/OptionalProto
+// ONNX files in and out: ModelProto <-> Model import and export, and TensorProto/SequenceProto/OptionalProto
 // value files (.pb) used for inputs and outputs. No protobuf type leaks out of this header.
 #pragma once
 
@@ -19,6 +19,14 @@ struct ImportOptions {
 Model load_onnx_model(const std::string& path, const ImportOptions& opts = {});
 Model load_onnx_model_from_bytes(const void* data, size_t size, const std::string& display_name,
                                  const ImportOptions& opts = {});
+
+// Model -> ONNX ModelProto bytes (producer "kiln"; kiln.* annotations dropped, kiln composite ops
+// written as standard ONNX ops or expanded into primitive ones). Throws kUnsupported for models
+// over 2 GB (use save_onnx_model) and for kiln-internal ops without an ONNX form.
+std::string serialize_onnx_model(const Model& m);
+// Writes `path`; when the initializers exceed ~1.8 GB, the large ones go to `<path>.data` (ONNX
+// external data, location relative to the model's folder).
+void save_onnx_model(const Model& m, const std::string& path);
 
 // Reads a .pb value file. `hint` selects the proto kind (sequence/optional types read
 // SequenceProto/OptionalProto; otherwise TensorProto). `name_out` receives the embedded name.
