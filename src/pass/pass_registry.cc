@@ -9,6 +9,7 @@ std::vector<PassInfo> registered_passes() {
       constant_folding_pass(),
       dead_code_elimination_pass(),
       cse_pass(),
+      fusion_pass(),
   };
 }
 

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_run_command(app, action);
   kiln::cli::add_inspect_command(app, action);
   kiln::cli::add_test_onnx_command(app, action);
+  kiln::cli::add_optimize_command(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -27,9 +27,6 @@ namespace {
 
 constexpr const char* kKilnDomain = "kiln";
 constexpr const char* kProducerVersion = "0.1.0";
-// Past this many initializer bytes the weights go to an external data file (protobuf messages
-// are limited to 2 GB).
-constexpr size_t kExternalThreshold = size_t{1800} << 20;
 // In external-data mode, tensors smaller than this stay inline.
 constexpr size_t kExternalMinBytes = 1024;
 constexpr size_t kExternalAlign = 4096;
@@ -572,11 +569,11 @@ std::string serialize_onnx_model(const Model& m) {
   return serialize(Exporter(m).run());
 }
 
-void save_onnx_model(const Model& m, const std::string& path) {
+void save_onnx_model(const Model& m, const std::string& path, const ExportOptions& opts) {
   onnx::ModelProto p = Exporter(m).run();
   namespace fs = std::filesystem;
   const std::string data_path = path + ".data";
-  if (initializer_bytes(p.graph()) > kExternalThreshold)
+  if (initializer_bytes(p.graph()) > opts.external_data_threshold)
     externalize(p, data_path, fs::path(data_path).filename().string());
   std::string bytes = serialize(p);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -24,9 +24,13 @@ Model load_onnx_model_from_bytes(const void* data, size_t size, const std::strin
 // written as standard ONNX ops or expanded into primitive ones). Throws kUnsupported for models
 // over 2 GB (use save_onnx_model) and for kiln-internal ops without an ONNX form.
 std::string serialize_onnx_model(const Model& m);
-// Writes `path`; when the initializers exceed ~1.8 GB, the large ones go to `<path>.data` (ONNX
-// external data, location relative to the model's folder).
-void save_onnx_model(const Model& m, const std::string& path);
+struct ExportOptions {
+  // Main-graph initializers totalling more bytes than this are written to external data.
+  size_t external_data_threshold = size_t{1800} << 20;
+};
+// Writes `path`; when the initializers exceed the threshold (~1.8 GB), those of 1 KiB and more go
+// to `<path>.data` (ONNX external data, location relative to the model's folder).
+void save_onnx_model(const Model& m, const std::string& path, const ExportOptions& opts = {});
 
 // Reads a .pb value file. `hint` selects the proto kind (sequence/optional types read
 // SequenceProto/OptionalProto; otherwise TensorProto). `name_out` receives the embedded name.
