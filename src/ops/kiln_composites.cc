@@ -12,6 +12,7 @@
 #include "ops/families.h"
 #include "ops/op_util.h"
 #include "ops/registry.h"
+#include "ops/tensor_util.h"
 
 namespace kiln {
 namespace {
@@ -25,7 +26,8 @@ std::vector<double> to_doubles(const KernelContext& ctx, const Tensor& t) {
     const double* p = t.data<double>();
     for (size_t i = 0; i < out.size(); ++i) out[i] = p[i];
   } else {
-    ctx.fail(ErrorKind::kUnsupported, "expected a float tensor, got " + std::string(dtype_name(t.dtype())));
+    ctx.fail(ErrorKind::kUnsupported,
+             "expected a float tensor, got " + std::string(dtype_name(t.dtype())));
   }
   return out;
 }
@@ -53,17 +55,21 @@ void unary(KernelContext& ctx, F&& f) {
 void gelu_kernel(KernelContext& ctx) {
   const std::string mode = ctx.attr_string("approximate", "none");
   if (mode != "none" && mode != "tanh")
-    ctx.fail(ErrorKind::kInvalidModel, "attribute 'approximate' should be \"none\" or \"tanh\", got \"" + mode + "\"");
+    ctx.fail(ErrorKind::kInvalidModel,
+             "attribute 'approximate' should be \"none\" or \"tanh\", got \"" + mode + "\"");
   if (mode == "tanh") {
     const double k = std::sqrt(2.0 / M_PI);
-    unary(ctx, [k](double x) { return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x))); });
+    unary(ctx,
+          [k](double x) { return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x))); });
   } else {
     unary(ctx, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); });
   }
 }
 
 void silu_kernel(KernelContext& ctx) {
-  unary(ctx, [](double x) { return x >= 0 ? x / (1.0 + std::exp(-x)) : x * std::exp(x) / (1.0 + std::exp(x)); });
+  unary(ctx, [](double x) {
+    return x >= 0 ? x / (1.0 + std::exp(-x)) : x * std::exp(x) / (1.0 + std::exp(x));
+  });
 }
 
 void hard_swish_kernel(KernelContext& ctx) {
@@ -71,8 +77,8 @@ void hard_swish_kernel(KernelContext& ctx) {
 }
 
 // Values of `p` broadcast (right-aligned) to `dims`.
-std::vector<double> expand_to(const KernelContext& ctx, const Tensor& p, const std::vector<int64_t>& dims,
-                              const char* what) {
+std::vector<double> expand_to(const KernelContext& ctx, const Tensor& p,
+                              const std::vector<int64_t>& dims, const char* what) {
   std::vector<int64_t> bd = broadcast_dims(ctx, {p.dims(), dims});
   if (bd != dims)
     ctx.fail(ErrorKind::kBadInput, std::string(what) + " shape " + dims_to_string(p.dims()) +
@@ -121,8 +127,8 @@ std::vector<double> batched_matmul(const KernelContext& ctx, const std::vector<d
   const int64_t bk = transpose_b ? bd.back() : bd[bd.size() - 2];
   const int64_t n = transpose_b ? bd[bd.size() - 2] : bd.back();
   if (k != bk)
-    ctx.fail(ErrorKind::kBadInput, "inner dims differ: " + dims_to_string(ad) + " and " + dims_to_string(bd) +
-                                       (transpose_b ? " (transposed)" : ""));
+    ctx.fail(ErrorKind::kBadInput, "inner dims differ: " + dims_to_string(ad) + " and " +
+                                       dims_to_string(bd) + (transpose_b ? " (transposed)" : ""));
   std::vector<int64_t> ab(ad.begin(), ad.end() - 2), bb(bd.begin(), bd.end() - 2);
   std::vector<int64_t> batch = broadcast_dims(ctx, {ab, bb});
   out_dims = batch;
@@ -139,7 +145,8 @@ std::vector<double> batched_matmul(const KernelContext& ctx, const std::vector<d
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         double s = 0;
-        for (int64_t t = 0; t < k; ++t) s += pa[i * k + t] * (transpose_b ? pb[j * k + t] : pb[t * n + j]);
+        for (int64_t t = 0; t < k; ++t)
+          s += pa[i * k + t] * (transpose_b ? pb[j * k + t] : pb[t * n + j]);
         po[i * n + j] = s;
       }
   });
@@ -153,7 +160,8 @@ void attention_kernel(KernelContext& ctx) {
   const double scale = ctx.attr_float("scale", 1.f);
   // S1: scores = q @ k^T * scale (+ mask, which may broadcast the scores to more dims).
   std::vector<int64_t> sd;
-  std::vector<double> s = batched_matmul(ctx, to_doubles(ctx, q), q.dims(), to_doubles(ctx, k), k.dims(), true, sd);
+  std::vector<double> s =
+      batched_matmul(ctx, to_doubles(ctx, q), q.dims(), to_doubles(ctx, k), k.dims(), true, sd);
   for (double& e : s) e *= scale;
   if (ctx.attr_int("has_mask", 0) != 0 && ctx.has_input(3)) {
     const Tensor& mask = ctx.input(3);
@@ -199,7 +207,8 @@ std::vector<Dim> broadcast_shape(const std::vector<Dim>& a, const std::vector<Di
 void infer_attention(InferContext& ctx) {
   const DType dt = input_dtype(ctx, 0);
   auto q = input_shape(ctx, 0), k = input_shape(ctx, 1), v = input_shape(ctx, 2);
-  std::optional<Shape> mask = ctx.has_input(3) ? input_shape(ctx, 3) : std::optional<Shape>(Shape());
+  std::optional<Shape> mask =
+      ctx.has_input(3) ? input_shape(ctx, 3) : std::optional<Shape>(Shape());
   if (!q || !k || !v || !mask || q->rank() < 2 || k->rank() < 2 || v->rank() < 2) {
     ctx.set_output_type(0, Type::tensor(dt));
     return;
@@ -222,12 +231,30 @@ void register_kiln_composite_ops(OpRegistry& r) {
   const std::pair<const char*, KernelFn> unaries[] = {
       {"Gelu", gelu_kernel}, {"Silu", silu_kernel}, {"HardSwish", hard_swish_kernel}};
   for (const auto& [name, fn] : unaries)
-    r.add(name, "kiln").since(1).inputs(1).outputs(1).kind(PatternKind::kElementwise).run(fn)
-        .shape(infer_same_as_input0).via_float();
-  r.add("LayerNorm", "kiln").since(1).inputs(1, 3).outputs(1).kind(PatternKind::kOpaque)
-      .run(layer_norm_kernel).shape(infer_same_as_input0).via_float();
-  r.add("Attention", "kiln").since(1).inputs(3, 4).outputs(1).kind(PatternKind::kOpaque)
-      .run(attention_kernel).shape(infer_attention).via_float();
+    r.add(name, "kiln")
+        .since(1)
+        .inputs(1)
+        .outputs(1)
+        .kind(PatternKind::kElementwise)
+        .run(fn)
+        .shape(infer_same_as_input0)
+        .via_float();
+  r.add("LayerNorm", "kiln")
+      .since(1)
+      .inputs(1, 3)
+      .outputs(1)
+      .kind(PatternKind::kOpaque)
+      .run(layer_norm_kernel)
+      .shape(infer_same_as_input0)
+      .via_float();
+  r.add("Attention", "kiln")
+      .since(1)
+      .inputs(3, 4)
+      .outputs(1)
+      .kind(PatternKind::kOpaque)
+      .run(attention_kernel)
+      .shape(infer_attention)
+      .via_float();
 }
 
 }  // namespace kiln

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "ops/registry.h"
+
 namespace kiln {
 namespace {
 
@@ -18,7 +20,9 @@ int64_t rank_of(const Value* v) {
              : -1;
 }
 
-Value* add_constant(Graph& g, GraphEditor& ed, const std::string& base, Tensor t) {
+Value* add_constant(Graph& g, GraphEditor& ed, std::string base, Tensor t) {
+  // "w_folded_0" folded again is named "w_folded_1", not "w_folded_0_folded_1".
+  if (auto at = base.find("_folded_"); at != std::string::npos) base = base.substr(0, at + 7);
   std::vector<int64_t> dims = t.dims();
   Value* v = g.add_value(ed.unique_name(base), Type::tensor(t.dtype(), Shape::of(dims)));
   v->initializer = std::move(t);
@@ -49,7 +53,8 @@ int64_t weight_channel(const LinearProducer& p, const Tensor& w, int64_t i) {
 
 }  // namespace
 
-std::optional<LinearProducer> match_linear_producer(const Graph& g, const UseMap& uses, const Value* v) {
+std::optional<LinearProducer> match_linear_producer(const Graph& g, const UseMap& uses,
+                                                    const Value* v) {
   if (!v || !v->producer || v->producer_index != 0 || uses.count(v) != 1 || is_graph_output(g, v))
     return std::nullopt;
   Node* n = v->producer;
@@ -73,7 +78,8 @@ std::optional<LinearProducer> match_linear_producer(const Graph& g, const UseMap
       p.kind = LinearProducer::Kind::kConvTranspose;
       p.channels = w.dim(1) * group;
     }
-    if (bias && (bias->initializer.rank() != 1 || bias->initializer.dim(0) != p.channels)) return std::nullopt;
+    if (bias && (bias->initializer.rank() != 1 || bias->initializer.dim(0) != p.channels))
+      return std::nullopt;
     p.out_rank = w.rank();
     p.channel_axis = 1;
     return p;
@@ -124,8 +130,8 @@ std::vector<double> channel_values(const LinearProducer& p, const Tensor& c) {
   return out;
 }
 
-Value* fold_affine(Graph& g, GraphEditor& ed, const LinearProducer& p, const std::vector<double>& scale,
-                   const std::vector<double>& shift) {
+Value* fold_affine(Graph& g, GraphEditor& ed, const LinearProducer& p,
+                   const std::vector<double>& scale, const std::vector<double>& shift) {
   Node* n = p.node;
   Value* wv = n->inputs[1];
   const Tensor& w = wv->initializer;
@@ -134,11 +140,13 @@ Value* fold_affine(Graph& g, GraphEditor& ed, const LinearProducer& p, const std
   Value* bias = n->inputs.size() > 2 ? n->inputs[2] : nullptr;
   if (p.kind == LinearProducer::Kind::kGemm && bias) {
     const Tensor& c = bias->initializer;
-    if (c.rank() >= 1 && c.dim(c.rank() - 1) != 1 && c.dim(c.rank() - 1) != p.channels) return nullptr;
+    if (c.rank() >= 1 && c.dim(c.rank() - 1) != 1 && c.dim(c.rank() - 1) != p.channels)
+      return nullptr;
   }
   // S1: the new weight, scaled per output channel.
   Tensor nw(dt, w.dims());
-  for (int64_t i = 0; i < w.numel(); ++i) nw.set_double(i, w.get_double(i) * scale[weight_channel(p, w, i)]);
+  for (int64_t i = 0; i < w.numel(); ++i)
+    nw.set_double(i, w.get_double(i) * scale[weight_channel(p, w, i)]);
   n->inputs[1] = add_constant(g, ed, wv->name + "_folded", std::move(nw));
   if (p.kind == LinearProducer::Kind::kMatMul) {
     if (shift.empty()) return out;
@@ -181,7 +189,8 @@ Value* fold_affine(Graph& g, GraphEditor& ed, const LinearProducer& p, const std
     nb.set_double(ch, (bias ? bias->initializer.get_double(ch) * scale[ch] : 0.0) +
                           (shift.empty() ? 0.0 : shift[ch]));
   if (n->inputs.size() < 3) n->inputs.resize(3, nullptr);
-  n->inputs[2] = add_constant(g, ed, (bias ? bias->name : out->name + "_bias") + "_folded", std::move(nb));
+  n->inputs[2] =
+      add_constant(g, ed, (bias ? bias->name : out->name + "_bias") + "_folded", std::move(nb));
   return out;
 }
 

@@ -15,14 +15,15 @@ struct LinearProducer {
   enum class Kind { kConv, kConvTranspose, kGemm, kMatMul };
   Kind kind = Kind::kConv;
   Node* node = nullptr;
-  int64_t channels = 0;  // output channels
-  int64_t out_rank = -1;  // rank of the output (-1 unknown)
+  int64_t channels = 0;      // output channels
+  int64_t out_rank = -1;     // rank of the output (-1 unknown)
   int64_t channel_axis = 1;  // axis of the output channels (last axis for Gemm/MatMul)
 };
 
 // `v` is output 0 of a Conv/ConvTranspose/Gemm/MatMul with constant f32/f64 weights (and
 // constant bias when present), used only once (by one node, not a graph output).
-std::optional<LinearProducer> match_linear_producer(const Graph& g, const UseMap& uses, const Value* v);
+std::optional<LinearProducer> match_linear_producer(const Graph& g, const UseMap& uses,
+                                                    const Value* v);
 
 // True when constant `c`, broadcast against the producer's output, is a scalar or varies only
 // along the channel axis and does not change the output's shape.
@@ -34,7 +35,7 @@ std::vector<double> channel_values(const LinearProducer& p, const Tensor& c);
 // vector has `channels` entries, shift may be empty for none). Returns the value that now
 // carries the result: the producer's output, or for a MatMul with a shift a new Add's output.
 // Returns nullptr (and changes nothing) when the fold is not possible.
-Value* fold_affine(Graph& g, GraphEditor& ed, const LinearProducer& p, const std::vector<double>& scale,
-                   const std::vector<double>& shift);
+Value* fold_affine(Graph& g, GraphEditor& ed, const LinearProducer& p,
+                   const std::vector<double>& scale, const std::vector<double>& shift);
 
 }  // namespace kiln

@@ -1,8 +1,9 @@
 // constant-folding: evaluates nodes whose inputs are all constants through their reference
 // kernels (ops/evaluate.h, the interpreter's f16/bf16 handling included) and turns their
 // outputs into constants of the same name; also folds Shape and Size of values whose type has
-// a static shape, so that exported Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains
-// become constants when shapes are static. Works in subgraphs too (outer constants count).
+// a static shape, and Gather of a Shape's static dims (the 768 of [batch, seq, 768]), so that
+// exported Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains become constants when
+// shapes are static. Works in subgraphs too (outer constants count).
 // Not folded: random ops (Random*, Bernoulli, Multinomial, Dropout with a training_mode input),
 // nodes with subgraph attributes, graph inputs with defaults (they can be fed), results of more
 // than PassContext::fold_max_elements elements, sequence/optional results, results that
@@ -48,6 +49,19 @@ bool fits_declared(const Type& t, const Tensor& x) {
   return true;
 }
 
+// The [start, end) range of dims a Shape node returns for an input of rank `rank`.
+std::pair<int64_t, int64_t> shape_range(const Node& shape, int64_t opset, int64_t rank) {
+  AttrReader at(shape);
+  int64_t start = 0, end = rank;
+  if (opset >= 15) {
+    start = at.attr_int("start", 0);
+    end = at.attr_int("end", rank);
+  }
+  auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank); };
+  start = clamp(start);
+  return {start, std::max(start, clamp(end))};
+}
+
 // S2: Shape/Size of a value whose type fixes its shape (not a subgraph input: those are bound
 // per call). Returns an undefined tensor when not foldable.
 Tensor fold_static_shape(const Node& n, int64_t opset) {
@@ -65,17 +79,40 @@ Tensor fold_static_shape(const Node& n, int64_t opset) {
     for (int64_t d : dims) numel *= d;
     return Tensor::scalar(DType::kInt64, numel);
   }
-  AttrReader at(n);
-  int64_t start = 0, end = rank;
-  if (opset >= 15) {
-    start = at.attr_int("start", 0);
-    end = at.attr_int("end", rank);
-  }
-  auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank); };
-  start = clamp(start);
-  end = std::max(start, clamp(end));
+  auto [start, end] = shape_range(n, opset, rank);
   Tensor y(DType::kInt64, {end - start});
   for (int64_t i = start; i < end; ++i) y.data<int64_t>()[i - start] = dims[static_cast<size_t>(i)];
+  return y;
+}
+
+// S2b: Gather(Shape(x), constant indices) along axis 0 when x's type fixes the gathered dims
+// (e.g. the hidden size of [batch, seq, 768]), even if other dims are symbolic.
+Tensor fold_shape_gather(const Node& n, int64_t opset) {
+  if (!n.domain.empty() || n.op_type != "Gather" || n.inputs.size() != 2 || !n.inputs[0] || !n.inputs[1])
+    return {};
+  if (AttrReader(n).attr_int("axis", 0) != 0) return {};
+  const Node* shape = n.inputs[0]->producer;
+  const Value* idx = n.inputs[1];
+  if (!shape || !shape->domain.empty() || shape->op_type != "Shape" || shape->inputs.size() != 1 ||
+      !shape->inputs[0] || !idx->is_constant() || !is_integer(idx->initializer.dtype()))
+    return {};
+  const Value* x = shape->inputs[0];
+  if (x->is_graph_input && x->owner && x->owner->parent) return {};
+  const Type& t = x->type;
+  if (t.kind != Type::Kind::kTensor || !t.shape) return {};
+  const int64_t rank = static_cast<int64_t>(t.shape->rank());
+  auto [start, end] = shape_range(*shape, opset, rank);
+  const int64_t len = end - start;
+  const Tensor& ix = idx->initializer;
+  Tensor y(DType::kInt64, ix.dims());
+  for (int64_t i = 0; i < ix.numel(); ++i) {
+    int64_t k = ix.get_int(i);
+    if (k < 0) k += len;
+    if (k < 0 || k >= len) return {};
+    const Dim& d = t.shape->dims[static_cast<size_t>(start + k)];
+    if (!d.known()) return {};
+    y.data<int64_t>()[i] = d.value;
+  }
   return y;
 }
 
@@ -149,6 +186,7 @@ bool fold_graph(Graph& g, const Model& m, int64_t limit) {
     }
     std::vector<Tensor> result;
     Tensor shape = fold_static_shape(n, m.opset(n.domain));
+    if (!shape.defined()) shape = fold_shape_gather(n, m.opset(""));
     if (shape.defined() && shape.numel() <= limit) result.push_back(shape);
     else result = evaluate_constant(n, m, limit);
     if (result.empty()) continue;

@@ -15,7 +15,8 @@ namespace {
 // Tries to fold the Mul/Add `n` into the producer of one of its operands.
 bool try_fold(Graph& g, GraphEditor& ed, const UseMap& uses, Node& n) {
   const bool mul = n.op_type == "Mul";
-  if ((!mul && n.op_type != "Add") || !n.domain.empty() || n.inputs.size() != 2 || n.outputs.size() != 1)
+  if ((!mul && n.op_type != "Add") || !n.domain.empty() || n.inputs.size() != 2 ||
+      n.outputs.size() != 1)
     return false;
   for (int side = 0; side < 2; ++side) {
     Value* data = n.inputs[side];
@@ -73,8 +74,8 @@ bool run(Model& m, PassContext&) { return fold_in(*m.graph); }
 }  // namespace
 
 PassInfo fold_scale_bias_pass() {
-  return {"fold-scale-bias", "fold per-channel constant Mul/Add after Conv/Gemm/MatMul into weights and bias",
-          run};
+  return {"fold-scale-bias",
+          "fold per-channel constant Mul/Add after Conv/Gemm/MatMul into weights and bias", run};
 }
 
 }  // namespace kiln

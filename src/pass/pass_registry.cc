@@ -9,6 +9,10 @@ std::vector<PassInfo> registered_passes() {
       constant_folding_pass(),
       dead_code_elimination_pass(),
       cse_pass(),
+      simplify_pass(),
+      fold_batchnorm_pass(),
+      fold_scale_bias_pass(),
+      fuse_composites_pass(),
       fusion_pass(),
   };
 }

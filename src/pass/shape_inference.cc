@@ -5,8 +5,9 @@
 // functions produce them.
 // Merging: a declared type is never replaced by a less precise one. Per dim, a known size wins
 // over a symbol, a symbol over an unknown; a declared symbol stays when the inference gives
-// another symbol. Declared and inferred types that genuinely disagree (different dtypes, ranks
-// or static sizes) are a kInvalidModel error naming the node and op.
+// another symbol. Declared and inferred tensor types that genuinely disagree (different dtypes,
+// ranks or static sizes) are a kInvalidModel error naming the node and op; a different kind
+// (tensor/sequence/optional) keeps the declared type.
 // Requires: a verified model. Guarantees: only Value::type of node outputs and of Loop/Scan body
 // inputs change, each becoming equal or more precise; the graph structure is untouched. Ops
 // without `infer`, or whose inference fails (the kernel will report it at run time), keep their
@@ -42,14 +43,19 @@ bool merge_type(const Type& declared, const Type& inferred, Type& out) {
     out = inferred;
     return true;
   }
-  if (declared.kind != inferred.kind) return false;
+  // Different kinds (e.g. a Loop carrying an optional whose body returns the sequence itself):
+  // the declared kind stays; only tensor dtype/shape disagreements are conflicts.
+  if (declared.kind != inferred.kind) return true;
   if (declared.kind != Type::Kind::kTensor) {
     if (!declared.elem || !inferred.elem) {
       if (!declared.elem) out = inferred;
       return true;
     }
     Type elem;
-    if (!merge_type(*declared.elem, *inferred.elem, elem)) return false;
+    if (!merge_type(*declared.elem, *inferred.elem, elem)) {
+      out = declared;
+      return false;
+    }
     out = Type::wrap(declared.kind, elem);
     return true;
   }

@@ -17,12 +17,13 @@ if ! command -v clang++ > /dev/null; then
 fi
 cd "$ROOT"
 if [ ! -f build/fuzz/build.ninja ]; then cmake --preset fuzz > /dev/null; fi
-ninja -j1 -C build/fuzz fuzz_onnx_import > /dev/null
+FUZZER=${KILN_FUZZER:-fuzz_onnx_import}  # fuzz_onnx_load also prepares the interpreter
+ninja -C build/fuzz "$FUZZER" > /dev/null
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cp tests/fuzz/corpus/* "$WORK/"
 mkdir -p build/fuzz/artifacts
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
-build/fuzz/tests/fuzz/fuzz_onnx_import -max_total_time="$SECONDS_TO_RUN" -max_len=65536 -rss_limit_mb=4096 \
+build/fuzz/tests/fuzz/"$FUZZER" -max_total_time="$SECONDS_TO_RUN" -max_len=65536 -rss_limit_mb=4096 \
   -timeout=30 -print_final_stats=1 -artifact_prefix="$ROOT/build/fuzz/artifacts/" "$@" "$WORK"

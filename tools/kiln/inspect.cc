@@ -1,12 +1,19 @@
-// `kiln inspect MODEL [--json]`: IR version, opsets, signature, op histogram, parameters and
-// unsupported ops.
+// `kiln inspect MODEL [--json] [--passes] [--html OUT.html] [--dot]`: IR version, opsets,
+// signature, op histogram, parameters and unsupported ops; with --passes the node count and op
+// histogram after each pass of the default pipeline; the JSON adds node counts before/after the
+// pipeline and the memory plan of the optimized graph; --html writes an interactive graph view
+// and --dot prints Graphviz, both of the optimized graph.
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/error.h"
 #include "driver/model_info.h"
 #include "frontend/onnx/onnx_io.h"
+#include "graph_view.h"
+#include "pass/pass.h"
 
 namespace kiln::cli {
 namespace {
@@ -14,7 +21,28 @@ namespace {
 struct InspectArgs {
   std::string model;
   bool json = false;
+  bool passes = false;
+  bool dot = false;
+  std::string html;
+  std::vector<std::string> dims;  // NAME=VALUE bindings for the memory plan
 };
+
+// Values for the named dims of the model's inputs: 1 unless --dim NAME=VALUE says otherwise.
+std::map<std::string, int64_t> dim_bindings(const Graph& g, const std::vector<std::string>& dims) {
+  std::map<std::string, int64_t> out;
+  for (const std::string& s : dim_symbols(g)) out[s] = 1;
+  for (const std::string& d : dims) {
+    auto eq = d.find('=');
+    int64_t v = -1;
+    try {
+      if (eq != std::string::npos) v = std::stoll(d.substr(eq + 1));
+    } catch (const std::exception&) {
+    }
+    if (eq == std::string::npos || eq == 0 || v < 0) throw Error(ErrorKind::kUsage, "--dim wants NAME=VALUE, got '" + d + "'");
+    out[d.substr(0, eq)] = v;
+  }
+  return out;
+}
 
 nlohmann::json type_json(const Type& t) {
   nlohmann::json j;
@@ -46,10 +74,51 @@ std::string human_bytes(int64_t b) {
   return os.str();
 }
 
+void print_histogram(const std::map<std::string, int64_t>& histogram, const std::string& indent) {
+  std::vector<std::pair<std::string, int64_t>> ops(histogram.begin(), histogram.end());
+  std::stable_sort(ops.begin(), ops.end(), [](auto& x, auto& y) { return x.second > y.second; });
+  for (const auto& [op, n] : ops) std::cout << indent << std::setw(6) << n << "  " << op << "\n";
+}
+
 int inspect_command(const InspectArgs& a) {
   Model m = load_onnx_model(a.model);
   ModelInfo info = analyze_model(m);
   const Graph& g = *m.graph;
+  // The default pipeline runs on a second copy so that the facts above describe the model as
+  // stored. The memory plan comes from a third copy whose named dims are bound before the
+  // pipeline runs, so that shapes computed from them (Shape -> Range, ...) become static too.
+  const bool optimize = a.json || a.passes || a.dot || !a.html.empty();
+  Model opt;
+  PassContext ctx;
+  MemoryInfo mem;
+  size_t nodes_after = 0;
+  if (optimize) {
+    opt = load_onnx_model(a.model);
+    run_passes(opt, default_pipeline(), ctx);
+    nodes_after = analyze_model(opt).node_count;
+    auto bindings = dim_bindings(g, a.dims);
+    Model bound = load_onnx_model(a.model);
+    bind_dims(bound, bindings);
+    // The pipeline runs once more while it still removes nodes: folding Shape of a now static
+    // tensor only becomes possible after shape inference saw the folded shape inputs.
+    size_t count = 0;
+    for (int round = 0; round < 4; ++round) {
+      PassContext bound_ctx;
+      run_passes(bound, default_pipeline(), bound_ctx);
+      if (round > 0 && bound_ctx.stats.back().nodes_after == count) break;
+      count = bound_ctx.stats.back().nodes_after;
+    }
+    mem = analyze_memory(bound, bindings);
+  }
+  if (!a.html.empty()) {
+    std::ofstream out(a.html);
+    if (!out) throw Error(ErrorKind::kUsage, "cannot write '" + a.html + "'");
+    write_html(opt, mem, out);
+  }
+  if (a.dot) {
+    write_dot(opt, std::cout);
+    return 0;
+  }
   if (a.json) {
     nlohmann::json j;
     j["model"] = a.model;
@@ -75,6 +144,21 @@ int inspect_command(const InspectArgs& a) {
     nlohmann::json uns = nlohmann::json::array();
     for (const auto& u : info.unsupported) uns.push_back({{"node", u.node}, {"op", u.op}, {"reason", u.reason}});
     j["unsupported"] = uns;
+    j["nodes_before"] = info.node_count;
+    j["nodes_after"] = nodes_after;
+    j["arena_bytes"] = mem.arena_bytes;
+    j["intermediate_bytes"] = mem.intermediate_bytes;
+    j["live_bytes_lower_bound"] = mem.live_bytes_lower_bound;
+    j["planned_values"] = mem.planned_values;
+    j["unplanned_values"] = mem.unplanned_values;
+    j["in_place_values"] = mem.in_place;
+    j["dim_bindings"] = mem.dim_bindings;
+    if (a.passes) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const PassStat& st : ctx.stats)
+        list.push_back({{"pass", st.pass}, {"ms", st.ms}, {"nodes", st.nodes_after}, {"op_histogram", st.histogram_after}});
+      j["passes"] = list;
+    }
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -89,15 +173,27 @@ int inspect_command(const InspectArgs& a) {
   std::cout << "outputs:\n";
   for (const Value* v : g.outputs) std::cout << "  " << v->name << ": " << to_string(v->type) << "\n";
   std::cout << "nodes: " << info.node_count << "\nop histogram:\n";
-  std::vector<std::pair<std::string, int64_t>> ops(info.op_histogram.begin(), info.op_histogram.end());
-  std::stable_sort(ops.begin(), ops.end(), [](auto& x, auto& y) { return x.second > y.second; });
-  for (const auto& [op, n] : ops) std::cout << "  " << std::setw(6) << n << "  " << op << "\n";
+  print_histogram(info.op_histogram, "  ");
   std::cout << "parameters: " << info.parameter_count << " (" << human_bytes(info.parameter_bytes) << ")\n";
   if (info.unsupported.empty()) {
     std::cout << "unsupported ops: none\n";
   } else {
     std::cout << "unsupported ops: " << info.unsupported.size() << "\n";
     for (const auto& u : info.unsupported) std::cout << "  " << u.op << " at node " << u.node << ": " << u.reason << "\n";
+  }
+  if (a.passes) {
+    std::cout << "\ndefault pipeline:\n";
+    for (const PassStat& st : ctx.stats) {
+      std::cout << "after " << st.pass << ": " << st.nodes_after << " nodes (" << std::fixed << std::setprecision(2)
+                << st.ms << " ms)\n";
+      print_histogram(st.histogram_after, "  ");
+    }
+    std::cout << "memory plan of the optimized graph (sizes from static types, dims bound:";
+    for (const auto& [sym, v] : mem.dim_bindings) std::cout << " " << sym << "=" << v;
+    std::cout << "):\n  arena " << human_bytes(mem.arena_bytes) << ", live lower bound "
+              << human_bytes(mem.live_bytes_lower_bound) << ", all intermediates " << human_bytes(mem.intermediate_bytes)
+              << "; " << mem.planned_values << " values planned (" << mem.in_place << " in place), "
+              << mem.unplanned_values << " without a static size\n";
   }
   return 0;
 }
@@ -108,7 +204,12 @@ void add_inspect_command(CLI::App& app, Action& action) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* cmd = app.add_subcommand("inspect", "Describe a model: signature, ops, parameters, support");
   cmd->add_option("model", args->model, "ONNX model file")->required();
-  cmd->add_flag("--json", args->json, "print the same facts as JSON");
+  cmd->add_flag("--json", args->json,
+                "print the same facts as JSON, with node counts before/after the default pipeline and its memory plan");
+  cmd->add_flag("--passes", args->passes, "run the default pipeline; print node count and op histogram after each pass");
+  cmd->add_option("--html", args->html, "write an interactive view of the optimized graph to this HTML file");
+  cmd->add_flag("--dot", args->dot, "print the optimized graph as Graphviz dot");
+  cmd->add_option("--dim", args->dims, "NAME=VALUE: bind a named input dim for the memory plan (default 1)");
   cmd->callback([args, &action] { action = [args] { return inspect_command(*args); }; });
 }
 

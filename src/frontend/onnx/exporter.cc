@@ -217,14 +217,15 @@ void expand_hardswish(const CompositeCall& c, Emitter& e) {
   e.node("Mul", {c.in(0), hs}, {c.out(0)});
 }
 
-// LayerNormalization(X, Scale, B?) {axis=-1, epsilon=1e-5}: standard op from opset 17; else
-// mean/variance over axes [axis, rank) with ReduceMean (attribute axes: opsets < 17 only).
+// LayerNorm(X, Scale?, B?) {axis=-1, epsilon=1e-5}: ONNX LayerNormalization from opset 17 (when
+// it has a scale, which ONNX requires); else mean and variance over axes [axis, rank) with
+// ReduceMean (axes as an attribute before opset 18, as an input from 18).
 void expand_layer_norm(const CompositeCall& c, Emitter& e) {
-  if (e.opset() >= 17) {
-    std::vector<std::string> outs = c.outs;
-    while (!outs.empty() && outs.back().empty()) outs.pop_back();
-    auto* n = e.node("LayerNormalization", c.ins, outs);
-    copy_plain_attrs(c, n, {"axis", "epsilon", "stash_type"});
+  if (e.opset() >= 17 && !c.in(1).empty()) {
+    std::vector<std::string> ins = c.ins;
+    while (!ins.empty() && ins.back().empty()) ins.pop_back();
+    auto* n = e.node("LayerNormalization", ins, {c.out(0)});
+    copy_plain_attrs(c, n, {"axis", "epsilon"});
     return;
   }
   const int64_t axis = c.attr_int("axis", -1);
@@ -232,73 +233,66 @@ void expand_layer_norm(const CompositeCall& c, Emitter& e) {
   const int rank = c.rank(0);
   std::vector<int64_t> axes;
   if (axis < 0) {
-    for (int64_t a = axis; a < 0; ++a) axes.push_back(rank >= 0 && e.opset() < 11 ? rank + a : a);
-    if (rank < 0 && e.opset() < 11) c.fail("LayerNormalization of unknown rank before opset 11");
+    if (rank < 0 && e.opset() < 11) c.fail("LayerNorm over an input of unknown rank before opset 11");
+    for (int64_t a = axis; a < 0; ++a) axes.push_back(e.opset() < 11 ? rank + a : a);
   } else {
-    if (rank < 0) c.fail("LayerNormalization with a positive axis over an input of unknown rank");
+    if (rank < 0) c.fail("LayerNorm with a positive axis over an input of unknown rank");
     for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
   }
   const DType dt = c.dtype(0);
   const std::string x = c.in(0);
-  auto reduce_mean = [&](const std::string& in, const std::string& hint, const std::string& out) {
-    std::string o = out.empty() ? e.fresh(hint) : out;
-    auto* n = e.node("ReduceMean", {in}, {o});
-    Emitter::set_ints(n, "axes", axes);
+  std::string axes_input = e.opset() >= 18 ? e.ints(axes, "ln_axes") : "";
+  auto reduce_mean = [&](const std::string& in, const std::string& hint) {
+    std::string o = e.fresh(hint);
+    auto* n = e.node("ReduceMean", axes_input.empty() ? std::vector<std::string>{in} : std::vector<std::string>{in, axes_input}, {o});
+    if (axes_input.empty()) Emitter::set_ints(n, "axes", axes);
     Emitter::set_int(n, "keepdims", 1);
     return o;
   };
-  std::string mean = reduce_mean(x, "ln_mean", c.out(1));
+  std::string mean = reduce_mean(x, "ln_mean");
   std::string d = e.op("Sub", {x, mean}, "ln_centered");
-  std::string var = reduce_mean(e.op("Mul", {d, d}, "ln_sq"), "ln_var", "");
+  std::string var = reduce_mean(e.op("Mul", {d, d}, "ln_sq"), "ln_var");
   std::string stddev = e.op("Sqrt", {e.op("Add", {var, e.scalar(dt, eps, "ln_eps")}, "ln_var_eps")}, "ln_std");
-  std::string normed = e.op("Div", {d, stddev}, "ln_normed");
-  if (!c.out(2).empty()) e.node("Reciprocal", {stddev}, {c.out(2)});
-  const bool has_bias = !c.in(2).empty();
-  if (has_bias) {
-    std::string scaled = e.op("Mul", {normed, c.in(1)}, "ln_scaled");
-    e.node("Add", {scaled, c.in(2)}, {c.out(0)});
-  } else {
-    e.node("Mul", {normed, c.in(1)}, {c.out(0)});
+  const bool has_scale = !c.in(1).empty(), has_bias = !c.in(2).empty();
+  if (!has_scale && !has_bias) {
+    e.node("Div", {d, stddev}, {c.out(0)});
+    return;
   }
+  std::string y = e.op("Div", {d, stddev}, "ln_normed");
+  if (has_scale) {
+    if (!has_bias) {
+      e.node("Mul", {y, c.in(1)}, {c.out(0)});
+      return;
+    }
+    y = e.op("Mul", {y, c.in(1)}, "ln_scaled");
+  }
+  e.node("Add", {y, c.in(2)}, {c.out(0)});
 }
 
-// Attention(Q, K, V, mask?) {scale, is_causal}: softmax(Q K^T * scale + mask) V, with K^T over
-// its last two axes; `scale` defaults to 1/sqrt(head size) (needs Q's last dim).
+// Attention(Q, K, V, mask?) {scale=1, has_mask=0}: softmax(Q K^T * scale + mask) V, K^T over its
+// last two axes (leading dims broadcast as in MatMul, the additive mask as in Add).
 void expand_attention(const CompositeCall& c, Emitter& e) {
-  const int rank = c.rank(1);
-  if (rank < 2) c.fail("Attention whose K has unknown rank or rank < 2");
-  if (c.attr_int("is_causal", 0)) c.fail("causal Attention before ONNX opset 23");
+  const int krank = c.rank(1);
+  if (krank < 2) c.fail("Attention whose K has unknown rank or rank < 2");
   const DType dt = c.dtype(0);
   std::vector<int64_t> perm;
-  for (int i = 0; i < rank - 2; ++i) perm.push_back(i);
-  perm.push_back(rank - 1);
-  perm.push_back(rank - 2);
+  for (int i = 0; i < krank - 2; ++i) perm.push_back(i);
+  perm.push_back(krank - 1);
+  perm.push_back(krank - 2);
   std::string kt = e.fresh("attn_kt");
   Emitter::set_ints(e.node("Transpose", {c.in(1)}, {kt}), "perm", perm);
   std::string scores = e.op("MatMul", {c.in(0), kt}, "attn_scores");
-  const Attribute* sa = c.attr("scale");
-  double scale = 0;
-  if (sa && sa->kind == Attribute::Kind::kFloat) {
-    scale = sa->f;
-  } else {
-    const Value* q = c.node.inputs.empty() ? nullptr : c.node.inputs[0];
-    if (!q || !q->type.shape || q->type.shape->dims.empty() || !q->type.shape->dims.back().known())
-      c.fail("Attention without a scale and with an unknown head size");
-    scale = 1.0 / std::sqrt(static_cast<double>(q->type.shape->dims.back().value));
-  }
-  scores = e.op("Mul", {scores, e.scalar(dt, scale, "attn_scale")}, "attn_scaled");
-  if (!c.in(3).empty()) {
-    const Value* m = c.node.inputs[3];
-    if (m && m->type.kind == Type::Kind::kTensor && m->type.dtype == DType::kBool) {
-      std::string neg = e.scalar(dt, -INFINITY, "attn_neginf");
-      scores = e.op("Where", {c.in(3), scores, neg}, "attn_masked");
-    } else {
-      scores = e.op("Add", {scores, c.in(3)}, "attn_masked");
-    }
-  }
+  const float scale = c.attr_float("scale", 1.f);
+  if (scale != 1.f) scores = e.op("Mul", {scores, e.scalar(dt, scale, "attn_scale")}, "attn_scaled");
+  const bool masked = c.attr_int("has_mask", 0) != 0 && !c.in(3).empty();
+  if (masked) scores = e.op("Add", {scores, c.in(3)}, "attn_masked");
+  int srank = std::max(c.rank(0), krank);
+  if (masked) srank = c.rank(3) < 0 ? -1 : std::max(srank, c.rank(3));
+  if (c.rank(0) < 0) srank = -1;
+  // Softmax before opset 13 flattens at `axis`; at the last axis that is the same softmax.
+  if (e.opset() < 13 && srank < 0) c.fail("Attention with scores of unknown rank before opset 13");
   std::string probs = e.fresh("attn_probs");
-  Emitter::set_int(e.node("Softmax", {scores}, {probs}), "axis", e.opset() >= 13 ? -1 : rank - 1);
-  if (e.opset() < 13) c.fail("Attention before opset 13 (Softmax semantics differ)");
+  Emitter::set_int(e.node("Softmax", {scores}, {probs}), "axis", e.opset() >= 13 ? -1 : srank - 1);
   e.node("MatMul", {probs, c.in(2)}, {c.out(0)});
 }
 
