@@ -103,7 +103,7 @@ int inspect_command(const InspectArgs& a) {
     // tensor only becomes possible after shape inference saw the folded shape inputs.
     size_t count = 0;
     for (int round = 0; round < 4; ++round) {
-      PassContext bound_ctx;
+      PassContext bound_ctx; bound_ctx.dump_dir = "/tmp/bdump" + std::to_string(round);
       run_passes(bound, default_pipeline(), bound_ctx);
       if (round > 0 && bound_ctx.stats.back().nodes_after == count) break;
       count = bound_ctx.stats.back().nodes_after;

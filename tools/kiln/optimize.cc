@@ -56,32 +56,27 @@ int optimize_command(const OptimizeArgs& a) {
   ctx.time = a.time;
   ctx.print_ir_after = a.print_ir_after;
   ctx.dump_dir = a.dump_dir;
-  ctx.log = &std::cerr;
+  ctx.log = &std::cout;  // --time and --print-ir-after output
 
+  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   auto t0 = std::chrono::steady_clock::now();
   Model m = load_onnx_model(a.model);
   const size_t before = m.graph->node_count_recursive();
   auto t1 = std::chrono::steady_clock::now();
-  run_passes(m, names, ctx);
+  std::cout << "model: " << a.model << " (" << before << " nodes)\n";
+  if (a.time) std::cout << std::fixed << std::setprecision(3) << "load: " << ms(t1 - t0) << " ms\n";
+  run_passes(m, names, ctx);  // with --time, one line per pass: name, ms, nodes after
   auto t2 = std::chrono::steady_clock::now();
   save_onnx_model(m, a.output);
   auto t3 = std::chrono::steady_clock::now();
   const size_t after = m.graph->node_count_recursive();
 
-  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  std::cout << "model: " << a.model << " -> " << a.output << "\n";
   std::string ran;
   for (const auto& st : ctx.stats) ran += (ran.empty() ? "" : ", ") + st.pass;
   std::cout << "passes: " << (ran.empty() ? "(none)" : ran) << "\n";
   std::cout << "nodes: " << before << " -> " << after << "\n";
-  if (a.time) {
-    std::cout << std::fixed << std::setprecision(3);
-    std::cout << "time per pass:\n";
-    for (const auto& st : ctx.stats)
-      std::cout << "  " << std::left << std::setw(28) << st.pass << std::right << std::setw(10) << st.ms << " ms  "
-                << st.nodes_after << " nodes\n";
-    std::cout << "load " << ms(t1 - t0) << " ms, passes " << ms(t2 - t1) << " ms, save " << ms(t3 - t2) << " ms\n";
-  }
+  if (a.time) std::cout << "passes: " << ms(t2 - t1) << " ms, save: " << ms(t3 - t2) << " ms\n";
+  std::cout << "wrote " << a.output << "\n";
   return 0;
 }
 
