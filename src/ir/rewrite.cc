@@ -61,6 +61,11 @@ void GraphEditor::replace_all_uses(Value* from, Value* to) {
       o = to;
       was_output = true;
     }
+  // The graph output keeps its declared type when the replacement's is less precise.
+  if (was_output && to->type.kind == Type::Kind::kTensor && from->type.kind == Type::Kind::kTensor) {
+    if (to->type.dtype == DType::kUndefined) to->type.dtype = from->type.dtype;
+    if (!to->type.shape && from->type.shape && to->type.dtype == from->type.dtype) to->type.shape = from->type.shape;
+  }
   if (was_output && to->producer && to->owner == &g_ && !is_graph_output_elsewhere(to)) {
     std::string name = from->name;
     rename(from, unique_name(name + "_replaced"));

@@ -101,6 +101,14 @@ class Schedule {
   std::vector<TraceStep> trace_;
 };
 
+// A microkernel's shape contract for tensorize: the extents of the loops it replaces (the
+// tensorized loop first, then the loops nested in it, in order). The call it becomes is
+// `name(address_of(out[min...]), address_of(in[min...])..., extents...)` (an Evaluate).
+struct TensorIntrinsic {
+  std::vector<int64_t> extents;
+};
+void register_tensor_intrinsic(const std::string& name, TensorIntrinsic contract);
+
 // Lowers a schedule to one PrimFunc whose buffer params are `args` (placeholders and outputs,
 // in call order); symbolic dims used in shapes become scalar params.
 tir::PrimFunc lower(const Schedule& s, const std::vector<Tensor>& args, const std::string& name);

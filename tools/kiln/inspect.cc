@@ -99,16 +99,17 @@ int inspect_command(const InspectArgs& a) {
     auto bindings = dim_bindings(g, a.dims);
     Model bound = load_onnx_model(a.model);
     bind_dims(bound, bindings);
-    // The pipeline runs once more while it still removes nodes: folding Shape of a now static
-    // tensor only becomes possible after shape inference saw the folded shape inputs.
-    size_t count = 0;
-    for (int round = 0; round < 4; ++round) {
-      PassContext bound_ctx; bound_ctx.dump_dir = "/tmp/bdump" + std::to_string(round);
+    // The pipeline runs again while it makes progress: folding a Shape whose input became static
+    // only happens after shape inference saw the folded shape inputs before it (one more layer
+    // of a transformer per round).
+    for (int round = 0; round < 64; ++round) {
+      PassContext bound_ctx;
       run_passes(bound, default_pipeline(), bound_ctx);
-      if (round > 0 && bound_ctx.stats.back().nodes_after == count) break;
-      count = bound_ctx.stats.back().nodes_after;
+      MemoryInfo next = analyze_memory(bound, bindings);
+      bool progress = round == 0 || next.unplanned_values < mem.unplanned_values;
+      mem = next;
+      if (!progress) break;
     }
-    mem = analyze_memory(bound, bindings);
   }
   if (!a.html.empty()) {
     std::ofstream out(a.html);

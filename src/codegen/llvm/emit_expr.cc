@@ -1,0 +1,410 @@
+// TIR expressions -> LLVM values. Signedness comes from the operand dtype (u8..u64 and bool are
+// unsigned); FloorDiv/FloorMod round toward negative infinity; float Min/Max are minnum/maxnum;
+// math calls map to LLVM intrinsics where LLVM has one and to libm (expf, tanhf, erff, ...)
+// otherwise, one call per lane for vectors. bf16 and other narrow floats are rejected.
+#include <llvm/IR/Intrinsics.h>
+
+#include "codegen/llvm/emitter.h"
+#include "core/error.h"
+
+namespace kiln::codegen {
+
+using tir::DataType;
+using tir::Expr;
+using tir::ExprKind;
+using tir::ExprNode;
+
+void Emitter::fail(const std::string& what) const {
+  throw Error(ErrorKind::kUnsupported, "codegen/llvm: kernel '" + func_.name + "': " + what);
+}
+
+llvm::Type* Emitter::memory_type(DType t) {
+  switch (t) {
+    case DType::kFloat32: return b_.getFloatTy();
+    case DType::kFloat64: return b_.getDoubleTy();
+    case DType::kFloat16: return b_.getHalfTy();
+    case DType::kBool:
+    case DType::kInt8:
+    case DType::kUInt8: return b_.getInt8Ty();
+    case DType::kInt16:
+    case DType::kUInt16: return b_.getInt16Ty();
+    case DType::kInt32:
+    case DType::kUInt32: return b_.getInt32Ty();
+    case DType::kInt64:
+    case DType::kUInt64: return b_.getInt64Ty();
+    default:
+      fail("element type " + std::string(dtype_name(t)) +
+           " is not supported by the LLVM backend (convert bf16/float8/sub-byte types first)");
+  }
+}
+
+llvm::Type* Emitter::llvm_type(DataType t) {
+  llvm::Type* scalar = t.is_bool() ? b_.getInt1Ty() : memory_type(t.dtype);
+  if (t.lanes == 1) return scalar;
+  llvm::Type* v = llvm::FixedVectorType::get(scalar, t.lanes);
+  note_vector_type(v);
+  return v;
+}
+
+void Emitter::note_vector_type(llvm::Type* t) {
+  if (auto* v = llvm::dyn_cast<llvm::FixedVectorType>(t))
+    max_vector_bits_ = std::max<unsigned>(max_vector_bits_, v->getPrimitiveSizeInBits().getFixedValue());
+}
+
+llvm::Value* Emitter::to_lanes(llvm::Value* v, int lanes) {
+  if (lanes <= 1 || v->getType()->isVectorTy()) return v;
+  llvm::Value* s = b_.CreateVectorSplat(lanes, v);
+  note_vector_type(s->getType());
+  return s;
+}
+
+llvm::Value* Emitter::as_i64(llvm::Value* v, bool is_signed) {
+  llvm::Type* t = b_.getInt64Ty();
+  if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(v->getType()))
+    t = llvm::FixedVectorType::get(t, vt->getNumElements());
+  return b_.CreateIntCast(v, t, is_signed);
+}
+
+llvm::Value* Emitter::emit(const Expr& e) {
+  if (!e) fail("null expression");
+  const ExprNode& n = *e;
+  const int lanes = n.type.lanes;
+  switch (n.kind) {
+    case ExprKind::kIntImm: {
+      llvm::Type* t = llvm_type(n.type);
+      if (n.type.is_float()) return llvm::ConstantFP::get(t, static_cast<double>(n.int_value));
+      return llvm::ConstantInt::get(t, static_cast<uint64_t>(n.int_value), /*isSigned=*/true);
+    }
+    case ExprKind::kFloatImm: {
+      llvm::Type* t = llvm_type(n.type);
+      if (!n.type.is_float()) return llvm::ConstantInt::get(t, static_cast<int64_t>(n.float_value));
+      return llvm::ConstantFP::get(t, n.float_value);
+    }
+    case ExprKind::kVar: {
+      auto it = vars_.find(&n);
+      if (it == vars_.end()) fail("variable '" + n.name + "' is used but not bound");
+      return it->second;
+    }
+    case ExprKind::kAdd:
+    case ExprKind::kSub:
+    case ExprKind::kMul:
+    case ExprKind::kDiv:
+    case ExprKind::kFloorDiv:
+    case ExprKind::kFloorMod:
+    case ExprKind::kMin:
+    case ExprKind::kMax: return emit_binary(n);
+    case ExprKind::kEQ:
+    case ExprKind::kNE:
+    case ExprKind::kLT:
+    case ExprKind::kLE:
+    case ExprKind::kGT:
+    case ExprKind::kGE: return emit_compare(n);
+    case ExprKind::kAnd:
+      return b_.CreateAnd(to_lanes(emit(n.operands[0]), lanes), to_lanes(emit(n.operands[1]), lanes));
+    case ExprKind::kOr:
+      return b_.CreateOr(to_lanes(emit(n.operands[0]), lanes), to_lanes(emit(n.operands[1]), lanes));
+    case ExprKind::kNot: return b_.CreateNot(emit(n.operands[0]));
+    case ExprKind::kSelect: {
+      llvm::Value* c = emit(n.operands[0]);
+      if (!c->getType()->isIntOrIntVectorTy(1)) c = b_.CreateICmpNE(c, llvm::Constant::getNullValue(c->getType()));
+      return b_.CreateSelect(c, to_lanes(emit(n.operands[1]), lanes),
+                             to_lanes(emit(n.operands[2]), lanes));
+    }
+    case ExprKind::kCast: return emit_cast(n.type, n.operands[0]);
+    case ExprKind::kLoad: return emit_load(n);
+    case ExprKind::kCall: return emit_call(n);
+    case ExprKind::kRamp: {
+      llvm::Value* base = emit(n.operands[0]);
+      llvm::Value* stride = emit(n.operands[1]);
+      std::vector<llvm::Constant*> steps;
+      for (int i = 0; i < lanes; ++i) steps.push_back(llvm::ConstantInt::get(base->getType(), i));
+      llvm::Value* offs = b_.CreateMul(to_lanes(stride, lanes), llvm::ConstantVector::get(steps));
+      return b_.CreateAdd(to_lanes(base, lanes), offs);
+    }
+    case ExprKind::kBroadcast: return to_lanes(emit(n.operands[0]), lanes);
+    case ExprKind::kLet: {
+      const ExprNode* var = n.operands[0].get();
+      llvm::Value* value = emit(n.operands[1]);
+      auto old = vars_.find(var) == vars_.end() ? nullptr : vars_[var];
+      vars_[var] = value;
+      llvm::Value* r = emit(n.operands[2]);
+      if (old) vars_[var] = old; else vars_.erase(var);
+      return r;
+    }
+  }
+  fail("unknown expression kind");
+}
+
+llvm::Value* Emitter::emit_binary(const ExprNode& n) {
+  const int lanes = n.type.lanes;
+  llvm::Value* a = to_lanes(emit(n.operands[0]), lanes);
+  llvm::Value* b = to_lanes(emit(n.operands[1]), lanes);
+  DType t = n.operands[0]->type.dtype;
+  const bool fp = is_float(t);
+  const bool sgn = is_signed(t) && t != DType::kBool;
+  switch (n.kind) {
+    case ExprKind::kAdd: return fp ? b_.CreateFAdd(a, b) : b_.CreateAdd(a, b);
+    case ExprKind::kSub: return fp ? b_.CreateFSub(a, b) : b_.CreateSub(a, b);
+    case ExprKind::kMul: return fp ? b_.CreateFMul(a, b) : b_.CreateMul(a, b);
+    case ExprKind::kDiv: return fp ? b_.CreateFDiv(a, b) : sgn ? b_.CreateSDiv(a, b) : b_.CreateUDiv(a, b);
+    case ExprKind::kFloorDiv:
+    case ExprKind::kFloorMod: {
+      const bool div = n.kind == ExprKind::kFloorDiv;
+      if (fp) {
+        llvm::Value* q = b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, b_.CreateFDiv(a, b));
+        return div ? q : b_.CreateFSub(a, b_.CreateFMul(q, b));
+      }
+      if (!sgn) return div ? b_.CreateUDiv(a, b) : b_.CreateURem(a, b);
+      // Truncating division, corrected by one when the remainder is non-zero and its sign
+      // differs from the divisor's.
+      llvm::Value* r = b_.CreateSRem(a, b);
+      llvm::Value* zero = llvm::Constant::getNullValue(a->getType());
+      llvm::Value* fix = b_.CreateAnd(b_.CreateICmpNE(r, zero),
+                                      b_.CreateICmpSLT(b_.CreateXor(r, b), zero));
+      if (div) return b_.CreateSub(b_.CreateSDiv(a, b), b_.CreateZExt(fix, a->getType()));
+      return b_.CreateAdd(r, b_.CreateSelect(fix, b, zero));
+    }
+    case ExprKind::kMin:
+      if (fp) return b_.CreateMinNum(a, b);
+      return b_.CreateBinaryIntrinsic(sgn ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, a, b);
+    case ExprKind::kMax:
+      if (fp) return b_.CreateMaxNum(a, b);
+      return b_.CreateBinaryIntrinsic(sgn ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, a, b);
+    default: break;
+  }
+  fail("not a binary expression");
+}
+
+llvm::Value* Emitter::emit_compare(const ExprNode& n) {
+  const int lanes = n.type.lanes;
+  llvm::Value* a = to_lanes(emit(n.operands[0]), lanes);
+  llvm::Value* b = to_lanes(emit(n.operands[1]), lanes);
+  DType t = n.operands[0]->type.dtype;
+  if (is_float(t)) {
+    switch (n.kind) {
+      case ExprKind::kEQ: return b_.CreateFCmpOEQ(a, b);
+      case ExprKind::kNE: return b_.CreateFCmpUNE(a, b);
+      case ExprKind::kLT: return b_.CreateFCmpOLT(a, b);
+      case ExprKind::kLE: return b_.CreateFCmpOLE(a, b);
+      case ExprKind::kGT: return b_.CreateFCmpOGT(a, b);
+      default: return b_.CreateFCmpOGE(a, b);
+    }
+  }
+  const bool sgn = is_signed(t) && t != DType::kBool;
+  switch (n.kind) {
+    case ExprKind::kEQ: return b_.CreateICmpEQ(a, b);
+    case ExprKind::kNE: return b_.CreateICmpNE(a, b);
+    case ExprKind::kLT: return sgn ? b_.CreateICmpSLT(a, b) : b_.CreateICmpULT(a, b);
+    case ExprKind::kLE: return sgn ? b_.CreateICmpSLE(a, b) : b_.CreateICmpULE(a, b);
+    case ExprKind::kGT: return sgn ? b_.CreateICmpSGT(a, b) : b_.CreateICmpUGT(a, b);
+    default: return sgn ? b_.CreateICmpSGE(a, b) : b_.CreateICmpUGE(a, b);
+  }
+}
+
+llvm::Value* Emitter::emit_cast(DataType to, const Expr& value) {
+  const DataType from = value->type;
+  llvm::Value* v = emit(value);
+  llvm::Type* t = llvm_type(to.with_lanes(from.lanes));
+  llvm::Value* r = v;
+  if (from.dtype == to.dtype) {
+    r = v;
+  } else if (to.is_bool()) {
+    llvm::Value* zero = llvm::Constant::getNullValue(v->getType());
+    r = from.is_float() ? b_.CreateFCmpUNE(v, zero) : b_.CreateICmpNE(v, zero);
+  } else if (from.is_bool()) {
+    r = to.is_float() ? b_.CreateUIToFP(v, t) : b_.CreateZExt(v, t);
+  } else if (from.is_float() && to.is_float()) {
+    r = b_.CreateFPCast(v, t);
+  } else if (from.is_float()) {
+    // Like a C++ cast on x86: narrow integers go through i64 and wrap; only u64 converts unsigned.
+    if (to.dtype == DType::kUInt64) {
+      r = b_.CreateFPToUI(v, t);
+    } else {
+      llvm::Value* wide = b_.CreateFPToSI(v, llvm_type({DType::kInt64, from.lanes}));
+      r = b_.CreateTrunc(wide, t);
+    }
+  } else if (to.is_float()) {
+    r = is_signed(from.dtype) ? b_.CreateSIToFP(v, t) : b_.CreateUIToFP(v, t);
+  } else {
+    r = b_.CreateIntCast(v, t, is_signed(from.dtype));
+  }
+  return to_lanes(r, to.lanes);
+}
+
+namespace {
+
+// Math functions with an LLVM intrinsic (overloaded on the float type).
+llvm::Intrinsic::ID float_intrinsic(const std::string& name) {
+  static const std::pair<const char*, llvm::Intrinsic::ID> kTable[] = {
+      {"exp", llvm::Intrinsic::exp},       {"exp2", llvm::Intrinsic::exp2},
+      {"log", llvm::Intrinsic::log},       {"log2", llvm::Intrinsic::log2},
+      {"log10", llvm::Intrinsic::log10},   {"sqrt", llvm::Intrinsic::sqrt},
+      {"fabs", llvm::Intrinsic::fabs},     {"floor", llvm::Intrinsic::floor},
+      {"ceil", llvm::Intrinsic::ceil},     {"trunc", llvm::Intrinsic::trunc},
+      {"round", llvm::Intrinsic::roundeven}, {"nearbyint", llvm::Intrinsic::roundeven},
+      {"sin", llvm::Intrinsic::sin},       {"cos", llvm::Intrinsic::cos},
+      {"pow", llvm::Intrinsic::pow},       {"fma", llvm::Intrinsic::fma},
+      {"copysign", llvm::Intrinsic::copysign},
+  };
+  for (const auto& [n, id] : kTable)
+    if (name == n) return id;
+  return llvm::Intrinsic::not_intrinsic;
+}
+
+// Math functions called in libm by their C name (float variant with an "f" suffix).
+bool is_libm(const std::string& name) {
+  static const char* kNames[] = {"tanh", "erf",   "erfc",  "tan",   "atan",  "asin", "acos",
+                                 "sinh", "cosh",  "asinh", "acosh", "atanh", "atan2", "expm1",
+                                 "log1p", "cbrt", "fmod"};
+  for (const char* n : kNames)
+    if (name == n) return true;
+  return false;
+}
+
+}  // namespace
+
+llvm::Value* Emitter::call_libm(const std::string& name, llvm::Value* x, llvm::Value* y) {
+  llvm::Type* t = x->getType();
+  if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(t)) {  // one call per lane
+    llvm::Value* r = llvm::PoisonValue::get(vt);
+    for (unsigned i = 0; i < vt->getNumElements(); ++i) {
+      llvm::Value* yi = y ? b_.CreateExtractElement(y, i) : nullptr;
+      r = b_.CreateInsertElement(r, call_libm(name, b_.CreateExtractElement(x, i), yi), i);
+    }
+    return r;
+  }
+  if (t->isHalfTy()) {
+    llvm::Value* r = call_libm(name, b_.CreateFPExt(x, b_.getFloatTy()),
+                               y ? b_.CreateFPExt(y, b_.getFloatTy()) : nullptr);
+    return b_.CreateFPTrunc(r, t);
+  }
+  std::string cname = t->isFloatTy() ? name + "f" : name;
+  std::vector<llvm::Type*> params(y ? 2 : 1, t);
+  llvm::FunctionCallee f = module_.getOrInsertFunction(cname, llvm::FunctionType::get(t, params, false));
+  if (auto* fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
+    fn->setDoesNotThrow();
+    fn->setWillReturn();
+    fn->setDoesNotAccessMemory();
+  }
+  std::vector<llvm::Value*> args{x};
+  if (y) args.push_back(y);
+  return b_.CreateCall(f, args);
+}
+
+llvm::Value* Emitter::emit_call(const ExprNode& n) {
+  const std::string& name = n.name;
+  const int lanes = n.type.lanes;
+  std::vector<llvm::Value*> args;
+  for (const Expr& a : n.operands) args.push_back(to_lanes(emit(a), lanes));
+  auto arity = [&](size_t k) {
+    if (args.size() != k)
+      fail("intrinsic '" + name + "' takes " + std::to_string(k) + " arguments, got " +
+           std::to_string(args.size()));
+  };
+  if (n.type.is_int() && (name == "abs" || name == "fabs")) {
+    arity(1);
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, args[0], b_.getFalse());
+  }
+  if (!n.type.is_float()) fail("intrinsic '" + name + "' on " + tir::to_string(n.type));
+  if (name == "abs") {
+    arity(1);
+    return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, args[0]);
+  }
+  if (name == "sigmoid") {  // 1 / (1 + exp(-x))
+    arity(1);
+    llvm::Value* e = b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, b_.CreateFNeg(args[0]));
+    llvm::Value* one = llvm::ConstantFP::get(args[0]->getType(), 1.0);
+    return b_.CreateFDiv(one, b_.CreateFAdd(one, e));
+  }
+  if (name == "rsqrt") {
+    arity(1);
+    llvm::Value* one = llvm::ConstantFP::get(args[0]->getType(), 1.0);
+    return b_.CreateFDiv(one, b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, args[0]));
+  }
+  if (llvm::Intrinsic::ID id = float_intrinsic(name); id != llvm::Intrinsic::not_intrinsic) {
+    if (id == llvm::Intrinsic::fma) {
+      arity(3);
+      return b_.CreateIntrinsic(id, {args[0]->getType()}, args);
+    }
+    if (id == llvm::Intrinsic::pow || id == llvm::Intrinsic::copysign) {
+      arity(2);
+      return b_.CreateBinaryIntrinsic(id, args[0], args[1]);
+    }
+    arity(1);
+    return b_.CreateUnaryIntrinsic(id, args[0]);
+  }
+  if (is_libm(name)) {
+    const bool binary = name == "atan2" || name == "fmod";
+    arity(binary ? 2 : 1);
+    return call_libm(name, args[0], binary ? args[1] : nullptr);
+  }
+  fail("unknown intrinsic '" + name + "'");
+}
+
+llvm::Value* Emitter::buffer_ptr(const tir::Buffer& b) {
+  auto it = buffers_.find(b.get());
+  if (it == buffers_.end())
+    fail("buffer '" + b->name + "' is neither a parameter nor allocated around its use");
+  return it->second;
+}
+
+llvm::Value* Emitter::flat_index(const tir::Buffer& b, const std::vector<Expr>& indices) {
+  auto index = [&](const Expr& e) { return as_i64(emit(e), is_signed(e->type.dtype)); };
+  if (indices.size() == 1) return index(indices[0]);
+  if (indices.size() != b->shape.size())
+    fail("access to '" + b->name + "' with " + std::to_string(indices.size()) + " indices for " +
+         std::to_string(b->shape.size()) + " dims");
+  int lanes = 1;
+  for (const Expr& e : indices) lanes = std::max(lanes, e->type.lanes);
+  llvm::Value* acc = to_lanes(index(indices[0]), lanes);
+  for (size_t k = 1; k < indices.size(); ++k) {
+    llvm::Value* dim = to_lanes(index(b->shape[k]), lanes);
+    acc = b_.CreateAdd(b_.CreateMul(acc, dim), to_lanes(index(indices[k]), lanes));
+  }
+  return acc;
+}
+
+llvm::Value* Emitter::element_address(const tir::Buffer& b, const std::vector<Expr>& indices) {
+  llvm::Value* idx = flat_index(b, indices);
+  if (idx->getType()->isVectorTy()) idx = b_.CreateExtractElement(idx, uint64_t{0});
+  return b_.CreateGEP(memory_type(b->dtype), buffer_ptr(b), idx);
+}
+
+namespace {
+// A contiguous vector access: one index that is Ramp(base, 1, lanes).
+const ExprNode* contiguous_ramp(const std::vector<Expr>& indices) {
+  if (indices.size() != 1 || indices[0]->kind != ExprKind::kRamp) return nullptr;
+  int64_t stride = 0;
+  if (!tir::is_const_int(indices[0]->operands[1], &stride) || stride != 1) return nullptr;
+  return indices[0].get();
+}
+}  // namespace
+
+llvm::Value* Emitter::emit_load(const ExprNode& n) {
+  const tir::Buffer& buf = n.buffer;
+  llvm::Type* elem = memory_type(buf->dtype);
+  const int lanes = n.type.lanes;
+  const llvm::Align align(elem->getPrimitiveSizeInBits() / 8);
+  llvm::Value* v = nullptr;
+  if (const ExprNode* ramp = contiguous_ramp(n.operands); ramp && lanes > 1) {
+    llvm::Value* base = as_i64(emit(ramp->operands[0]), is_signed(ramp->type.dtype));
+    llvm::Value* ptr = b_.CreateGEP(elem, buffer_ptr(buf), base);
+    llvm::Type* vt = llvm::FixedVectorType::get(elem, lanes);
+    note_vector_type(vt);
+    v = b_.CreateAlignedLoad(vt, ptr, align);
+  } else {
+    llvm::Value* idx = to_lanes(flat_index(buf, n.operands), lanes);
+    llvm::Value* ptr = b_.CreateGEP(elem, buffer_ptr(buf), idx);
+    if (lanes > 1) {
+      llvm::Type* vt = llvm::FixedVectorType::get(elem, lanes);
+      note_vector_type(vt);
+      v = b_.CreateMaskedGather(vt, ptr, align);
+    } else {
+      v = b_.CreateAlignedLoad(elem, ptr, align);
+    }
+  }
+  if (buf->dtype == DType::kBool) v = b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+  return v;
+}
+
+}  // namespace kiln::codegen

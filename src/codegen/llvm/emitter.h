@@ -1,0 +1,76 @@
+// Internal to codegen/llvm: the TIR -> LLVM IR translator. One Emitter per PrimFunc; it owns the
+// IRBuilder state of the function being emitted (the kernel, or a parallel loop body outlined
+// into its own function) and the bindings of TIR vars and buffers to LLVM values.
+// emit_expr.cc translates expressions, emit_stmt.cc statements (loops, outlining, allocation).
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include "tir/ir.h"
+
+namespace kiln::codegen {
+
+// Target attributes put on every generated function.
+struct FunctionTarget {
+  std::string cpu;
+  std::string features;
+};
+
+class Emitter {
+ public:
+  Emitter(llvm::Module& module, const FunctionTarget& target, const tir::PrimFunc& func);
+  // Emits the kernel `void name(ptr buffers, ptr scalars)` into the module.
+  void emit_kernel();
+
+  // ---- expressions (emit_expr.cc) ----
+  llvm::Value* emit(const tir::Expr& e);
+  llvm::Type* llvm_type(tir::DataType t);    // register type (bool -> i1)
+  llvm::Type* memory_type(DType t);          // element type in memory (bool -> i8)
+
+ private:
+  llvm::Value* emit_binary(const tir::ExprNode& e);
+  llvm::Value* emit_compare(const tir::ExprNode& e);
+  llvm::Value* emit_cast(tir::DataType to, const tir::Expr& value);
+  llvm::Value* emit_call(const tir::ExprNode& e);
+  llvm::Value* emit_load(const tir::ExprNode& e);
+  llvm::Value* call_libm(const std::string& name, llvm::Value* x, llvm::Value* y);
+  llvm::Value* flat_index(const tir::Buffer& b, const std::vector<tir::Expr>& indices);
+  llvm::Value* buffer_ptr(const tir::Buffer& b);
+  llvm::Value* element_address(const tir::Buffer& b, const std::vector<tir::Expr>& indices);
+  llvm::Value* to_lanes(llvm::Value* v, int lanes);
+  llvm::Value* as_i64(llvm::Value* v, bool is_signed);
+  [[noreturn]] void fail(const std::string& what) const;
+
+  // ---- statements (emit_stmt.cc) ----
+  void emit(const tir::Stmt& s);
+  void emit_for(const tir::StmtNode& s);
+  void emit_loop(const tir::StmtNode& s, llvm::Value* begin, llvm::Value* end);
+  void emit_parallel_for(const tir::StmtNode& s);
+  void emit_store(const tir::StmtNode& s);
+  void emit_allocate(const tir::StmtNode& s);
+  void emit_if(const tir::StmtNode& s);
+  void emit_extern_call(const tir::ExprNode& call);
+  llvm::Function* new_function(const std::string& name, llvm::FunctionType* type);
+  llvm::AllocaInst* entry_alloca(llvm::Type* type, llvm::Value* count, const std::string& name);
+  void note_vector_type(llvm::Type* t);
+
+  llvm::Module& module_;
+  llvm::LLVMContext& ctx_;
+  FunctionTarget target_;
+  const tir::PrimFunc& func_;
+  llvm::IRBuilder<> b_;
+  llvm::Function* fn_ = nullptr;       // function being emitted
+  llvm::BasicBlock* entry_ = nullptr;  // its entry block (allocas)
+  int outlined_ = 0;                   // counter for outlined parallel bodies
+  unsigned max_vector_bits_ = 0;       // widest vector used, for "min-legal-vector-width"
+  std::unordered_map<const tir::ExprNode*, llvm::Value*> vars_;
+  std::unordered_map<const tir::BufferNode*, llvm::Value*> buffers_;
+};
+
+}  // namespace kiln::codegen

@@ -1,0 +1,227 @@
+// The module pipeline: PrimFuncs -> one LLVM module (Emitter per kernel) -> verify -> O3 with the
+// new pass manager for the target machine -> ORC LLJIT (JitModule) or an object file
+// (emit_object). Runtime symbols are defined as absolute symbols in the JIT's main dylib; libm
+// and libc functions resolve from the current process.
+#include <mutex>
+
+#include <llvm/Analysis/CGSCCPassManager.h>
+#include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/PassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/FileSystem.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/SubtargetFeature.h>
+
+#include "codegen/llvm/codegen.h"
+#include "codegen/llvm/emitter.h"
+#include "core/error.h"
+
+namespace kiln::codegen {
+
+namespace {
+
+void init_llvm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+std::string host_features() {
+  std::vector<std::string> on, off;
+  for (const auto& f : llvm::sys::getHostCPUFeatures()) (f.second ? on : off).push_back(f.first().str());
+  std::sort(on.begin(), on.end());
+  std::sort(off.begin(), off.end());
+  std::string s;
+  for (const auto& f : on) s += (s.empty() ? "+" : ",+") + f;
+  for (const auto& f : off) s += (s.empty() ? "-" : ",-") + f;
+  return s;
+}
+
+struct ResolvedTarget {
+  std::string triple, cpu, features;
+  llvm::CodeGenOptLevel level = llvm::CodeGenOptLevel::Aggressive;
+  int opt_level = 3;
+};
+
+[[noreturn]] void llvm_error(const std::string& what, llvm::Error err) {
+  throw Error(ErrorKind::kInternal, "codegen/llvm: " + what + ": " + llvm::toString(std::move(err)));
+}
+
+ResolvedTarget resolve(const TargetOptions& o) {
+  init_llvm();
+  ResolvedTarget t;
+  t.triple = llvm::sys::getProcessTriple();
+  if (o.cpu.empty() || o.cpu == "native") {
+    t.cpu = llvm::sys::getHostCPUName().str();
+    t.features = host_features();
+    if (!o.features.empty()) t.features += "," + o.features;
+  } else {
+    t.cpu = o.cpu;
+    t.features = o.features;
+  }
+  if (o.opt_level < 0 || o.opt_level > 3)
+    throw Error(ErrorKind::kUsage, "codegen/llvm: opt_level must be 0..3, got " + std::to_string(o.opt_level));
+  t.opt_level = o.opt_level;
+  static const llvm::CodeGenOptLevel kLevels[] = {
+      llvm::CodeGenOptLevel::None, llvm::CodeGenOptLevel::Less, llvm::CodeGenOptLevel::Default,
+      llvm::CodeGenOptLevel::Aggressive};
+  t.level = kLevels[o.opt_level];
+  return t;
+}
+
+std::unique_ptr<llvm::TargetMachine> make_target_machine(const ResolvedTarget& t) {
+  std::string err;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(t.triple, err);
+  if (!target) throw Error(ErrorKind::kUnsupported, "codegen/llvm: no LLVM target for " + t.triple + ": " + err);
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(t.triple, "", ""));
+  if (sti && !sti->isCPUStringValid(t.cpu))
+    throw Error(ErrorKind::kUsage, "codegen/llvm: unknown CPU '" + t.cpu + "' for " + t.triple);
+  llvm::TargetOptions options;
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      t.triple, t.cpu, t.features, options, llvm::Reloc::PIC_, std::nullopt, t.level));
+  if (!tm) throw Error(ErrorKind::kUnsupported, "codegen/llvm: cannot create a target machine for " + t.cpu);
+  return tm;
+}
+
+// Builds, verifies and optimizes the module holding every kernel of `funcs`.
+std::unique_ptr<llvm::Module> build_module(llvm::LLVMContext& ctx, const std::vector<tir::PrimFunc>& funcs,
+                                           const ResolvedTarget& t, llvm::TargetMachine& tm) {
+  auto module = std::make_unique<llvm::Module>("kiln", ctx);
+  module->setTargetTriple(t.triple);
+  module->setDataLayout(tm.createDataLayout());
+  for (const tir::PrimFunc& f : funcs) Emitter(*module, {t.cpu, t.features}, f).emit_kernel();
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyModule(*module, &os))
+    throw_internal(__FILE__, __LINE__, "codegen/llvm: invalid module: " + os.str());
+
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = t.opt_level >= 2;
+  pto.SLPVectorization = t.opt_level >= 2;
+  llvm::PassBuilder pb(&tm, pto);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  static const llvm::OptimizationLevel* kLevels[] = {&llvm::OptimizationLevel::O0, &llvm::OptimizationLevel::O1,
+                                                     &llvm::OptimizationLevel::O2, &llvm::OptimizationLevel::O3};
+  const llvm::OptimizationLevel& level = *kLevels[t.opt_level];
+  llvm::ModulePassManager mpm = t.opt_level == 0 ? pb.buildO0DefaultPipeline(level)
+                                                 : pb.buildPerModuleDefaultPipeline(level);
+  mpm.run(*module, mam);
+  return module;
+}
+
+}  // namespace
+
+struct JitModule::Impl {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::string ir;
+  std::map<std::string, KernelFn> kernels;
+};
+
+JitModule::JitModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+JitModule::~JitModule() = default;
+
+std::unique_ptr<JitModule> JitModule::compile(const std::vector<tir::PrimFunc>& funcs,
+                                              const TargetOptions& target, const SymbolMap& runtime_symbols) {
+  ResolvedTarget t = resolve(target);
+  auto impl = std::make_unique<Impl>();
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  std::unique_ptr<llvm::Module> module;
+  {
+    std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(t);
+    module = build_module(*ctx, funcs, t, *tm);
+  }
+  llvm::raw_string_ostream os(impl->ir);
+  module->print(os, nullptr);
+  os.flush();
+
+  llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple(t.triple)};
+  jtmb.setCPU(t.cpu);
+  llvm::SubtargetFeatures features(t.features);
+  jtmb.addFeatures(features.getFeatures());
+  jtmb.setCodeGenOptLevel(t.level);
+  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create();
+  if (!jit) llvm_error("cannot create the JIT", jit.takeError());
+  impl->jit = std::move(*jit);
+  llvm::orc::JITDylib& dylib = impl->jit->getMainJITDylib();
+  auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      impl->jit->getDataLayout().getGlobalPrefix());
+  if (!process) llvm_error("cannot search the process for symbols", process.takeError());
+  dylib.addGenerator(std::move(*process));
+  llvm::orc::SymbolMap symbols;
+  for (const auto& [name, address] : runtime_symbols)
+    symbols[impl->jit->mangleAndIntern(name)] = llvm::orc::ExecutorSymbolDef(
+        llvm::orc::ExecutorAddr::fromPtr(address), llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+  if (!symbols.empty())
+    if (llvm::Error err = dylib.define(llvm::orc::absoluteSymbols(std::move(symbols))))
+      llvm_error("cannot define runtime symbols", std::move(err));
+  if (llvm::Error err = impl->jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(ctx))))
+    llvm_error("cannot add the module to the JIT", std::move(err));
+  for (const tir::PrimFunc& f : funcs) {
+    auto address = impl->jit->lookup(f.name);
+    if (!address) {
+      std::string msg = llvm::toString(address.takeError());
+      throw Error(ErrorKind::kUnsupported,
+                  "codegen/llvm: kernel '" + f.name + "' does not link (missing runtime symbol?): " + msg);
+    }
+    impl->kernels[f.name] = address->toPtr<KernelFn>();
+  }
+  return std::unique_ptr<JitModule>(new JitModule(std::move(impl)));
+}
+
+KernelFn JitModule::lookup(const std::string& name) const {
+  auto it = impl_->kernels.find(name);
+  if (it == impl_->kernels.end())
+    throw Error(ErrorKind::kUsage, "codegen/llvm: no kernel named '" + name + "' in this module");
+  return it->second;
+}
+
+const std::string& JitModule::llvm_ir() const { return impl_->ir; }
+
+void emit_object(const std::vector<tir::PrimFunc>& funcs, const TargetOptions& target, const std::string& path) {
+  ResolvedTarget t = resolve(target);
+  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(t);
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> module = build_module(ctx, funcs, t, *tm);
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_None);
+  if (ec) throw Error(ErrorKind::kUsage, "codegen/llvm: cannot write " + path + ": " + ec.message());
+  llvm::legacy::PassManager pm;
+  if (tm->addPassesToEmitFile(pm, out, nullptr, llvm::CodeGenFileType::ObjectFile))
+    throw Error(ErrorKind::kUnsupported, "codegen/llvm: the target cannot emit object files");
+  pm.run(*module);
+  out.flush();
+  if (out.has_error()) throw Error(ErrorKind::kUsage, "codegen/llvm: error writing " + path);
+}
+
+std::string host_cpu_description() {
+  init_llvm();
+  std::string s = llvm::sys::getHostCPUName().str() + " (";
+  std::vector<std::string> on;
+  for (const auto& f : llvm::sys::getHostCPUFeatures())
+    if (f.second) on.push_back("+" + f.first().str());
+  std::sort(on.begin(), on.end());
+  for (size_t i = 0; i < on.size(); ++i) s += (i ? "," : "") + on[i];
+  return s + ")";
+}
+
+}  // namespace kiln::codegen

@@ -1,0 +1,259 @@
+// TE lowerings of injective ops: each output element reads one input element (or a constant):
+// Reshape/Flatten/Squeeze/Unsqueeze (flat index), Transpose, Expand, Tile, Concat, Slice and Pad
+// with constant parameters, Gather (constant or runtime indices, wrapped and clamped).
+// Output shapes come from the context, so shape-only parameters need not be constant.
+#include <algorithm>
+
+#include "ops/lowering.h"
+
+namespace kiln {
+namespace {
+
+using tir::Expr;
+using tir::ExprKind;
+
+bool data_ok(const LowerContext& ctx) {
+  return ctx.has_input(0) && lower::supported_dtype(ctx.in_dtype(0)) && ctx.out_dtype() == ctx.in_dtype(0);
+}
+
+te::Tensor make(const LowerContext& ctx, const std::function<Expr(const std::vector<Expr>&)>& f) {
+  return te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()), f);
+}
+
+LowerResult reshape_lower(const LowerContext& ctx) {
+  if (!data_ok(ctx)) return std::nullopt;
+  const auto& in = ctx.in_shape(0);
+  const auto& out = ctx.out_shape();
+  if (lower::numel_of(in) != lower::numel_of(out)) return std::nullopt;
+  te::Tensor x = ctx.input(0);
+  auto os = lower::strides_of(out), is = lower::strides_of(in);
+  return std::vector<te::Tensor>{make(ctx, [&](const std::vector<Expr>& i) {
+    if (in == out) return te::access(x, i);
+    Expr flat = tir::int_imm(0);
+    for (size_t k = 0; k < out.size(); ++k)
+      if (out[k] != 1) flat = flat + i[k] * os[k];
+    std::vector<Expr> j;
+    for (size_t k = 0; k < in.size(); ++k)
+      j.push_back(in[k] == 1 ? tir::int_imm(0) : tir::floormod(tir::floordiv(flat, tir::int_imm(is[k])), tir::int_imm(in[k])));
+    return te::access(x, j);
+  })};
+}
+
+LowerResult transpose_lower(const LowerContext& ctx) {
+  if (!data_ok(ctx)) return std::nullopt;
+  size_t r = ctx.in_shape(0).size();
+  std::vector<int64_t> perm = ctx.attr_ints("perm");
+  if (perm.empty())
+    for (size_t k = 0; k < r; ++k) perm.push_back(static_cast<int64_t>(r - 1 - k));
+  if (perm.size() != r) return std::nullopt;
+  te::Tensor x = ctx.input(0);
+  return std::vector<te::Tensor>{make(ctx, [&](const std::vector<Expr>& i) {
+    std::vector<Expr> j(r);
+    for (size_t k = 0; k < r; ++k) j[static_cast<size_t>(lower::norm_axis(perm[k], static_cast<int64_t>(r)))] = i[k];
+    return te::access(x, j);
+  })};
+}
+
+LowerResult expand_lower(const LowerContext& ctx) {
+  if (!data_ok(ctx) || ctx.in_shape(0).size() > ctx.out_shape().size()) return std::nullopt;
+  te::Tensor x = ctx.input(0);
+  return std::vector<te::Tensor>{make(ctx, [&](const std::vector<Expr>& i) {
+    return te::access(x, lower::broadcast_index(ctx.in_shape(0), ctx.out_shape(), i));
+  })};
+}
+
+LowerResult tile_lower(const LowerContext& ctx) {
+  if (!data_ok(ctx) || ctx.in_shape(0).size() != ctx.out_shape().size()) return std::nullopt;
+  te::Tensor x = ctx.input(0);
+  const auto& in = ctx.in_shape(0);
+  for (int64_t d : in)
+    if (d == 0) return std::nullopt;
+  return std::vector<te::Tensor>{make(ctx, [&](const std::vector<Expr>& i) {
+    std::vector<Expr> j;
+    for (size_t k = 0; k < in.size(); ++k)
+      j.push_back(in[k] == ctx.out_shape()[k] ? i[k] : tir::floormod(i[k], tir::int_imm(in[k])));
+    return te::access(x, j);
+  })};
+}
+
+LowerResult concat_lower(const LowerContext& ctx) {
+  if (!data_ok(ctx)) return std::nullopt;
+  int64_t r = static_cast<int64_t>(ctx.out_shape().size());
+  int64_t axis = lower::norm_axis(ctx.attr_int("axis"), r);
+  if (axis < 0) return std::nullopt;
+  std::vector<int> parts;  // non-empty inputs
+  for (int k = 0; k < ctx.num_inputs(); ++k) {
+    if (!ctx.has_input(k) || ctx.in_dtype(k) != ctx.in_dtype(0)) return std::nullopt;
+    if (static_cast<int64_t>(ctx.in_shape(k).size()) != r) return std::nullopt;
+    if (ctx.in_shape(k)[static_cast<size_t>(axis)] > 0) parts.push_back(k);
+  }
+  if (parts.empty()) return std::nullopt;
+  return std::vector<te::Tensor>{make(ctx, [&](const std::vector<Expr>& i) {
+    // The last part is the default; earlier parts are chosen by the axis index. Indices are
+    // clamped so that the loads of the parts not chosen stay in bounds.
+    std::vector<int64_t> offsets;
+    int64_t off = 0;
+    for (int k : parts) {
+      offsets.push_back(off);
+      off += ctx.in_shape(k)[static_cast<size_t>(axis)];
+    }
+    Expr ia = i[static_cast<size_t>(axis)];
+    Expr value;
+    for (size_t p = parts.size(); p-- > 0;) {
+      int64_t len = ctx.in_shape(parts[p])[static_cast<size_t>(axis)];
+      std::vector<Expr> j = i;
+      Expr local = ia - offsets[p];
+      if (parts.size() > 1) local = tir::max(tir::min(local, tir::int_imm(len - 1)), tir::int_imm(0));
+      j[static_cast<size_t>(axis)] = local;
+      Expr v = te::access(ctx.input(parts[p]), j);
+      value = value ? tir::select(tir::binary(ExprKind::kLT, ia, tir::int_imm(offsets[p] + len)), v, value) : v;
+    }
+    return value;
+  })};
+}
+
+// Slice with constant starts (steps and axes constant too); ends only shape the output.
+LowerResult slice_lower(const LowerContext& ctx) {
+  if (!data_ok(ctx)) return std::nullopt;
+  const auto& in = ctx.in_shape(0);
+  int64_t r = static_cast<int64_t>(in.size());
+  std::vector<int64_t> starts, axes, steps;
+  if (ctx.opset() < 10) {
+    starts = ctx.attr_ints("starts");
+    axes = ctx.attr_ints("axes");
+  } else {
+    auto s = ctx.constant_ints(1);
+    if (!s) return std::nullopt;
+    starts = *s;
+    if (ctx.has_input(3)) {
+      auto a = ctx.constant_ints(3);
+      if (!a) return std::nullopt;
+      axes = *a;
+    }
+    if (ctx.has_input(4)) {
+      auto st = ctx.constant_ints(4);
+      if (!st) return std::nullopt;
+      steps = *st;
+    }
+  }
+  if (axes.empty())
+    for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (axes.size() != starts.size() || steps.size() != starts.size()) return std::nullopt;
+  std::vector<int64_t> begin(static_cast<size_t>(r), 0), step(static_cast<size_t>(r), 1);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    int64_t a = lower::norm_axis(axes[k], r);
+    if (a < 0 || steps[k] == 0) return std::nullopt;
+    int64_t d = in[static_cast<size_t>(a)], s = starts[k];
+    if (s < 0) s += d;
+    s = steps[k] > 0 ? std::clamp<int64_t>(s, 0, d) : std::clamp<int64_t>(s, 0, d - 1);
+    begin[static_cast<size_t>(a)] = s;
+    step[static_cast<size_t>(a)] = steps[k];
+  }
+  te::Tensor x = ctx.input(0);
+  return std::vector<te::Tensor>{make(ctx, [&](const std::vector<Expr>& i) {
+    std::vector<Expr> j;
+    for (size_t k = 0; k < in.size(); ++k) {
+      Expr e = i[k];
+      if (step[k] != 1) e = e * step[k];
+      if (begin[k] != 0) e = e + begin[k];
+      j.push_back(e);
+    }
+    return te::access(x, j);
+  })};
+}
+
+LowerResult gather_lower(const LowerContext& ctx) {
+  if (!data_ok(ctx) || !ctx.has_input(1)) return std::nullopt;
+  DType it = ctx.in_dtype(1);
+  if (it != DType::kInt64 && it != DType::kInt32) return std::nullopt;
+  const auto& in = ctx.in_shape(0);
+  int64_t axis = lower::norm_axis(ctx.attr_int("axis", 0), static_cast<int64_t>(in.size()));
+  if (axis < 0 || in[static_cast<size_t>(axis)] == 0) return std::nullopt;
+  size_t q = ctx.in_shape(1).size();
+  int64_t d = in[static_cast<size_t>(axis)];
+  te::Tensor x = ctx.input(0), idx = ctx.input(1);
+  return std::vector<te::Tensor>{make(ctx, [&](const std::vector<Expr>& i) {
+    std::vector<Expr> ii(i.begin() + axis, i.begin() + axis + static_cast<int64_t>(q));
+    Expr g = te::access(idx, ii);
+    if (it != DType::kInt64) g = tir::cast(tir::i64(), g);
+    g = tir::select(tir::binary(ExprKind::kLT, g, tir::int_imm(0)), g + d, g);
+    g = tir::max(tir::min(g, tir::int_imm(d - 1)), tir::int_imm(0));
+    std::vector<Expr> j(i.begin(), i.begin() + axis);
+    j.push_back(g);
+    j.insert(j.end(), i.begin() + axis + static_cast<int64_t>(q), i.end());
+    return te::access(x, j);
+  })};
+}
+
+LowerResult pad_lower(const LowerContext& ctx) {
+  if (!data_ok(ctx) || ctx.attr_string("mode", "constant") != "constant") return std::nullopt;
+  const auto& in = ctx.in_shape(0);
+  int64_t r = static_cast<int64_t>(in.size());
+  std::vector<int64_t> pads;
+  double value = 0;
+  std::vector<int64_t> axes;
+  if (ctx.opset() < 11) {
+    pads = ctx.attr_ints("pads");
+    value = ctx.attr_float("value", 0.f);
+  } else {
+    auto p = ctx.constant_ints(1);
+    if (!p) return std::nullopt;
+    pads = *p;
+    if (ctx.has_input(2)) {
+      const Tensor* v = ctx.constant(2);
+      if (!v || v->numel() != 1) return std::nullopt;
+      value = v->get_double(0);
+    }
+    if (ctx.has_input(3)) {
+      auto a = ctx.constant_ints(3);
+      if (!a) return std::nullopt;
+      axes = *a;
+    }
+  }
+  if (axes.empty())
+    for (int64_t k = 0; k < r; ++k) axes.push_back(k);
+  if (pads.size() != 2 * axes.size()) return std::nullopt;
+  std::vector<int64_t> before(static_cast<size_t>(r), 0);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    int64_t a = lower::norm_axis(axes[k], r);
+    if (a < 0) return std::nullopt;
+    before[static_cast<size_t>(a)] = pads[k];
+  }
+  for (int64_t d : in)
+    if (d == 0) return std::nullopt;
+  DType dt = ctx.in_dtype(0);
+  te::Tensor x = ctx.input(0);
+  return std::vector<te::Tensor>{make(ctx, [&](const std::vector<Expr>& i) {
+    Expr inside;
+    std::vector<Expr> j;
+    for (size_t k = 0; k < in.size(); ++k) {
+      Expr e = before[k] != 0 ? i[k] - before[k] : i[k];
+      bool may_leave = before[k] > 0 || ctx.out_shape()[k] - before[k] > in[k];
+      if (may_leave) {
+        Expr ok = tir::binary(ExprKind::kAnd, tir::binary(ExprKind::kGE, e, tir::int_imm(0)),
+                              tir::binary(ExprKind::kLT, e, tir::int_imm(in[k])));
+        inside = inside ? tir::binary(ExprKind::kAnd, inside, ok) : ok;
+        e = tir::max(tir::min(e, tir::int_imm(in[k] - 1)), tir::int_imm(0));
+      }
+      j.push_back(e);
+    }
+    Expr v = te::access(x, j);
+    return inside ? tir::select(inside, v, lower::constant(dt, value)) : v;
+  })};
+}
+
+}  // namespace
+
+void add_injective_lowerings(std::vector<LoweringEntry>& t) {
+  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}) t.push_back({"", op, reshape_lower});
+  t.push_back({"", "Transpose", transpose_lower});
+  t.push_back({"", "Expand", expand_lower});
+  t.push_back({"", "Tile", tile_lower});
+  t.push_back({"", "Concat", concat_lower});
+  t.push_back({"", "Slice", slice_lower});
+  t.push_back({"", "Gather", gather_lower});
+  t.push_back({"", "Pad", pad_lower});
+}
+
+}  // namespace kiln

@@ -1,0 +1,94 @@
+// TE lowerings of ops: per op a function that builds the op's output tensors as tensor
+// expressions of its input tensors, at concrete shapes (the compiled executor specializes every
+// kernel to the shapes of one run). One file per op family in ops/lower/; the table is assembled
+// in ops/lower/table.cc. A lowering returns nullopt for configurations it does not handle
+// (unsupported dtype, non-constant parameter, ...); the node then runs its reference kernel.
+// Tests: tests/runtime/test_compiled_executor.cc (compiled vs interpreter).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "ops/registry.h"
+#include "te/te.h"
+
+namespace kiln {
+
+// What a lowering sees: the node (attributes), its inputs as TE tensors with concrete shapes
+// and dtypes, the values of constant inputs, and the concrete output shapes and dtypes (known
+// from a reference run or static shape inference).
+class LowerContext : public AttrReader {
+ public:
+  LowerContext(const Node& node, int64_t opset, std::string prefix) : AttrReader(node), opset_(opset),
+                                                                      prefix_(std::move(prefix)) {}
+  int64_t opset() const { return opset_; }
+
+  std::vector<te::Tensor> inputs;                  // nullptr for omitted inputs
+  std::vector<std::vector<int64_t>> input_shapes;  // parallel to inputs
+  std::vector<DType> input_dtypes;
+  std::vector<const Tensor*> constants;            // the value of a constant input, else nullptr
+  std::vector<std::vector<int64_t>> output_shapes;
+  std::vector<DType> output_dtypes;
+
+  int num_inputs() const { return static_cast<int>(inputs.size()); }
+  bool has_input(int i) const { return i < num_inputs() && inputs[static_cast<size_t>(i)] != nullptr; }
+  const te::Tensor& input(int i) const { return inputs[static_cast<size_t>(i)]; }
+  const std::vector<int64_t>& in_shape(int i) const { return input_shapes[static_cast<size_t>(i)]; }
+  const std::vector<int64_t>& out_shape(int i = 0) const { return output_shapes[static_cast<size_t>(i)]; }
+  DType in_dtype(int i) const { return input_dtypes[static_cast<size_t>(i)]; }
+  DType out_dtype(int i = 0) const { return output_dtypes[static_cast<size_t>(i)]; }
+  const Tensor* constant(int i) const {
+    return i < num_inputs() ? constants[static_cast<size_t>(i)] : nullptr;
+  }
+  // Integer values of constant input i (any integer dtype); nullopt when not constant.
+  std::optional<std::vector<int64_t>> constant_ints(int i) const;
+  // A tensor name unique within the kernel: prefix + "_" + suffix.
+  std::string name(const std::string& suffix) const { return prefix_ + "_" + suffix; }
+
+ private:
+  int64_t opset_;
+  std::string prefix_;
+};
+
+using LowerResult = std::optional<std::vector<te::Tensor>>;
+using LowerFn = LowerResult (*)(const LowerContext& ctx);
+
+// The lowering of an op (any opset), or nullptr when it has none.
+LowerFn find_lowering(const std::string& domain, const std::string& op_type);
+
+// ---- helpers shared by the lowering files ---------------------------------------------------
+namespace lower {
+
+std::vector<tir::Expr> to_exprs(const std::vector<int64_t>& dims);
+tir::DataType scalar_type(DType d);
+// Supported element types of generated code (f32, f64, i32, i64, i8, u8, bool).
+bool supported_dtype(DType d);
+// Index of input `t` (shape `in`) for output index `idx` (shape `out`) under numpy broadcasting.
+std::vector<tir::Expr> broadcast_index(const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                                       const std::vector<tir::Expr>& idx);
+// Constant of dtype `d` with value `v`.
+tir::Expr constant(DType d, double v);
+// Row-major strides and element count.
+std::vector<int64_t> strides_of(const std::vector<int64_t>& dims);
+int64_t numel_of(const std::vector<int64_t>& dims);
+// Normalizes a possibly negative axis (throws nothing; returns -1 when out of range).
+int64_t norm_axis(int64_t axis, int64_t rank);
+
+}  // namespace lower
+
+// Family registration functions (ops/lower/*.cc), assembled by find_lowering's table.
+struct LoweringEntry {
+  const char* domain;
+  const char* op;
+  LowerFn fn;
+};
+void add_unary_lowerings(std::vector<LoweringEntry>& table);      // ops/lower/unary.cc
+void add_binary_lowerings(std::vector<LoweringEntry>& table);     // ops/lower/binary.cc
+void add_injective_lowerings(std::vector<LoweringEntry>& table);  // ops/lower/injective.cc
+void add_reduction_lowerings(std::vector<LoweringEntry>& table);  // ops/lower/reduction.cc
+
+}  // namespace kiln

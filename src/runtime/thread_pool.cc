@@ -1,0 +1,151 @@
+// Thread pool: jobs are published under a mutex with a generation counter; workers copy the job
+// under the mutex and claim chunks from an atomic counter. The caller claims chunks too and then
+// waits (spinning, then yielding) until every chunk is done and no worker still holds the job.
+#include "runtime/thread_pool.h"
+
+#include <algorithm>
+#include <exception>
+#include <memory>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define KILN_CPU_RELAX() _mm_pause()
+#else
+#define KILN_CPU_RELAX() ((void)0)
+#endif
+
+namespace kiln {
+namespace {
+
+constexpr int kSpinIterations = 1 << 14;  // roughly 50-100 us of pause instructions
+thread_local int tl_parallel_depth = 0;   // > 0 inside a parallel_for body
+thread_local ThreadPool* tl_current_pool = nullptr;
+
+struct DepthGuard {
+  DepthGuard() { ++tl_parallel_depth; }
+  ~DepthGuard() { --tl_parallel_depth; }
+};
+
+}  // namespace
+
+int ThreadPool::default_threads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+ThreadPool::ThreadPool(int threads) {
+  if (threads <= 0) threads = default_threads();
+  workers_.reserve(static_cast<size_t>(threads - 1));
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::run_chunks(const Job& job) {
+  DepthGuard depth;
+  for (;;) {
+    int64_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
+    if (c >= job.num_chunks) break;
+    int64_t begin = c * job.chunk;
+    int64_t end = std::min(job.n, begin + job.chunk);
+    job.body(begin, end, job.closure);
+    done_chunks_.fetch_add(1, std::memory_order_release);
+  }
+}
+
+void ThreadPool::worker_loop() {
+  uint64_t seen = 0;
+  for (;;) {
+    for (int i = 0; i < kSpinIterations && generation_.load(std::memory_order_acquire) == seen; ++i)
+      KILN_CPU_RELAX();
+    Job job;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || generation_.load(std::memory_order_relaxed) != seen; });
+      if (stop_) return;
+      seen = generation_.load(std::memory_order_relaxed);
+      job = job_;
+      active_.fetch_add(1, std::memory_order_relaxed);
+    }
+    run_chunks(job);
+    active_.fetch_sub(1, std::memory_order_release);
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, Body body, void* closure, int64_t min_chunk) {
+  if (n <= 0) return;
+  min_chunk = std::max<int64_t>(min_chunk, 1);
+  const int64_t threads = num_threads();
+  if (threads == 1 || n <= min_chunk || tl_parallel_depth > 0 || !submit_.try_lock()) {
+    DepthGuard depth;
+    body(0, n, closure);
+    return;
+  }
+  std::lock_guard<std::mutex> submit(submit_, std::adopt_lock);
+  // A few chunks per thread balances uneven work without much claiming overhead.
+  int64_t chunk = std::max(min_chunk, (n + threads * 4 - 1) / (threads * 4));
+  Job job{body, closure, n, chunk, (n + chunk - 1) / chunk};
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    // Workers still holding the previous job must let go before its counters are reset.
+    while (active_.load(std::memory_order_acquire) != 0) {
+      lk.unlock();
+      std::this_thread::yield();
+      lk.lock();
+    }
+    job_ = job;
+    next_chunk_.store(0, std::memory_order_relaxed);
+    done_chunks_.store(0, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_all();
+  run_chunks(job);
+  for (int i = 0; done_chunks_.load(std::memory_order_acquire) < job.num_chunks ||
+                  active_.load(std::memory_order_acquire) != 0;
+       ++i) {
+    if (i < kSpinIterations) KILN_CPU_RELAX();
+    else std::this_thread::yield();
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk) {
+  struct Closure {
+    const std::function<void(int64_t, int64_t)>* fn;
+    std::mutex mu;
+    std::exception_ptr error;
+  } c{&fn, {}, nullptr};
+  auto trampoline = [](int64_t b, int64_t e, void* p) {
+    auto* cl = static_cast<Closure*>(p);
+    try {
+      (*cl->fn)(b, e);
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(cl->mu);
+      if (!cl->error) cl->error = std::current_exception();
+    }
+  };
+  parallel_for(n, +trampoline, &c, min_chunk);
+  if (c.error) std::rethrow_exception(c.error);
+}
+
+ThreadPool& current_thread_pool() {
+  if (tl_current_pool) return *tl_current_pool;
+  static ThreadPool global_pool(ThreadPool::default_threads());
+  return global_pool;
+}
+
+ScopedThreadPool::ScopedThreadPool(ThreadPool* pool) : saved_(tl_current_pool) { tl_current_pool = pool; }
+ScopedThreadPool::~ScopedThreadPool() { tl_current_pool = saved_; }
+
+}  // namespace kiln
+
+extern "C" void kiln_parallel_for(int64_t n, void (*body)(int64_t, int64_t, void*), void* closure) {
+  kiln::current_thread_pool().parallel_for(n, body, closure);
+}

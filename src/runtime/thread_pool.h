@@ -1,0 +1,83 @@
+// Thread pool: a fixed set of worker threads running parallel_for over index ranges. The caller
+// takes part in the work; idle workers spin briefly, then sleep on a condition variable (no busy
+// CPU when idle). A parallel_for issued from inside a parallel_for (or while another thread owns
+// the pool) runs serially on the calling thread. Generated kernels reach the pool through the C
+// ABI function kiln_parallel_for, which uses the current pool of the calling thread.
+// Tests: tests/runtime/test_thread_pool.cc
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kiln {
+
+class ThreadPool {
+ public:
+  using Body = void (*)(int64_t begin, int64_t end, void* closure);
+
+  // `threads` counts the caller: threads - 1 workers are started. 0 means default_threads().
+  explicit ThreadPool(int threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls body(begin, end, closure) over chunks covering [0, n) and returns when all are done.
+  // Chunks hold at least `min_chunk` indices.
+  void parallel_for(int64_t n, Body body, void* closure, int64_t min_chunk = 1);
+  // Same with a callable; the first exception thrown by `fn` is rethrown here.
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk = 1);
+
+  // The number of hardware threads (at least 1).
+  static int default_threads();
+
+ private:
+  struct Job {
+    Body body = nullptr;
+    void* closure = nullptr;
+    int64_t n = 0;
+    int64_t chunk = 1;
+    int64_t num_chunks = 0;
+  };
+  void worker_loop();
+  void run_chunks(const Job& job);
+
+  std::vector<std::thread> workers_;
+  std::mutex submit_;  // one parallel_for at a time; others run serially
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Job job_;  // guarded by mu_
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> next_chunk_{0};
+  std::atomic<int64_t> done_chunks_{0};
+  std::atomic<int> active_{0};  // workers that copied the current job and have not finished
+  bool stop_ = false;           // guarded by mu_
+};
+
+// The pool that kiln_parallel_for uses on this thread: the one installed by a ScopedThreadPool,
+// else a process-wide pool with default_threads() threads (created on first use).
+ThreadPool& current_thread_pool();
+
+// Installs `pool` as this thread's current pool for the scope's lifetime.
+class ScopedThreadPool {
+ public:
+  explicit ScopedThreadPool(ThreadPool* pool);
+  ~ScopedThreadPool();
+  ScopedThreadPool(const ScopedThreadPool&) = delete;
+  ScopedThreadPool& operator=(const ScopedThreadPool&) = delete;
+
+ private:
+  ThreadPool* saved_;
+};
+
+}  // namespace kiln
+
+// C ABI for generated code: runs body over [0, n) on the current pool.
+extern "C" void kiln_parallel_for(int64_t n, void (*body)(int64_t begin, int64_t end, void* closure),
+                                  void* closure);

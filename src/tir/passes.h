@@ -1,0 +1,40 @@
+// TIR passes: each is a plain PrimFunc -> PrimFunc function. Run order in lowering:
+// flatten_storage -> simplify -> partition_loops -> vectorize_loops -> unroll_loops -> simplify.
+// Each pass lives in its own file (src/tir/<pass>.cc) with a note on what it requires and
+// guarantees. Tests: tests/tir/test_tir.cc (every pass is checked by running the function
+// before and after it through tir/evaluator.h on random data).
+#pragma once
+
+#include <map>
+
+#include "tir/ir.h"
+
+namespace kiln::tir {
+
+using VarMap = std::map<const ExprNode*, Expr>;
+
+// Replaces uses of vars (by identity) with expressions, rebuilding the touched nodes through
+// the checked constructors (a scalar var replaced by a vector makes its users vectors).
+Expr substitute(const Expr& e, const VarMap& vmap);
+Stmt substitute(const Stmt& s, const VarMap& vmap);
+Expr substitute(const Expr& e, const Expr& var, const Expr& value);
+Stmt substitute(const Stmt& s, const Expr& var, const Expr& value);
+
+// Multi-dimensional Load/Store -> one row-major index; every buffer (params and allocations)
+// gets shape {numel}. Accesses with one index are taken as already flat.
+PrimFunc flatten_storage(const PrimFunc& f);
+
+// For kVectorized loops with a constant extent: the body runs once with the loop var replaced by
+// ramp(min, 1, extent); contiguous accesses become vector loads/stores with a ramp index, other
+// lane-varying indices gathers. Loops it cannot vectorize (see vectorize_loops.cc) become serial.
+PrimFunc vectorize_loops(const PrimFunc& f);
+
+// For kUnrolled loops with a constant extent: the body repeated with the var replaced by each
+// value. Unrolled loops with a symbolic extent become serial.
+PrimFunc unroll_loops(const PrimFunc& f);
+
+// Splits a loop whose body holds tail guards `if (cond)` that are provably true on a prefix of
+// its range (from non-dividing splits) into a main loop without the guards and a tail loop.
+PrimFunc partition_loops(const PrimFunc& f);
+
+}  // namespace kiln::tir
