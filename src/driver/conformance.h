@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "driver/session.h"
+
 namespace kiln {
 
 struct CaseResult {
@@ -18,9 +20,10 @@ bool is_backend_case(const std::string& dir);
 std::vector<std::string> collect_backend_cases(const std::vector<std::string>& args);
 struct CaseOptions {
   bool optimize = false;  // run the default pass pipeline before interpreting
+  Engine engine = Engine::kInterp;
 };
 
-// Runs every data set of the case with the interpreter. Never throws.
+// Runs every data set of the case with the chosen engine. Never throws.
 CaseResult run_backend_case(const std::string& dir, const CaseOptions& opts = {});
 
 }  // namespace kiln

@@ -21,14 +21,14 @@ std::unique_ptr<Session> Session::load(const std::string& path, const SessionOpt
 }
 
 Session::Session(Model model, const SessionOptions& opts) : model_(std::move(model)), opts_(opts) {
-  if (opts.engine == Engine::kCompiled)
-    throw Error(ErrorKind::kUsage,
-                "unsupported: the compiled engine is not available in this build yet; use --engine interp");
   if (opts.threads < 1) throw Error(ErrorKind::kUsage, "--threads must be at least 1");
-  if (opts.optimize) {
+  if (opts.optimize || opts.engine == Engine::kCompiled) {
     PassContext ctx;
+    // The compiled engine needs the fusion groups; without --optimize it runs only the analyses.
+    std::vector<std::string> passes = opts.optimize ? default_pipeline()
+                                                    : std::vector<std::string>{"shape-inference", "fusion"};
     try {
-      run_passes(model_, default_pipeline(), ctx);
+      run_passes(model_, passes, ctx);
     } catch (const Error& e) {
       ErrorLocation loc;
       loc.file = model_.path;
@@ -39,6 +39,14 @@ Session::Session(Model model, const SessionOptions& opts) : model_(std::move(mod
   io.seed = opts.seed;
   io.profile = opts.profile;
   try {
+    if (opts.engine == Engine::kCompiled) {
+      CompiledOptions co;
+      co.threads = opts.threads;
+      co.seed = opts.seed;
+      co.profile = opts.profile;
+      compiled_ = std::make_unique<CompiledExecutor>(model_, co);
+      return;
+    }
     interp_ = std::make_unique<Interpreter>(model_, io);
   } catch (const Error& e) {
     ErrorLocation loc;
@@ -153,7 +161,7 @@ std::vector<RtValue> Session::random_inputs(uint64_t seed) const {
 
 std::vector<RtValue> Session::run(const std::vector<RtValue>& feeds) {
   try {
-    return interp_->run(feeds);
+    return compiled_ ? compiled_->run(feeds) : interp_->run(feeds);
   } catch (const Error& e) {
     ErrorLocation loc;
     loc.file = model_.path;

@@ -8,6 +8,7 @@
 
 #include "core/value.h"
 #include "ir/graph.h"
+#include "runtime/compiled_executor.h"
 #include "runtime/interpreter.h"
 
 namespace kiln {
@@ -48,12 +49,17 @@ class Session {
   std::vector<RtValue> random_inputs(uint64_t seed) const;
   // Runs with values parallel to model().graph->inputs (None for defaulted ones).
   std::vector<RtValue> run(const std::vector<RtValue>& feeds);
-  const std::vector<NodeTiming>& timings() const { return interp_->timings(); }
+  const std::vector<NodeTiming>& timings() const {
+    return compiled_ ? compiled_->timings() : interp_->timings();
+  }
+  // The compiled executor (engine kCompiled), else nullptr.
+  CompiledExecutor* compiled() const { return compiled_.get(); }
 
  private:
   Model model_;
   SessionOptions opts_;
   std::unique_ptr<Interpreter> interp_;
+  std::unique_ptr<CompiledExecutor> compiled_;
 };
 
 // Reads one value file by extension (.npy or .pb); `hint` types .pb sequence/optional files.

@@ -20,7 +20,8 @@ namespace kiln {
 
 // What a lowering sees: the node (attributes), its inputs as TE tensors with concrete shapes
 // and dtypes, the values of constant inputs, and the concrete output shapes and dtypes (known
-// from a reference run or static shape inference).
+// from a reference run or static shape inference). Rank-0 values appear with shape [1] (TIR
+// buffers have at least one dim).
 class LowerContext : public AttrReader {
  public:
   LowerContext(const Node& node, int64_t opset, std::string prefix) : AttrReader(node), opset_(opset),

@@ -1,7 +1,8 @@
 // fusion: groups nodes into fused groups by pattern kind, with the dominator-based algorithm of
 // TVM's FuseOps, and records each node's group as the int attribute `kiln.group`.
 //   - The dataflow graph's edges carry the consumer's pattern kind; a broadcast edge whose input
-//     has the consumer's (static) output shape counts as elementwise.
+//     has the consumer's output shape (statically equal, or provably so from the other inputs'
+//     dims being 1 or the same) counts as elementwise.
 //   - A post-dominator tree: a node's immediate post-dominator is the least common ancestor of
 //     its consumers; a node whose value is a graph output has none.
 //   - A node fuses into its post-dominator's group when every node on every path between them
@@ -54,6 +55,36 @@ bool comparable(const Type& t) {
   return true;
 }
 
+bool same_dim(const Dim& a, const Dim& b) {
+  return a.known() ? a.value == b.value : !a.symbol.empty() && a.symbol == b.symbol;
+}
+
+// True when input `v` of broadcast node `n` has the shape of n's output: its static shape equals
+// the output's, or (when dims are unknown) every other input has no higher rank and, aligned
+// from the right, only dims that are 1 or the same as v's (then the broadcast result is v's
+// shape whatever the unknown dims are).
+bool same_shape_as_output(const Node& n, const Value* v) {
+  const Value* out = n.outputs.empty() ? nullptr : n.outputs[0];
+  if (!out) return false;
+  if (comparable(v->type) && comparable(out->type)) return *v->type.shape == *out->type.shape;
+  if (v->type.kind != Type::Kind::kTensor || !v->type.shape) return false;
+  const auto& vd = v->type.shape->dims;
+  if (out->type.kind != Type::Kind::kTensor || (out->type.shape && out->type.shape->rank() != vd.size()))
+    return false;
+  for (const Value* u : n.inputs) {
+    if (!u || u == v) continue;
+    if (u->type.kind != Type::Kind::kTensor || !u->type.shape) return false;
+    const auto& ud = u->type.shape->dims;
+    if (ud.size() > vd.size()) return false;
+    for (size_t k = 0; k < ud.size(); ++k) {
+      const Dim& a = ud[ud.size() - 1 - k];
+      const Dim& b = vd[vd.size() - 1 - k];
+      if (!(a.known() && a.value == 1) && !same_dim(a, b)) return false;
+    }
+  }
+  return true;
+}
+
 class Fuser {
  public:
   Fuser(const Model& m, Graph& g) : g_(g) {
@@ -83,10 +114,7 @@ class Fuser {
           if (it == index.end()) continue;
           int c = it->second;
           PK p = pattern_[c];
-          const Node& cn = *g.nodes[c];
-          if (p == PK::kBroadcast && !cn.outputs.empty() && cn.outputs[0] && comparable(v->type) &&
-              comparable(cn.outputs[0]->type) && *v->type.shape == *cn.outputs[0]->type.shape)
-            p = PK::kElementwise;
+          if (p == PK::kBroadcast && same_shape_as_output(*g.nodes[c], v)) p = PK::kElementwise;
           auto [e, fresh] = edges.emplace(c, p);
           if (!fresh) e->second = combine(e->second, p);
         }

@@ -10,7 +10,9 @@
 
 #include "core/error.h"
 #include "te/te_internal.h"
+#include "tir/passes.h"
 #include "tir/rewrite.h"
+#include "tir/simplify.h"
 
 namespace kiln::te {
 namespace {
@@ -131,17 +133,18 @@ tir::Stmt Lowerer::emit(Stage& s, const std::vector<Expr>* region_min, const std
     for (const Expr& g : gs) c = c ? tir::binary(tir::ExprKind::kAnd, c, g) : g;
     return c ? tir::if_then_else(c, st) : st;
   };
-  tir::Stmt init, update;
-  if (reducing) {
-    const ReduceOp op = detail::reduce_op_of(s.body);
-    Expr acc = tir::load(out, out_idx);
-    init = guarded(make_store(out, out_idx, detail::reduce_identity(op, value->type)), spatial_guards);
+  // Built at the innermost level, after compute_at stages above it registered their buffers.
+  const ReduceOp op = reducing ? detail::reduce_op_of(s.body) : ReduceOp::kSum;
+  auto make_init = [&]() {
+    return guarded(make_store(out, out_idx, detail::reduce_identity(op, value->type)), spatial_guards);
+  };
+  auto make_update = [&]() {
+    if (!reducing) return guarded(make_store(out, out_idx, value), spatial_guards);
     std::vector<Expr> all = spatial_guards;
     all.insert(all.end(), reduce_guards.begin(), reduce_guards.end());
-    update = guarded(make_store(out, out_idx, detail::reduce_combine(op, acc, value)), all);
-  } else {
-    update = guarded(make_store(out, out_idx, value), spatial_guards);
-  }
+    Expr acc = tir::load(out, out_idx);
+    return guarded(make_store(out, out_idx, detail::reduce_combine(op, acc, value)), all);
+  };
 
   const size_t n = s.leaves.size();
   size_t first_reduce = n;
@@ -199,6 +202,11 @@ tir::Stmt Lowerer::emit(Stage& s, const std::vector<Expr>* region_min, const std
       args.push_back(address(l->buffer, l->operands));
     }
     for (int64_t e : got) args.push_back(tir::int_imm(e));
+    // Row strides (elements) of each buffer, in the same order: its last dim's extent.
+    args.push_back(simplify_expr(out->shape.back()));
+    seen.clear();
+    for (const Expr& l : loads)
+      if (seen.insert(l->buffer.get()).second) args.push_back(simplify_expr(l->buffer->shape.back()));
     return tir::evaluate(tir::call(s.tensorize_intrinsic, tir::i32(), args));
   };
 
@@ -264,12 +272,12 @@ tir::Stmt Lowerer::emit(Stage& s, const std::vector<Expr>* region_min, const std
   };
 
   std::function<tir::Stmt(size_t)> build_init = [&](size_t k) -> tir::Stmt {
-    if (k == n) return init;
+    if (k == n) return make_init();
     if (s.loops.at(s.leaves[k]).reduce) return build_init(k + 1);
     return loop(k, build_init(k + 1));
   };
   std::function<tir::Stmt(size_t)> build_update = [&](size_t k) -> tir::Stmt {
-    if (k == n) return update;
+    if (k == n) return make_update();
     if (!s.tensorize_loop.empty() && s.leaves[k] == s.tensorize_loop) return tensorized(k);
     return loop(k, attach_here(k, [&] { return build_update(k + 1); }));
   };
@@ -282,7 +290,7 @@ tir::Stmt Lowerer::emit(Stage& s, const std::vector<Expr>* region_min, const std
       }
       return tir::seq({build_init(k), build_update(k)});
     }
-    if (k == n) return update;
+    if (k == n) return make_update();
     if (!s.tensorize_loop.empty() && s.leaves[k] == s.tensorize_loop) return tensorized(k);
     return loop(k, attach_here(k, [&] { return build(k + 1); }));
   };
@@ -296,6 +304,11 @@ void collect_shape_vars(const std::vector<Expr>& shape, std::vector<Expr>* out) 
 }  // namespace
 
 tir::PrimFunc lower(const Schedule& sched, const std::vector<Tensor>& args, const std::string& name) {
+  return lower(sched, args, name, LowerOptions{});
+}
+
+tir::PrimFunc lower(const Schedule& sched, const std::vector<Tensor>& args, const std::string& name,
+                    const LowerOptions& options) {
   Schedule::Impl& impl = sched.impl();
   Lowerer lw{impl, {}, {}};
 
@@ -363,6 +376,14 @@ tir::PrimFunc lower(const Schedule& sched, const std::vector<Tensor>& args, cons
   tir::Stmt body = tir::seq(stmts);
   for (auto it = allocs.rbegin(); it != allocs.rend(); ++it) body = tir::allocate(*it, body);
   f.body = body;
+  if (!options.run_passes) return f;
+  // S5: the tir pipeline (order from tir/passes.h).
+  f = tir::flatten_storage(f);
+  f = tir::simplify(f);
+  f = tir::partition_loops(f);
+  f = tir::vectorize_loops(f);
+  f = tir::unroll_loops(f);
+  f = tir::simplify(f);
   return f;
 }
 

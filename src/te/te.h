@@ -103,7 +103,9 @@ class Schedule {
 
 // A microkernel's shape contract for tensorize: the extents of the loops it replaces (the
 // tensorized loop first, then the loops nested in it, in order). The call it becomes is
-// `name(address_of(out[min...]), address_of(in[min...])..., extents...)` (an Evaluate).
+// `name(address_of(out[min...]), address_of(in[min...])..., extents..., row strides...)` (an
+// Evaluate; row stride = the buffer's last dim, per buffer in the same order). A kernel whose
+// loops include the start of a reduction initializes its output itself.
 struct TensorIntrinsic {
   std::vector<int64_t> extents;
 };
@@ -112,5 +114,11 @@ void register_tensor_intrinsic(const std::string& name, TensorIntrinsic contract
 // Lowers a schedule to one PrimFunc whose buffer params are `args` (placeholders and outputs,
 // in call order); symbolic dims used in shapes become scalar params.
 tir::PrimFunc lower(const Schedule& s, const std::vector<Tensor>& args, const std::string& name);
+
+struct LowerOptions {
+  bool run_passes = true;  // false: the loop nest as built (multi-dimensional accesses)
+};
+tir::PrimFunc lower(const Schedule& s, const std::vector<Tensor>& args, const std::string& name,
+                    const LowerOptions& options);
 
 }  // namespace kiln::te

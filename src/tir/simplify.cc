@@ -463,6 +463,9 @@ class Simplifier {
           if (a->kind == ExprKind::kAdd && is_const_int(a->operands[1], &c1))
             return mutate_binary(ExprKind::kAdd, a->operands[0], int_const(c1 + c, t), depth);
         }
+        if (is_int && b->kind == ExprKind::kAdd)  // a + (b0 + b1) -> (a + b0) + b1
+          return mutate_binary(ExprKind::kAdd, mutate_binary(ExprKind::kAdd, a, b->operands[0], depth),
+                               b->operands[1], depth);
         if (is_int && !b_int && a->kind == ExprKind::kAdd && is_const(a->operands[1]))
           // (x + c) + y -> (x + y) + c: constants move outward.
           return mutate_binary(ExprKind::kAdd, mutate_binary(ExprKind::kAdd, a->operands[0], b, depth),
@@ -473,6 +476,9 @@ class Simplifier {
         if (is_int) {
           if (structural_equal(a, b)) return int_const(0, t);
           if (b_int && c != kNegInf) return mutate_binary(ExprKind::kAdd, a, int_const(-c, t), depth);
+          if (b->kind == ExprKind::kAdd)  // a - (b0 + b1) -> (a - b0) - b1
+            return mutate_binary(ExprKind::kSub, mutate_binary(ExprKind::kSub, a, b->operands[0], depth),
+                                 b->operands[1], depth);
           if (a->kind == ExprKind::kAdd) {
             if (structural_equal(a->operands[0], b)) return a->operands[1];
             if (structural_equal(a->operands[1], b)) return a->operands[0];

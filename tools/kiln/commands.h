@@ -13,5 +13,6 @@ void add_run_command(CLI::App& app, Action& action);
 void add_inspect_command(CLI::App& app, Action& action);
 void add_test_onnx_command(CLI::App& app, Action& action);
 void add_optimize_command(CLI::App& app, Action& action);
+void add_compile_command(CLI::App& app, Action& action);
 
 }  // namespace kiln::cli

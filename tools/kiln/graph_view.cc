@@ -130,7 +130,7 @@ constexpr const char* kHtmlHead = R"HTML(<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>kiln graph</title>
 <style>
 html, body { margin: 0; height: 100%; font: 13px system-ui, sans-serif; overflow: hidden; }
-#view { position: absolute; left: 0; top: 0; right: 340px; bottom: 0; background: #fafafa; cursor: grab; }
+#view { position: absolute; left: 0; top: 0; width: calc(100% - 340px); height: 100%; background: #fafafa; cursor: grab; }
 #view.dragging { cursor: grabbing; }
 #panel { position: absolute; top: 0; right: 0; width: 340px; bottom: 0; overflow: auto; box-sizing: border-box;
   padding: 10px 12px; border-left: 1px solid #ccc; background: #fff; }
@@ -138,7 +138,7 @@ html, body { margin: 0; height: 100%; font: 13px system-ui, sans-serif; overflow
 #panel h3 { font-size: 13px; margin: 12px 0 4px; color: #444; }
 #panel table { border-collapse: collapse; width: 100%; }
 #panel td { vertical-align: top; padding: 1px 4px; font-family: ui-monospace, monospace; font-size: 11px; word-break: break-all; }
-#panel td:first-child { color: #666; white-space: nowrap; }
+#panel td:first-child { color: #666; width: 45%; }
 .op rect { stroke: #555; stroke-width: 1; rx: 4; }
 .op text, .io text { font-size: 12px; text-anchor: middle; dominant-baseline: central; pointer-events: none; }
 .op.selected rect { stroke: #d00; stroke-width: 3; }
@@ -147,6 +147,8 @@ html, body { margin: 0; height: 100%; font: 13px system-ui, sans-serif; overflow
 .edge.hl { stroke: #d00; stroke-width: 2; }
 .group { fill-opacity: 0.06; stroke-width: 1.5; stroke-dasharray: 5 3; rx: 8; }
 .grouplabel { font-size: 10px; }
+.grouppart { fill-opacity: 0.1; stroke-width: 1.2; stroke-dasharray: 4 3; rx: 8; }
+.grouplink { fill: none; stroke-width: 16; stroke-opacity: 0.12; stroke-linecap: round; }
 .legend span { display: inline-block; padding: 1px 5px; margin: 2px; border: 1px solid #888; border-radius: 3px; font-size: 11px; }
 .hint { color: #777; font-size: 11px; }
 </style></head>
@@ -304,21 +306,39 @@ function render(G) {
     el('title', {}, path).textContent = e.value;
     edgeEls.push({ e: e, el: path });
   }
-  // Fused groups: boxes around groups of two or more nodes.
+  // Fused groups of two or more nodes: a box around them, or, when the box would take in other
+  // nodes too, a halo around each member joined along the group's own edges.
   const groups = new Map();
   G.nodes.forEach((n, i) => {
     if (n.group < 0) return;
     if (!groups.has(n.group)) groups.set(n.group, []);
-    groups.get(n.group).push(V[lay.opV[i]]);
+    groups.get(n.group).push(lay.opV[i]);
   });
-  for (const [gid, members] of groups) {
-    if (members.length < 2) continue;
+  for (const [gid, ids] of groups) {
+    if (ids.length < 2) continue;
+    const members = ids.map((id) => V[id]);
     const x0 = Math.min(...members.map((v) => v.x - v.w / 2)) - 8, x1 = Math.max(...members.map((v) => v.x + v.w / 2)) + 8;
     const y0 = Math.min(...members.map((v) => v.y - v.h / 2)) - 12, y1 = Math.max(...members.map((v) => v.y + v.h / 2)) + 8;
     const color = 'hsl(' + ((gid * 67) % 360) + ',70%,40%)';
-    el('rect', { x: x0, y: y0, width: x1 - x0, height: y1 - y0, class: 'group', fill: color, stroke: color,
-                 'data-group': gid }, gGroups);
-    el('text', { x: x0 + 4, y: y0 + 9, class: 'grouplabel', fill: color }, gGroups).textContent = 'group ' + gid;
+    const inside = new Set(ids);
+    const intrudes = V.some((v, id) => v.kind !== 'dummy' && !inside.has(id) && v.x + v.w / 2 > x0 && v.x - v.w / 2 < x1 &&
+                                        v.y + v.h / 2 > y0 && v.y - v.h / 2 < y1);
+    if (!intrudes) {
+      el('rect', { x: x0, y: y0, width: x1 - x0, height: y1 - y0, class: 'group', fill: color, stroke: color,
+                   'data-group': gid }, gGroups);
+      el('text', { x: x0 + 4, y: y0 + 9, class: 'grouplabel', fill: color }, gGroups).textContent = 'group ' + gid;
+      continue;
+    }
+    const blob = el('g', { class: 'groupblob', 'data-group': gid }, gGroups);
+    for (const x of edgeEls)
+      if (inside.has(x.e.a) && inside.has(x.e.b))
+        el('path', { d: x.el.getAttribute('d'), class: 'grouplink', stroke: color }, blob);
+    for (const v of members)
+      el('rect', { x: v.x - v.w / 2 - 6, y: v.y - v.h / 2 - 6, width: v.w + 12, height: v.h + 12, class: 'grouppart',
+                   fill: color, stroke: color }, blob);
+    const top = members.reduce((a, b) => (b.y < a.y || (b.y === a.y && b.x < a.x) ? b : a));
+    el('text', { x: top.x - top.w / 2 - 4, y: top.y - top.h / 2 - 9, class: 'grouplabel', fill: color }, blob).textContent =
+      'group ' + gid;
   }
   let selected = null;
   V.forEach((v) => {
@@ -378,11 +398,13 @@ function applyView() {
 function main() {
   const G = JSON.parse(document.getElementById('graph-data').textContent);
   document.getElementById('title').textContent = G.title;
-  const groupIds = new Set(G.nodes.map((n) => n.group).filter((g) => g >= 0));
+  const groupSizes = new Map();
+  for (const n of G.nodes) if (n.group >= 0) groupSizes.set(n.group, (groupSizes.get(n.group) || 0) + 1);
+  const fused = [...groupSizes.values()].filter((k) => k > 1).length;
   const sum = document.getElementById('summary');
   const m = G.memory;
   const bindings = Object.entries(m.dim_bindings).map(([k, v]) => k + '=' + v).join(', ');
-  sum.textContent = G.nodes.length + ' nodes, ' + groupIds.size + ' fused groups; arena ' + fmtBytes(m.arena_bytes) +
+  sum.textContent = G.nodes.length + ' nodes in ' + groupSizes.size + ' groups (' + fused + ' of several nodes, outlined); arena ' + fmtBytes(m.arena_bytes) +
     ' (live lower bound ' + fmtBytes(m.live_bytes_lower_bound) + ', all intermediates ' +
     fmtBytes(m.intermediate_bytes) + ')' + (bindings ? '; dims bound: ' + bindings : '');
   const legend = document.getElementById('legend');
@@ -419,6 +441,12 @@ function main() {
     applyView();
   }, { passive: false });
   window.addEventListener('keydown', (e) => { if (e.key === '0') fit(); });
+  // file.html#select=K opens node K's details, as a click would (used by the tests).
+  const sel = /select=(\d+)/.exec(location.hash);
+  if (sel) {
+    const g = document.querySelector('#nodes .op[data-index="' + sel[1] + '"]');
+    if (g) g.dispatchEvent(new MouseEvent('click'));
+  }
   document.body.setAttribute('data-node-count', String(G.nodes.length));
   document.body.setAttribute('data-rendered-nodes', String(document.querySelectorAll('#nodes .op').length));
   document.body.setAttribute('data-ready', '1');

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_inspect_command(app, action);
   kiln::cli::add_test_onnx_command(app, action);
   kiln::cli::add_optimize_command(app, action);
+  kiln::cli::add_compile_command(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -29,6 +29,7 @@ struct TestArgs {
   std::string write_passing;  // write the passing cases here
   bool verbose = false;
   bool optimize = false;
+  std::string engine = "interp";
   std::string report;  // Markdown conformance report
 };
 
@@ -117,6 +118,7 @@ int test_onnx_command(const TestArgs& a) {
     std::string name = case_name(dir);
     CaseOptions copts;
     copts.optimize = a.optimize;
+    copts.engine = parse_engine(a.engine);
     CaseResult r = a.isolate ? run_isolated(dir, a.timeout_s, copts) : run_backend_case(dir, copts);
     if (!a.report.empty()) report.add(dir, name, r);
     switch (r.status) {
@@ -166,6 +168,7 @@ void add_test_onnx_command(CLI::App& app, Action& action) {
   cmd->add_option("--write-passing", args->write_passing, "write the names of passing cases to FILE");
   cmd->add_flag("-v,--verbose", args->verbose, "also print passing cases");
   cmd->add_flag("--optimize", args->optimize, "run the default graph-pass pipeline before interpreting");
+  cmd->add_option("--engine", args->engine, "interp (reference interpreter) or compiled")->capture_default_str();
   cmd->add_option("--report", args->report,
                   "write a Markdown report: per-op pass counts and every failing or skipped case");
   cmd->callback([args, &action] { action = [args] { return test_onnx_command(*args); }; });

@@ -1,10 +1,13 @@
 // TIR expressions -> LLVM values. Signedness comes from the operand dtype (u8..u64 and bool are
 // unsigned); FloorDiv/FloorMod round toward negative infinity; float Min/Max are minnum/maxnum;
 // math calls map to LLVM intrinsics where LLVM has one and to libm (expf, tanhf, erff, ...)
-// otherwise, one call per lane for vectors. bf16 and other narrow floats are rejected.
+// otherwise; vector math calls glibc's libmvec (vector_math.h) when the target allows it, else
+// one call per lane. bf16 and other narrow floats are rejected.
+#include <llvm/Analysis/VectorUtils.h>
 #include <llvm/IR/Intrinsics.h>
 
 #include "codegen/llvm/emitter.h"
+#include "codegen/llvm/vector_math.h"
 #include "core/error.h"
 
 namespace kiln::codegen {
@@ -41,21 +44,12 @@ llvm::Type* Emitter::memory_type(DType t) {
 llvm::Type* Emitter::llvm_type(DataType t) {
   llvm::Type* scalar = t.is_bool() ? b_.getInt1Ty() : memory_type(t.dtype);
   if (t.lanes == 1) return scalar;
-  llvm::Type* v = llvm::FixedVectorType::get(scalar, t.lanes);
-  note_vector_type(v);
-  return v;
-}
-
-void Emitter::note_vector_type(llvm::Type* t) {
-  if (auto* v = llvm::dyn_cast<llvm::FixedVectorType>(t))
-    max_vector_bits_ = std::max<unsigned>(max_vector_bits_, v->getPrimitiveSizeInBits().getFixedValue());
+  return llvm::FixedVectorType::get(scalar, t.lanes);
 }
 
 llvm::Value* Emitter::to_lanes(llvm::Value* v, int lanes) {
   if (lanes <= 1 || v->getType()->isVectorTy()) return v;
-  llvm::Value* s = b_.CreateVectorSplat(lanes, v);
-  note_vector_type(s->getType());
-  return s;
+  return b_.CreateVectorSplat(lanes, v);
 }
 
 llvm::Value* Emitter::as_i64(llvm::Value* v, bool is_signed) {
@@ -237,6 +231,7 @@ namespace {
 llvm::Intrinsic::ID float_intrinsic(const std::string& name) {
   static const std::pair<const char*, llvm::Intrinsic::ID> kTable[] = {
       {"exp", llvm::Intrinsic::exp},       {"exp2", llvm::Intrinsic::exp2},
+      {"exp10", llvm::Intrinsic::exp10},
       {"log", llvm::Intrinsic::log},       {"log2", llvm::Intrinsic::log2},
       {"log10", llvm::Intrinsic::log10},   {"sqrt", llvm::Intrinsic::sqrt},
       {"fabs", llvm::Intrinsic::fabs},     {"floor", llvm::Intrinsic::floor},
@@ -291,6 +286,39 @@ llvm::Value* Emitter::call_libm(const std::string& name, llvm::Value* x, llvm::V
   return b_.CreateCall(f, args);
 }
 
+llvm::Value* Emitter::call_libmvec(const std::string& name, const std::vector<llvm::Value*>& args) {
+  auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(args[0]->getType());
+  if (!vt || target_.vector_math_bits == 0 || !has_libmvec_variant(name)) return nullptr;
+  llvm::Type* elem = vt->getElementType();
+  if (!elem->isFloatTy() && !elem->isDoubleTy()) return nullptr;
+  const int elem_bits = static_cast<int>(elem->getPrimitiveSizeInBits());
+  const int lanes = static_cast<int>(vt->getNumElements());
+  int width = 0;  // widest variant that divides the lanes
+  for (int bits : {512, 256, 128})
+    if (bits <= target_.vector_math_bits && lanes % (bits / elem_bits) == 0) {
+      width = bits / elem_bits;
+      break;
+    }
+  if (width == 0) return nullptr;
+  auto* wt = llvm::FixedVectorType::get(elem, width);
+  std::vector<llvm::Type*> params(args.size(), wt);
+  llvm::FunctionCallee f = module_.getOrInsertFunction(libmvec_name(name, elem_bits, width),
+                                                       llvm::FunctionType::get(wt, params, false));
+  if (auto* fn = llvm::dyn_cast<llvm::Function>(f.getCallee())) {
+    fn->setDoesNotThrow();
+    fn->setWillReturn();
+    fn->setDoesNotAccessMemory();
+  }
+  std::vector<llvm::Value*> parts;
+  for (int c = 0; c < lanes / width; ++c) {
+    std::vector<llvm::Value*> chunk;
+    for (llvm::Value* a : args)
+      chunk.push_back(lanes == width ? a : b_.CreateShuffleVector(a, llvm::createSequentialMask(c * width, width, 0)));
+    parts.push_back(b_.CreateCall(f, chunk));
+  }
+  return parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
+}
+
 llvm::Value* Emitter::emit_call(const ExprNode& n) {
   const std::string& name = n.name;
   const int lanes = n.type.lanes;
@@ -306,13 +334,16 @@ llvm::Value* Emitter::emit_call(const ExprNode& n) {
     return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, args[0], b_.getFalse());
   }
   if (!n.type.is_float()) fail("intrinsic '" + name + "' on " + tir::to_string(n.type));
+  if (args.empty()) fail("intrinsic '" + name + "' without arguments");
   if (name == "abs") {
     arity(1);
     return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, args[0]);
   }
   if (name == "sigmoid") {  // 1 / (1 + exp(-x))
     arity(1);
-    llvm::Value* e = b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, b_.CreateFNeg(args[0]));
+    llvm::Value* neg = b_.CreateFNeg(args[0]);
+    llvm::Value* e = call_libmvec("exp", {neg});
+    if (!e) e = b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, neg);
     llvm::Value* one = llvm::ConstantFP::get(args[0]->getType(), 1.0);
     return b_.CreateFDiv(one, b_.CreateFAdd(one, e));
   }
@@ -321,23 +352,18 @@ llvm::Value* Emitter::emit_call(const ExprNode& n) {
     llvm::Value* one = llvm::ConstantFP::get(args[0]->getType(), 1.0);
     return b_.CreateFDiv(one, b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, args[0]));
   }
+  const bool known = float_intrinsic(name) != llvm::Intrinsic::not_intrinsic || is_libm(name);
+  if (known) {
+    const size_t want = name == "fma" ? 3 : is_binary_math(name) || name == "copysign" ? 2 : 1;
+    arity(want);
+    if (llvm::Value* v = call_libmvec(name, args)) return v;
+  }
   if (llvm::Intrinsic::ID id = float_intrinsic(name); id != llvm::Intrinsic::not_intrinsic) {
-    if (id == llvm::Intrinsic::fma) {
-      arity(3);
-      return b_.CreateIntrinsic(id, {args[0]->getType()}, args);
-    }
-    if (id == llvm::Intrinsic::pow || id == llvm::Intrinsic::copysign) {
-      arity(2);
-      return b_.CreateBinaryIntrinsic(id, args[0], args[1]);
-    }
-    arity(1);
+    if (id == llvm::Intrinsic::fma) return b_.CreateIntrinsic(id, {args[0]->getType()}, args);
+    if (args.size() == 2) return b_.CreateBinaryIntrinsic(id, args[0], args[1]);
     return b_.CreateUnaryIntrinsic(id, args[0]);
   }
-  if (is_libm(name)) {
-    const bool binary = name == "atan2" || name == "fmod";
-    arity(binary ? 2 : 1);
-    return call_libm(name, args[0], binary ? args[1] : nullptr);
-  }
+  if (is_libm(name)) return call_libm(name, args[0], args.size() == 2 ? args[1] : nullptr);
   fail("unknown intrinsic '" + name + "'");
 }
 
@@ -370,15 +396,17 @@ llvm::Value* Emitter::element_address(const tir::Buffer& b, const std::vector<Ex
   return b_.CreateGEP(memory_type(b->dtype), buffer_ptr(b), idx);
 }
 
-namespace {
-// A contiguous vector access: one index that is Ramp(base, 1, lanes).
-const ExprNode* contiguous_ramp(const std::vector<Expr>& indices) {
-  if (indices.size() != 1 || indices[0]->kind != ExprKind::kRamp) return nullptr;
+llvm::Value* Emitter::contiguous_address(const tir::Buffer& b, const std::vector<Expr>& indices) {
+  const Expr& last = indices.back();
   int64_t stride = 0;
-  if (!tir::is_const_int(indices[0]->operands[1], &stride) || stride != 1) return nullptr;
-  return indices[0].get();
+  if (last->kind != ExprKind::kRamp || !tir::is_const_int(last->operands[1], &stride) || stride != 1)
+    return nullptr;
+  for (size_t k = 0; k + 1 < indices.size(); ++k)
+    if (indices[k]->type.lanes != 1) return nullptr;
+  std::vector<Expr> first = indices;
+  first.back() = last->operands[0];
+  return b_.CreateGEP(memory_type(b->dtype), buffer_ptr(b), flat_index(b, first));
 }
-}  // namespace
 
 llvm::Value* Emitter::emit_load(const ExprNode& n) {
   const tir::Buffer& buf = n.buffer;
@@ -386,18 +414,15 @@ llvm::Value* Emitter::emit_load(const ExprNode& n) {
   const int lanes = n.type.lanes;
   const llvm::Align align(elem->getPrimitiveSizeInBits() / 8);
   llvm::Value* v = nullptr;
-  if (const ExprNode* ramp = contiguous_ramp(n.operands); ramp && lanes > 1) {
-    llvm::Value* base = as_i64(emit(ramp->operands[0]), is_signed(ramp->type.dtype));
-    llvm::Value* ptr = b_.CreateGEP(elem, buffer_ptr(buf), base);
+  llvm::Value* ptr = lanes > 1 ? contiguous_address(buf, n.operands) : nullptr;
+  if (ptr) {
     llvm::Type* vt = llvm::FixedVectorType::get(elem, lanes);
-    note_vector_type(vt);
     v = b_.CreateAlignedLoad(vt, ptr, align);
   } else {
     llvm::Value* idx = to_lanes(flat_index(buf, n.operands), lanes);
-    llvm::Value* ptr = b_.CreateGEP(elem, buffer_ptr(buf), idx);
+    ptr = b_.CreateGEP(elem, buffer_ptr(buf), idx);
     if (lanes > 1) {
       llvm::Type* vt = llvm::FixedVectorType::get(elem, lanes);
-      note_vector_type(vt);
       v = b_.CreateMaskedGather(vt, ptr, align);
     } else {
       v = b_.CreateAlignedLoad(elem, ptr, align);

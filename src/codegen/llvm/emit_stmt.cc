@@ -34,6 +34,9 @@ llvm::Function* Emitter::new_function(const std::string& name, llvm::FunctionTyp
   f->addFnAttr("target-cpu", target_.cpu);
   if (!target_.features.empty()) f->addFnAttr("target-features", target_.features);
   f->setDoesNotThrow();
+  // 512-bit vectors (TIR's 16 x f32, libmvec's AVX-512 variants) stay whole zmm values on CPUs
+  // that prefer 256-bit vectors; the loop vectorizer's width still follows the CPU's preference.
+  f->addFnAttr("min-legal-vector-width", "512");
   return f;
 }
 
@@ -70,12 +73,6 @@ void Emitter::emit_kernel() {
   if (func_.body) emit(func_.body);
   b_.CreateRetVoid();
 
-  // 512-bit vectors written in TIR stay 512 bits wide on CPUs that prefer 256-bit vectors.
-  std::string width = std::to_string(std::max(max_vector_bits_, 128u));
-  for (llvm::Function& f : module_.functions()) {
-    if (f.isDeclaration()) continue;
-    if (&f == fn_ || f.getName().starts_with(func_.name + "_par")) f.addFnAttr("min-legal-vector-width", width);
-  }
   std::string err;
   llvm::raw_string_ostream os(err);
   if (llvm::verifyFunction(*fn_, &os))
@@ -260,13 +257,7 @@ void Emitter::emit_store(const StmtNode& s) {
   for (const Expr& i : s.indices) lanes = std::max(lanes, i->type.lanes);
   llvm::Value* v = to_lanes(emit(s.value), lanes);
   if (buf->dtype == DType::kBool) v = b_.CreateZExt(v, lanes > 1 ? llvm::FixedVectorType::get(elem, lanes) : elem);
-  const bool contiguous = s.indices.size() == 1 && s.indices[0]->kind == ExprKind::kRamp && [&] {
-    int64_t stride = 0;
-    return tir::is_const_int(s.indices[0]->operands[1], &stride) && stride == 1;
-  }();
-  if (contiguous && lanes > 1) {
-    const Expr& base = s.indices[0]->operands[0];
-    llvm::Value* ptr = b_.CreateGEP(elem, buffer_ptr(buf), as_i64(emit(base), is_signed(base->type.dtype)));
+  if (llvm::Value* ptr = lanes > 1 ? contiguous_address(buf, s.indices) : nullptr) {
     b_.CreateAlignedStore(v, ptr, align);
     return;
   }

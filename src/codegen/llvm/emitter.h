@@ -20,6 +20,7 @@ namespace kiln::codegen {
 struct FunctionTarget {
   std::string cpu;
   std::string features;
+  int vector_math_bits = 0;  // widest glibc libmvec variant usable (128/256/512), 0: none
 };
 
 class Emitter {
@@ -40,8 +41,11 @@ class Emitter {
   llvm::Value* emit_call(const tir::ExprNode& e);
   llvm::Value* emit_load(const tir::ExprNode& e);
   llvm::Value* call_libm(const std::string& name, llvm::Value* x, llvm::Value* y);
+  llvm::Value* call_libmvec(const std::string& name, const std::vector<llvm::Value*>& args);
   llvm::Value* flat_index(const tir::Buffer& b, const std::vector<tir::Expr>& indices);
   llvm::Value* buffer_ptr(const tir::Buffer& b);
+  // Address of the first element of a vector access whose last index is Ramp(base, 1), else null.
+  llvm::Value* contiguous_address(const tir::Buffer& b, const std::vector<tir::Expr>& indices);
   llvm::Value* element_address(const tir::Buffer& b, const std::vector<tir::Expr>& indices);
   llvm::Value* to_lanes(llvm::Value* v, int lanes);
   llvm::Value* as_i64(llvm::Value* v, bool is_signed);
@@ -58,7 +62,6 @@ class Emitter {
   void emit_extern_call(const tir::ExprNode& call);
   llvm::Function* new_function(const std::string& name, llvm::FunctionType* type);
   llvm::AllocaInst* entry_alloca(llvm::Type* type, llvm::Value* count, const std::string& name);
-  void note_vector_type(llvm::Type* t);
 
   llvm::Module& module_;
   llvm::LLVMContext& ctx_;
@@ -68,7 +71,6 @@ class Emitter {
   llvm::Function* fn_ = nullptr;       // function being emitted
   llvm::BasicBlock* entry_ = nullptr;  // its entry block (allocas)
   int outlined_ = 0;                   // counter for outlined parallel bodies
-  unsigned max_vector_bits_ = 0;       // widest vector used, for "min-legal-vector-width"
   std::unordered_map<const tir::ExprNode*, llvm::Value*> vars_;
   std::unordered_map<const tir::BufferNode*, llvm::Value*> buffers_;
 };

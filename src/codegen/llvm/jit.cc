@@ -1,7 +1,8 @@
 // The module pipeline: PrimFuncs -> one LLVM module (Emitter per kernel) -> verify -> O3 with the
 // new pass manager for the target machine -> ORC LLJIT (JitModule) or an object file
 // (emit_object). Runtime symbols are defined as absolute symbols in the JIT's main dylib; libm
-// and libc functions resolve from the current process.
+// and libc functions resolve from the current process, and libmvec (vector math) is loaded into
+// it when present (object files then need -lmvec).
 #include <mutex>
 
 #include <llvm/Analysis/CGSCCPassManager.h>
@@ -23,6 +24,7 @@
 
 #include "codegen/llvm/codegen.h"
 #include "codegen/llvm/emitter.h"
+#include "codegen/llvm/vector_math.h"
 #include "core/error.h"
 
 namespace kiln::codegen {
@@ -53,6 +55,7 @@ struct ResolvedTarget {
   std::string triple, cpu, features;
   llvm::CodeGenOptLevel level = llvm::CodeGenOptLevel::Aggressive;
   int opt_level = 3;
+  int vector_math_bits = 0;  // see FunctionTarget
 };
 
 [[noreturn]] void llvm_error(const std::string& what, llvm::Error err) {
@@ -95,13 +98,29 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const ResolvedTarget& t
   return tm;
 }
 
+// The widest libmvec variant the target can call: e (AVX-512F), d (AVX2), b (SSE2), on x86-64.
+int vector_math_bits(const ResolvedTarget& t, llvm::TargetMachine& tm) {
+  if (tm.getTargetTriple().getArch() != llvm::Triple::x86_64) return 0;
+  const llvm::MCSubtargetInfo* sti = tm.getMCSubtargetInfo();
+  const llvm::SubtargetFeatures explicit_features(t.features);
+  auto has = [&](const char* f) {
+    // Features of the CPU, then the explicit list (whose last mention of a feature wins).
+    bool on = sti->checkFeatures(std::string("+") + f);
+    for (const std::string& x : explicit_features.getFeatures())
+      if (x.size() > 1 && x.substr(1) == f) on = x[0] == '+';
+    return on;
+  };
+  return has("avx512f") ? 512 : has("avx2") ? 256 : 128;
+}
+
 // Builds, verifies and optimizes the module holding every kernel of `funcs`.
 std::unique_ptr<llvm::Module> build_module(llvm::LLVMContext& ctx, const std::vector<tir::PrimFunc>& funcs,
                                            const ResolvedTarget& t, llvm::TargetMachine& tm) {
   auto module = std::make_unique<llvm::Module>("kiln", ctx);
   module->setTargetTriple(t.triple);
   module->setDataLayout(tm.createDataLayout());
-  for (const tir::PrimFunc& f : funcs) Emitter(*module, {t.cpu, t.features}, f).emit_kernel();
+  for (const tir::PrimFunc& f : funcs)
+    Emitter(*module, {t.cpu, t.features, t.vector_math_bits}, f).emit_kernel();
   std::string err;
   llvm::raw_string_ostream os(err);
   if (llvm::verifyModule(*module, &os))
@@ -115,6 +134,9 @@ std::unique_ptr<llvm::Module> build_module(llvm::LLVMContext& ctx, const std::ve
   pto.LoopVectorization = t.opt_level >= 2;
   pto.SLPVectorization = t.opt_level >= 2;
   llvm::PassBuilder pb(&tm, pto);
+  llvm::TargetLibraryInfoImpl tlii(llvm::Triple(t.triple));
+  if (t.vector_math_bits > 0) tlii.addVectorizableFunctions(libmvec_mappings(t.vector_math_bits));
+  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);
@@ -148,6 +170,7 @@ std::unique_ptr<JitModule> JitModule::compile(const std::vector<tir::PrimFunc>& 
   std::unique_ptr<llvm::Module> module;
   {
     std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(t);
+    if (load_libmvec()) t.vector_math_bits = vector_math_bits(t, *tm);
     module = build_module(*ctx, funcs, t, *tm);
   }
   llvm::raw_string_ostream os(impl->ir);
@@ -200,6 +223,7 @@ const std::string& JitModule::llvm_ir() const { return impl_->ir; }
 void emit_object(const std::vector<tir::PrimFunc>& funcs, const TargetOptions& target, const std::string& path) {
   ResolvedTarget t = resolve(target);
   std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(t);
+  t.vector_math_bits = vector_math_bits(t, *tm);
   llvm::LLVMContext ctx;
   std::unique_ptr<llvm::Module> module = build_module(ctx, funcs, t, *tm);
   std::error_code ec;

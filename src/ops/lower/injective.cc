@@ -172,9 +172,14 @@ LowerResult gather_lower(const LowerContext& ctx) {
   if (axis < 0 || in[static_cast<size_t>(axis)] == 0) return std::nullopt;
   size_t q = ctx.in_shape(1).size();
   int64_t d = in[static_cast<size_t>(axis)];
+  // Rank-0 indices arrive as shape [1] (see LowerContext): the output then has rank in - 1.
+  bool scalar_index = ctx.out_shape().size() + 1 == in.size() && lower::numel_of(ctx.in_shape(1)) == 1;
+  if (scalar_index) q = 0;
+  else if (ctx.out_shape().size() != in.size() - 1 + q) return std::nullopt;
   te::Tensor x = ctx.input(0), idx = ctx.input(1);
   return std::vector<te::Tensor>{make(ctx, [&](const std::vector<Expr>& i) {
     std::vector<Expr> ii(i.begin() + axis, i.begin() + axis + static_cast<int64_t>(q));
+    if (scalar_index) ii.assign(ctx.in_shape(1).size(), tir::int_imm(0));
     Expr g = te::access(idx, ii);
     if (it != DType::kInt64) g = tir::cast(tir::i64(), g);
     g = tir::select(tir::binary(ExprKind::kLT, g, tir::int_imm(0)), g + d, g);

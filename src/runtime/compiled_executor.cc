@@ -1,0 +1,679 @@
+// Compiled executor: plan building (shapes, grouping into kernels, lowering, JIT, arena) and
+// plan execution. See compiled_executor.h for the steps.
+#include "runtime/compiled_executor.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <new>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ops/evaluate.h"
+#include "ops/lowering.h"
+#include "ops/op_util.h"
+#include "te/te.h"
+#include "tir/printer.h"
+
+namespace kiln {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+ErrorLocation node_location(const Node& n) {
+  ErrorLocation loc;
+  loc.node = n.display_name();
+  loc.op = n.qualified_op();
+  return loc;
+}
+
+bool has_subgraphs(const Graph& g) {
+  for (const auto& n : g.nodes)
+    for (const auto& [k, a] : n->attrs)
+      if (a.g || !a.graphs.empty()) return true;
+  return false;
+}
+
+std::string signature(const std::vector<RtValue>& feeds) {
+  std::string key;
+  for (const RtValue& v : feeds) {
+    if (v.is_tensor()) {
+      key += std::string(dtype_name(v.tensor.dtype())) + dims_to_string(v.tensor.dims());
+    } else if (v.is_sequence()) {
+      key += "seq" + std::to_string(v.sequence.size()) + "[";
+      for (const Tensor& t : v.sequence) key += std::string(dtype_name(t.dtype())) + dims_to_string(t.dims());
+      key += "]";
+    } else {
+      key += v.optional ? "opt" : "none";
+    }
+    key += ";";
+  }
+  return key;
+}
+
+const std::string kGroupAttr = "kiln.group";
+
+// KILN_LOG_COMPILED=1: why nodes fall back (lowering declined or failed, kernel build errors).
+bool log_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("KILN_LOG_COMPILED");
+    return e && *e && std::string(e) != "0";
+  }();
+  return on;
+}
+void log(const std::string& msg) {
+  if (log_enabled()) std::fprintf(stderr, "kiln compiled: %s\n", msg.c_str());
+}
+constexpr int64_t kArenaAlign = 64;
+
+// TIR buffers need at least one dim: rank-0 values are lowered as shape [1].
+std::vector<int64_t> te_dims(const std::vector<int64_t>& d) { return d.empty() ? std::vector<int64_t>{1} : d; }
+
+}  // namespace
+
+// ---- the plan --------------------------------------------------------------------------------
+
+struct CompiledExecutor::Plan {
+  // Where a kernel argument comes from at run time.
+  struct Arg {
+    int slot = -1;              // value slot (inputs, and outputs once produced)
+    const void* fixed = nullptr;  // constant data
+    bool output = false;
+    bool graph_output = false;  // a fresh tensor per run
+    Tensor view;                // arena view for outputs that are not graph outputs
+    DType dtype = DType::kFloat32;
+    std::vector<int64_t> dims;
+  };
+  struct Step {
+    enum class Kind { kKernel, kFallback, kEmpty } kind = Kind::kFallback;
+    std::vector<int> nodes;          // node indices (one for fallback)
+    const OpSchema* schema = nullptr;  // kFallback
+    std::string name;                // kernel name
+    codegen::KernelFn fn = nullptr;
+    std::vector<Arg> args;           // kKernel / kEmpty (outputs only)
+    std::vector<int> free_after;     // slots whose last use is this step
+  };
+
+  std::vector<const Value*> values;            // slot -> value
+  std::unordered_map<const Value*, int> slot;  // value -> slot
+  std::vector<std::vector<int64_t>> dims;      // slot -> learned dims (tensors)
+  std::vector<DType> dtypes;
+  std::vector<bool> is_tensor;
+  std::vector<Step> steps;
+  std::vector<tir::PrimFunc> funcs;
+  std::unique_ptr<codegen::JitModule> module;
+  std::unique_ptr<char, decltype(&std::free)> arena{nullptr, &std::free};
+  int64_t arena_bytes = 0;
+  CompileStats stats;
+};
+
+CompiledExecutor::CompiledExecutor(const Model& model, CompiledOptions opts) : model_(model), opts_(opts) {
+  KILN_CHECK(model.graph != nullptr);
+  pool_ = std::make_unique<ThreadPool>(opts.threads);
+  // Resolves every op up front (same errors as the interpreter); nested graphs run there.
+  InterpreterOptions io;
+  io.seed = opts.seed;
+  io.profile = opts.profile;
+  auto interp = std::make_unique<Interpreter>(model, io);
+  if (has_subgraphs(*model.graph)) interp_ = std::move(interp);
+}
+
+CompiledExecutor::~CompiledExecutor() = default;
+
+std::string CompiledExecutor::kernels_text() const {
+  std::string out;
+  if (!last_plan_) return out;
+  for (const auto& f : last_plan_->funcs) out += tir::print(f) + "\n";
+  return out;
+}
+
+std::vector<RtValue> CompiledExecutor::run(const std::vector<RtValue>& feeds_in) {
+  std::lock_guard<std::mutex> lk(mu_);
+  const Graph& g = *model_.graph;
+  if (interp_) {
+    auto out = interp_->run(feeds_in);
+    timings_ = interp_->timings();
+    stats_ = CompileStats();
+    stats_.fallback_nodes = static_cast<int>(g.nodes.size());
+    return out;
+  }
+  if (feeds_in.size() != g.inputs.size())
+    throw Error(ErrorKind::kBadInput, "the model has " + std::to_string(g.inputs.size()) + " inputs, got " +
+                                          std::to_string(feeds_in.size()));
+  std::vector<RtValue> feeds = feeds_in;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const Value& in = *g.inputs[i];
+    if (feeds[i].is_none() && !feeds[i].optional) {
+      if (!in.initializer.defined()) throw Error(ErrorKind::kBadInput, "input '" + in.name + "' was not given");
+      feeds[i] = RtValue(in.initializer);
+    }
+    check_feed(in, feeds[i]);
+  }
+  std::string key = signature(feeds);
+  auto it = std::find_if(cache_.begin(), cache_.end(), [&](const auto& e) { return e.first == key; });
+  if (it == cache_.end()) {
+    cache_.emplace_front(key, build_plan(feeds));
+    while (cache_.size() > std::max<size_t>(opts_.cache_entries, 1)) cache_.pop_back();
+  } else if (it != cache_.begin()) {
+    cache_.splice(cache_.begin(), cache_, it);
+  }
+  Plan& plan = *cache_.front().second;
+  last_plan_ = &plan;
+  stats_ = plan.stats;
+  ScopedThreadPool scope(pool_.get());
+  return execute(plan, feeds);
+}
+
+// ---- plan building ---------------------------------------------------------------------------
+
+namespace {
+
+// A run of consecutive lowerable nodes being composed into one kernel.
+struct Segment {
+  std::vector<int> nodes;
+  std::unordered_map<const Value*, te::Tensor> tensors;  // values computed in the segment
+  std::vector<std::pair<const Value*, te::Tensor>> placeholders;
+  int next_placeholder = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::vector<RtValue>& feeds) {
+  const Graph& g = *model_.graph;
+  const auto& reg = OpRegistry::global();
+  auto plan = std::make_unique<Plan>();
+  auto t_total = Clock::now();
+
+  // Slots for every value of the main graph.
+  auto add_slot = [&](const Value* v) {
+    if (!v || plan->slot.count(v)) return;
+    plan->slot[v] = static_cast<int>(plan->values.size());
+    plan->values.push_back(v);
+  };
+  for (const Value* v : g.inputs) add_slot(v);
+  for (const Value* v : g.constants) add_slot(v);
+  for (const auto& n : g.nodes) {
+    for (const Value* v : n->inputs) add_slot(v);
+    for (const Value* v : n->outputs) add_slot(v);
+  }
+  for (const Value* v : g.outputs) add_slot(v);
+  const size_t nslots = plan->values.size();
+  plan->dims.resize(nslots);
+  plan->dtypes.resize(nslots, DType::kUndefined);
+  plan->is_tensor.resize(nslots, false);
+
+  // S1: a reference run learns every value's dtype and dims.
+  auto t0 = Clock::now();
+  std::vector<const OpSchema*> schemas;
+  {
+    std::vector<RtValue> env(nslots);
+    for (size_t i = 0; i < g.inputs.size(); ++i) env[static_cast<size_t>(plan->slot[g.inputs[i]])] = feeds[i];
+    for (size_t s = 0; s < nslots; ++s)
+      if (plan->values[s]->is_constant()) env[s] = RtValue(plan->values[s]->initializer);
+    for (const auto& n : g.nodes) {
+      const OpSchema* schema = reg.find(n->domain, n->op_type, model_.opset(n->domain));
+      KILN_CHECK(schema != nullptr);
+      schemas.push_back(schema);
+      std::vector<const RtValue*> ins;
+      for (const Value* v : n->inputs) ins.push_back(v ? &env[static_cast<size_t>(plan->slot[v])] : nullptr);
+      std::vector<RtValue> outs;
+      try {
+        outs = evaluate_node(*n, *schema, model_.opset(n->domain), ins);
+      } catch (const Error& e) {
+        throw e.with_context(node_location(*n));
+      } catch (const std::bad_alloc&) {
+        throw Error(ErrorKind::kBadInput, "out of memory while computing the outputs", node_location(*n));
+      } catch (const std::exception& e) {
+        throw Error(ErrorKind::kInternal, e.what(), node_location(*n));
+      }
+      for (size_t i = 0; i < n->outputs.size() && i < outs.size(); ++i)
+        if (n->outputs[i]) env[static_cast<size_t>(plan->slot[n->outputs[i]])] = std::move(outs[i]);
+    }
+    for (size_t s = 0; s < nslots; ++s)
+      if (env[s].is_tensor()) {
+        plan->is_tensor[s] = true;
+        plan->dims[s] = env[s].tensor.dims();
+        plan->dtypes[s] = env[s].tensor.dtype();
+      }
+  }
+  plan->stats.shapes_ms = ms_since(t0);
+
+  // Consumers of each value (node indices); graph outputs count as a consumer "after the end".
+  const int nnodes = static_cast<int>(g.nodes.size());
+  std::unordered_map<const Value*, std::vector<int>> consumers;
+  std::unordered_map<const Node*, int> node_index;
+  for (int i = 0; i < nnodes; ++i) {
+    node_index[g.nodes[static_cast<size_t>(i)].get()] = i;
+    for (const Value* v : g.nodes[static_cast<size_t>(i)]->inputs)
+      if (v) consumers[v].push_back(i);
+  }
+  std::unordered_set<const Value*> graph_outputs(g.outputs.begin(), g.outputs.end());
+
+  // Execution order: groups in id order, nodes of a group in node order.
+  std::vector<int> order(static_cast<size_t>(nnodes));
+  for (int i = 0; i < nnodes; ++i) order[static_cast<size_t>(i)] = i;
+  auto group_of = [&](int i) -> int64_t {
+    const Attribute* a = g.nodes[static_cast<size_t>(i)]->attr(kGroupAttr);
+    return a && a->kind == Attribute::Kind::kInt ? a->i : -1;
+  };
+  bool grouped = true;
+  for (int i = 0; i < nnodes; ++i) grouped &= group_of(i) >= 0;
+  if (grouped)
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return group_of(a) < group_of(b); });
+
+  // S2: segments of lowerable nodes within each group become kernels.
+  auto t1 = Clock::now();
+  auto tensor_ok = [&](const Value* v) {
+    int s = plan->slot.at(v);
+    return plan->is_tensor[static_cast<size_t>(s)] && lower::supported_dtype(plan->dtypes[static_cast<size_t>(s)]);
+  };
+  int kernel_count = 0;
+  Segment seg;
+  int64_t seg_group = -2;
+
+  auto add_fallback = [&](int i) {
+    Plan::Step st;
+    st.kind = Plan::Step::Kind::kFallback;
+    st.nodes = {i};
+    st.schema = schemas[static_cast<size_t>(i)];
+    plan->steps.push_back(std::move(st));
+    plan->stats.fallback_nodes++;
+  };
+
+  // Turns the current segment into a kernel step (or fallback steps if lowering fails).
+  auto flush = [&]() {
+    if (seg.nodes.empty()) return;
+    std::set<int> in_seg(seg.nodes.begin(), seg.nodes.end());
+    std::vector<std::pair<const Value*, te::Tensor>> outputs;
+    for (int i : seg.nodes)
+      for (const Value* v : g.nodes[static_cast<size_t>(i)]->outputs) {
+        if (!v || !seg.tensors.count(v)) continue;
+        bool outside = graph_outputs.count(v) > 0;
+        for (int c : consumers[v]) outside |= !in_seg.count(c);
+        if (outside) outputs.emplace_back(v, seg.tensors[v]);
+      }
+    Plan::Step st;
+    st.nodes = seg.nodes;
+    bool empty = false;
+    for (auto& [v, t] : outputs)
+      empty |= lower::numel_of(plan->dims[static_cast<size_t>(plan->slot[v])]) == 0;
+    auto make_out_arg = [&](const Value* v) {
+      Plan::Arg a;
+      a.slot = plan->slot[v];
+      a.output = true;
+      a.graph_output = graph_outputs.count(v) > 0;
+      a.dtype = plan->dtypes[static_cast<size_t>(a.slot)];
+      a.dims = plan->dims[static_cast<size_t>(a.slot)];
+      return a;
+    };
+    if (outputs.empty()) {
+      // Nothing leaves the segment: its nodes are dead.
+      plan->stats.generated_nodes += static_cast<int>(seg.nodes.size());
+      seg = Segment();
+      return;
+    }
+    if (empty) {
+      st.kind = Plan::Step::Kind::kEmpty;
+      for (auto& [v, t] : outputs) st.args.push_back(make_out_arg(v));
+      plan->steps.push_back(std::move(st));
+      plan->stats.generated_nodes += static_cast<int>(seg.nodes.size());
+      seg = Segment();
+      return;
+    }
+    try {
+      // Placeholders reached from the outputs, in creation order.
+      std::unordered_set<const te::TensorNode*> reached;
+      std::vector<te::Tensor> stack;
+      std::vector<te::Tensor> out_tensors;
+      for (auto& [v, t] : outputs) {
+        stack.push_back(t);
+        out_tensors.push_back(t);
+      }
+      std::vector<te::Tensor> computes;
+      while (!stack.empty()) {
+        te::Tensor t = stack.back();
+        stack.pop_back();
+        if (!reached.insert(t.get()).second) continue;
+        if (t->kind == te::OpKind::kCompute) computes.push_back(t);
+        for (const auto& in : t->inputs) stack.push_back(in);
+      }
+      std::vector<te::Tensor> args;
+      for (auto& [v, t] : seg.placeholders) {
+        if (!reached.count(t.get())) continue;
+        args.push_back(t);
+        Plan::Arg a;
+        if (v->is_constant()) a.fixed = v->initializer.raw();
+        else a.slot = plan->slot[v];
+        st.args.push_back(std::move(a));
+      }
+      for (auto& [v, t] : outputs) {
+        args.push_back(t);
+        st.args.push_back(make_out_arg(v));
+      }
+      std::string name = "k" + std::to_string(kernel_count);
+      auto build = [&](bool rules) {
+        te::Schedule s(out_tensors);
+        std::unordered_set<const te::TensorNode*> outs;
+        for (auto& t : out_tensors) outs.insert(t.get());
+        for (const auto& t : computes)
+          if (!outs.count(t.get()) && t->reduce_axes.empty()) s.compute_inline(t->name);
+        if (rules)
+          for (const auto& t : out_tensors) {
+            // Elementwise/injective: fuse all loops, vectorize by 16, parallel outer when large.
+            // Reductions: fuse the spatial loops and run them in parallel when there is work.
+            size_t r = t->shape.size();
+            if (r == 0) continue;
+            std::string loop = "i0";
+            int64_t n = 1;
+            for (const auto& e : t->shape) {
+              int64_t d = 1;
+              tir::is_const_int(e, &d);
+              n *= d;
+            }
+            for (size_t k = 1; k < r; ++k) {
+              s.fuse(t->name, loop, "i" + std::to_string(k));
+              loop += ".i" + std::to_string(k) + ".fused";
+            }
+            int64_t work = n;
+            for (const auto& ax : t->reduce_axes) {
+              int64_t d = 1;
+              tir::is_const_int(ax->extent, &d);
+              work *= d;
+            }
+            bool par = work >= (1 << 15) && n >= 2;
+            if (t->reduce_axes.empty() && n % 16 == 0 && n >= 16) {
+              s.split(t->name, loop, 16);
+              s.vectorize(t->name, loop + ".inner");
+              if (par && n >= 32) s.parallel(t->name, loop + ".outer");
+            } else if (par) {
+              s.parallel(t->name, loop);
+            }
+          }
+        return te::lower(s, args, name);
+      };
+      tir::PrimFunc f;
+      try {
+        f = build(opts_.schedule);
+      } catch (const Error& e) {
+        if (!opts_.schedule) throw;
+        log("schedule rules failed for " + name + ": " + e.what());
+        f = build(false);
+      }
+      plan->funcs.push_back(std::move(f));
+      st.kind = Plan::Step::Kind::kKernel;
+      st.name = name;
+      ++kernel_count;
+      plan->steps.push_back(std::move(st));
+      plan->stats.generated_nodes += static_cast<int>(seg.nodes.size());
+    } catch (const Error& e) {
+      log("kernel of nodes starting at " + g.nodes[static_cast<size_t>(seg.nodes[0])]->display_name() +
+          " failed: " + e.what());
+      for (int i : seg.nodes) add_fallback(i);
+    }
+    seg = Segment();
+  };
+
+  for (int i : order) {
+    const Node& n = *g.nodes[static_cast<size_t>(i)];
+    int64_t grp = grouped ? group_of(i) : -3 - i;
+    if (grp != seg_group) {
+      flush();
+      seg_group = grp;
+    }
+    LowerFn fn = find_lowering(n.domain, n.op_type);
+    bool ok = fn != nullptr;
+    for (const Value* v : n.inputs) ok = ok && (!v || tensor_ok(v));
+    for (const Value* v : n.outputs) ok = ok && (!v || tensor_ok(v));
+    LowerResult res;
+    if (ok) {
+      LowerContext ctx(n, model_.opset(n.domain), "n" + std::to_string(i));
+      for (const Value* v : n.inputs) {
+        if (!v) {
+          ctx.inputs.push_back(nullptr);
+          ctx.input_shapes.emplace_back();
+          ctx.input_dtypes.push_back(DType::kUndefined);
+          ctx.constants.push_back(nullptr);
+          continue;
+        }
+        size_t s = static_cast<size_t>(plan->slot[v]);
+        auto it = seg.tensors.find(v);
+        te::Tensor t;
+        if (it != seg.tensors.end()) {
+          t = it->second;
+        } else {
+          auto pit = std::find_if(seg.placeholders.begin(), seg.placeholders.end(),
+                                  [&](const auto& p) { return p.first == v; });
+          if (pit != seg.placeholders.end()) {
+            t = pit->second;
+          } else if (v->is_constant() && v->initializer.numel() == 1 && v->initializer.dtype() != DType::kBool) {
+            // Scalar constants fold into the kernel as immediates.
+            double c = v->initializer.get_double(0);
+            DType dt = plan->dtypes[s];
+            t = te::compute("c" + std::to_string(seg.next_placeholder++), lower::to_exprs(te_dims(plan->dims[s])),
+                            [&](const std::vector<tir::Expr>&) { return lower::constant(dt, c); });
+            seg.tensors[v] = t;
+          } else {
+            t = te::placeholder("p" + std::to_string(seg.next_placeholder++), plan->dtypes[s],
+                                lower::to_exprs(te_dims(plan->dims[s])));
+            seg.placeholders.emplace_back(v, t);
+          }
+        }
+        ctx.inputs.push_back(t);
+        ctx.input_shapes.push_back(te_dims(plan->dims[s]));
+        ctx.input_dtypes.push_back(plan->dtypes[s]);
+        ctx.constants.push_back(v->is_constant() ? &v->initializer : nullptr);
+      }
+      for (const Value* v : n.outputs) {
+        size_t s = v ? static_cast<size_t>(plan->slot[v]) : 0;
+        ctx.output_shapes.push_back(v ? te_dims(plan->dims[s]) : std::vector<int64_t>{});
+        ctx.output_dtypes.push_back(v ? plan->dtypes[s] : DType::kUndefined);
+      }
+      try {
+        res = fn(ctx);
+        if (!res) log("lowering of " + n.display_name() + " (" + n.qualified_op() + ") declined");
+      } catch (const Error& e) {
+        log("lowering of " + n.display_name() + " failed: " + e.what());
+        res = std::nullopt;
+      }
+      if (res) {
+        for (size_t k = 0; k < n.outputs.size(); ++k)
+          if (n.outputs[k] && (k >= res->size() || !(*res)[k])) res = std::nullopt;
+      }
+    }
+    if (!res) {
+      flush();
+      add_fallback(i);
+      continue;
+    }
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (n.outputs[k]) seg.tensors[n.outputs[k]] = (*res)[k];
+    seg.nodes.push_back(i);
+  }
+  flush();
+  plan->stats.lowering_ms = ms_since(t1);
+
+  // S3: one LLVM module for all kernels.
+  auto t2 = Clock::now();
+  if (!plan->funcs.empty()) {
+    codegen::SymbolMap symbols{{"kiln_parallel_for", reinterpret_cast<void*>(&kiln_parallel_for)}};
+    plan->module = codegen::JitModule::compile(plan->funcs, opts_.target, symbols);
+    for (auto& st : plan->steps)
+      if (st.kind == Plan::Step::Kind::kKernel) st.fn = plan->module->lookup(st.name);
+  }
+  plan->stats.llvm_ms = ms_since(t2);
+  plan->stats.kernels = kernel_count;
+
+  // S4: last uses and the arena for kernel outputs that are not graph outputs.
+  const int nsteps = static_cast<int>(plan->steps.size());
+  std::vector<int> first(nslots, -1), last(nslots, -1);
+  auto step_inputs = [&](const Plan::Step& st, const std::function<void(int)>& f) {
+    if (st.kind == Plan::Step::Kind::kKernel) {
+      for (const auto& a : st.args)
+        if (!a.output && a.slot >= 0) f(a.slot);
+    } else if (st.kind == Plan::Step::Kind::kFallback) {
+      for (const Value* v : g.nodes[static_cast<size_t>(st.nodes[0])]->inputs)
+        if (v) f(plan->slot[v]);
+    }
+  };
+  for (int k = 0; k < nsteps; ++k) {
+    const auto& st = plan->steps[static_cast<size_t>(k)];
+    step_inputs(st, [&](int s) { last[static_cast<size_t>(s)] = k; });
+    for (const auto& a : st.args)
+      if (a.output) first[static_cast<size_t>(a.slot)] = k;
+    if (st.kind == Plan::Step::Kind::kFallback)
+      for (const Value* v : g.nodes[static_cast<size_t>(st.nodes[0])]->outputs)
+        if (v) first[static_cast<size_t>(plan->slot[v])] = k;
+  }
+  for (size_t s = 0; s < nslots; ++s) {
+    const Value* v = plan->values[s];
+    if (graph_outputs.count(v) || v->is_graph_input || v->is_constant()) continue;
+    int at = last[s] >= 0 ? last[s] : first[s];
+    if (at >= 0) plan->steps[static_cast<size_t>(at)].free_after.push_back(static_cast<int>(s));
+  }
+  struct Block {
+    Plan::Arg* arg;
+    int64_t size, begin, end, offset;
+  };
+  std::vector<Block> blocks;
+  for (int k = 0; k < nsteps; ++k)
+    for (auto& a : plan->steps[static_cast<size_t>(k)].args)
+      if (a.output && !a.graph_output) {
+        int64_t bytes = lower::numel_of(a.dims) * static_cast<int64_t>(dtype_size(a.dtype));
+        bytes = (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+        int s = a.slot;
+        blocks.push_back({&a, std::max<int64_t>(bytes, kArenaAlign), k, std::max(k, last[static_cast<size_t>(s)]), 0});
+      }
+  std::vector<size_t> by_size(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) by_size[i] = i;
+  std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) { return blocks[a].size > blocks[b].size; });
+  std::vector<size_t> placed;
+  int64_t arena = 0;
+  for (size_t bi : by_size) {
+    Block& b = blocks[bi];
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (size_t pi : placed) {
+      const Block& p = blocks[pi];
+      if (p.begin <= b.end && b.begin <= p.end) busy.emplace_back(p.offset, p.offset + p.size);
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t off = 0, best = -1, best_gap = INT64_MAX;
+    for (auto [lo, hi] : busy) {
+      if (lo - off >= b.size && lo - off < best_gap) {
+        best = off;
+        best_gap = lo - off;
+      }
+      off = std::max(off, hi);
+    }
+    b.offset = best >= 0 ? best : off;
+    arena = std::max(arena, b.offset + b.size);
+    placed.push_back(bi);
+  }
+  plan->arena_bytes = arena;
+  if (arena > 0) {
+    void* p = std::aligned_alloc(kArenaAlign, static_cast<size_t>(arena));
+    if (!p) throw Error(ErrorKind::kBadInput, "out of memory allocating the " + std::to_string(arena) + "-byte arena");
+    plan->arena.reset(static_cast<char*>(p));
+  }
+  for (auto& b : blocks) b.arg->view = Tensor::view(b.arg->dtype, b.arg->dims, plan->arena.get() + b.offset);
+  plan->stats.arena_bytes = arena;
+  plan->stats.total_ms = ms_since(t_total);
+  return plan;
+}
+
+// ---- execution -------------------------------------------------------------------------------
+
+std::vector<RtValue> CompiledExecutor::execute(Plan& plan, const std::vector<RtValue>& feeds) {
+  const Graph& g = *model_.graph;
+  timings_.clear();
+  std::vector<RtValue> env(plan.values.size());
+  for (size_t i = 0; i < g.inputs.size(); ++i) env[static_cast<size_t>(plan.slot[g.inputs[i]])] = feeds[i];
+  for (size_t s = 0; s < plan.values.size(); ++s)
+    if (plan.values[s]->is_constant()) env[s] = RtValue(plan.values[s]->initializer);
+  const char* arena_lo = plan.arena.get();
+  const char* arena_hi = arena_lo + plan.arena_bytes;
+  std::vector<void*> buffers;
+  const int64_t no_scalars[1] = {0};
+  for (auto& st : plan.steps) {
+    auto start = opts_.profile ? Clock::now() : Clock::time_point();
+    if (st.kind == Plan::Step::Kind::kFallback) {
+      const Node& n = *g.nodes[static_cast<size_t>(st.nodes[0])];
+      std::vector<const RtValue*> ins;
+      for (const Value* v : n.inputs) ins.push_back(v ? &env[static_cast<size_t>(plan.slot[v])] : nullptr);
+      std::vector<RtValue> outs;
+      try {
+        outs = evaluate_node(n, *st.schema, model_.opset(n.domain), ins);
+      } catch (const Error& e) {
+        throw e.with_context(node_location(n));
+      } catch (const std::bad_alloc&) {
+        throw Error(ErrorKind::kBadInput, "out of memory while computing the outputs", node_location(n));
+      } catch (const std::exception& e) {
+        throw Error(ErrorKind::kInternal, e.what(), node_location(n));
+      }
+      for (size_t i = 0; i < n.outputs.size() && i < outs.size(); ++i) {
+        const Value* v = n.outputs[i];
+        if (!v) continue;
+        size_t s = static_cast<size_t>(plan.slot[v]);
+        RtValue& r = outs[i];
+        if (r.is_tensor()) {
+          // A kernel may return a view of its input; arena memory is reused, so copy it out.
+          const char* p = static_cast<const char*>(r.tensor.raw());
+          if (p && p >= arena_lo && p < arena_hi) r.tensor = r.tensor.clone();
+          if (plan.is_tensor[s] && r.tensor.dims() != plan.dims[s])
+            throw Error(ErrorKind::kUnsupported,
+                        "output shape depends on input values (" + dims_to_string(r.tensor.dims()) + " vs planned " +
+                            dims_to_string(plan.dims[s]) + "); use --engine interp",
+                        node_location(n));
+        }
+        env[s] = std::move(r);
+      }
+    } else {
+      buffers.resize(st.args.size());
+      for (size_t k = 0; k < st.args.size(); ++k) {
+        Plan::Arg& a = st.args[k];
+        if (a.output) {
+          Tensor t = a.graph_output ? Tensor(a.dtype, a.dims) : a.view;
+          buffers[k] = t.raw();
+          env[static_cast<size_t>(a.slot)] = RtValue(std::move(t));
+        } else if (a.fixed) {
+          buffers[k] = const_cast<void*>(a.fixed);
+        } else {
+          const RtValue& v = env[static_cast<size_t>(a.slot)];
+          KILN_CHECK(v.is_tensor());
+          buffers[k] = v.tensor.raw();
+        }
+      }
+      if (st.kind == Plan::Step::Kind::kKernel) st.fn(buffers.data(), no_scalars);
+    }
+    if (opts_.profile) {
+      NodeTiming t;
+      if (st.kind == Plan::Step::Kind::kFallback) {
+        const Node& n = *g.nodes[static_cast<size_t>(st.nodes[0])];
+        t.node = n.display_name();
+        t.op = n.qualified_op();
+      } else {
+        t.node = st.name;
+        for (int i : st.nodes) t.op += (t.op.empty() ? "" : "+") + g.nodes[static_cast<size_t>(i)]->op_type;
+      }
+      t.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      timings_.push_back(std::move(t));
+    }
+    for (int s : st.free_after) env[static_cast<size_t>(s)] = RtValue();
+  }
+  std::vector<RtValue> out;
+  for (const Value* v : g.outputs) {
+    RtValue r = env[static_cast<size_t>(plan.slot[v])];
+    if (r.is_tensor()) {
+      const char* p = static_cast<const char*>(r.tensor.raw());
+      if (p && p >= arena_lo && p < arena_hi) r.tensor = r.tensor.clone();
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace kiln

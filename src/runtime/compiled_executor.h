@@ -1,0 +1,84 @@
+// The compiled executor: runs a Model (after the pass pipeline with `fusion`, so nodes carry
+// `kiln.group`) with generated kernels. Per concrete input-shape signature it builds a Plan:
+//   S1 a reference run (node by node through the registry's kernels) learns every value's shape;
+//   S2 each fused group, in group order, is cut into runs of nodes that have TE lowerings
+//      (ops/lowering.h); a run's TE tensors are composed (external inputs are placeholders,
+//      values used outside the run are kernel outputs, the rest inlined), scheduled by default
+//      rules and lowered to one TIR PrimFunc; nodes without a lowering run their reference kernel;
+//   S3 all PrimFuncs are compiled into one JitModule (codegen/llvm);
+//   S4 kernel outputs get offsets in one arena (intervals over steps, greedy best fit), so the
+//      compiled steps allocate nothing per inference (graph outputs get fresh tensors).
+// Plans are cached in memory per shape signature (bounded LRU). Models with nested graphs
+// (If/Loop/Scan) run entirely through the interpreter.
+// Tests: tests/runtime/test_compiled_executor.cc
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "codegen/llvm/codegen.h"
+#include "core/value.h"
+#include "ir/graph.h"
+#include "runtime/interpreter.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln {
+
+struct CompiledOptions {
+  int threads = 1;            // threads of the executor's pool (0: hardware threads)
+  uint64_t seed = 0;          // random ops (reference kernels)
+  bool profile = false;       // per-step wall time in timings()
+  size_t cache_entries = 8;   // plans kept per executor (LRU)
+  bool schedule = true;       // apply the default schedule rules (off: plain loop nests)
+  codegen::TargetOptions target;
+};
+
+// What building a plan did and how long each phase took.
+struct CompileStats {
+  int generated_nodes = 0;  // nodes computed by generated kernels
+  int fallback_nodes = 0;   // nodes run through their reference kernels
+  int kernels = 0;
+  int64_t arena_bytes = 0;
+  double shapes_ms = 0;     // S1: reference run to learn shapes
+  double lowering_ms = 0;   // S2: TE composition, schedules, lowering and the TIR passes
+  double llvm_ms = 0;       // S3: LLVM optimization and JIT
+  double total_ms = 0;
+};
+
+class CompiledExecutor {
+ public:
+  CompiledExecutor(const Model& model, CompiledOptions opts = {});
+  ~CompiledExecutor();
+
+  // Like Interpreter::run: `feeds` parallel to the graph inputs (None uses the default).
+  std::vector<RtValue> run(const std::vector<RtValue>& feeds);
+  // Stats of the plan used by the last run (or built by the last compile).
+  const CompileStats& stats() const { return stats_; }
+  const std::vector<NodeTiming>& timings() const { return timings_; }
+  // The loop nests of the last plan's kernels (TIR text), for inspection.
+  std::string kernels_text() const;
+  size_t cached_plans() const { return cache_.size(); }
+
+  struct Plan;
+
+ private:
+  std::unique_ptr<Plan> build_plan(const std::vector<RtValue>& feeds);
+  std::vector<RtValue> execute(Plan& plan, const std::vector<RtValue>& feeds);
+
+  const Model& model_;
+  CompiledOptions opts_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Interpreter> interp_;  // models with nested graphs
+  std::list<std::pair<std::string, std::unique_ptr<Plan>>> cache_;  // most recent first
+  const Plan* last_plan_ = nullptr;
+  CompileStats stats_;
+  std::vector<NodeTiming> timings_;
+  std::mutex mu_;
+};
+
+}  // namespace kiln

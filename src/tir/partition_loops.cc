@@ -1,0 +1,132 @@
+// partition_loops: removes tail guards. A loop `for v in [m, m + n)` (constant m and n) whose
+// body holds `if (cond)` guards that the bound analysis proves true for v in [m, m + k) but not
+// for the whole range (the guards of a non-dividing split: `if (vo*16 + vi < 100)`) becomes
+//   for v in [m, m + k): body with those guards folded away
+//   for v in [m + k, m + n): body (the tail, where the guards stay or fold to false)
+// k is the largest prefix on which every such guard is provable (binary search over the bound
+// analysis). Loops are visited outside-in with the bounds of the enclosing vars in scope, so a
+// tail's inner loops are partitioned in turn. Requires nothing; guarantees the same stores in
+// the same order. Tests: tests/tir/test_tir.cc (TirPartition*).
+#include <functional>
+
+#include "tir/passes.h"
+#include "tir/rewrite.h"
+#include "tir/simplify.h"
+
+namespace kiln::tir {
+namespace {
+
+class Partitioner {
+ public:
+  Stmt mutate(const Stmt& s) {
+    if (s->kind != StmtKind::kFor)
+      return map_stmt(s, [](const Expr& e) { return e; }, [&](const Stmt& x) { return mutate(x); });
+    int64_t m = 0, n = 0;
+    Expr mn = simplify(s->min, bounds_), ext = simplify(s->extent, bounds_);
+    if (!is_const_int(mn, &m) || !is_const_int(ext, &n) || n <= 1) return recurse_loop(s);
+    // Guards provable on the first iteration are the candidates.
+    std::vector<Expr> guards = provable_guards(s, m, 1);
+    if (guards.empty()) return recurse_loop(s);
+    int64_t lo = 1, hi = n;  // largest k in [lo, hi] with all candidates provable
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo + 1) / 2;
+      if (all_provable(s, m, mid, guards)) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    if (lo == n) return recurse_loop(s);  // provable everywhere: simplify folds the guards
+    DataType t = s->var->type;
+    Stmt main = for_loop(s->var, int_imm(m, t), int_imm(lo, t), s->for_kind, s->body);
+    Expr tail_var = make_var(s->var->name, t);
+    Stmt tail = for_loop(tail_var, int_imm(m + lo, t), int_imm(n - lo, t), s->for_kind,
+                         substitute(s->body, s->var, tail_var));
+    return seq({recurse_loop(main), mutate(tail)});
+  }
+
+ private:
+  Stmt recurse_loop(const Stmt& s) {
+    IntBound bm = bound_of(s->min, bounds_), be = bound_of(s->extent, bounds_);
+    IntBound vb{bm.min, be.max == IntBound::kPosInf || bm.max == IntBound::kPosInf
+                            ? IntBound::kPosInf
+                            : bm.max + be.max - 1};
+    bounds_[s->var.get()] = vb;
+    Stmt body = mutate(s->body);
+    bounds_.erase(s->var.get());
+    if (body == s->body) return s;
+    return for_loop(s->var, s->min, s->extent, s->for_kind, body);
+  }
+
+  // Walks the body with v in [m, m + k) and inner loop vars at their ranges, calling
+  // `f(cond, bounds)` on every if-condition that mentions v.
+  void walk_guards(const Stmt& loop, int64_t m, int64_t k,
+                   const std::function<void(const Expr&, const VarBounds&)>& f) {
+    VarBounds vb = bounds_;
+    vb[loop->var.get()] = IntBound::range(m, m + k - 1);
+    std::function<void(const Stmt&)> walk = [&](const Stmt& s) {
+      if (!s) return;
+      switch (s->kind) {
+        case StmtKind::kFor: {
+          IntBound bm = bound_of(s->min, vb), be = bound_of(s->extent, vb);
+          vb[s->var.get()] = {bm.min, be.max == IntBound::kPosInf || bm.max == IntBound::kPosInf
+                                          ? IntBound::kPosInf
+                                          : bm.max + be.max - 1};
+          walk(s->body);
+          vb.erase(s->var.get());
+          return;
+        }
+        case StmtKind::kIfThenElse:
+          if (uses_var(s->cond, loop->var.get())) f(s->cond, vb);
+          walk(s->then_case);
+          walk(s->else_case);
+          return;
+        case StmtKind::kLetStmt:
+          vb[s->var.get()] = s->value->type.is_int() ? bound_of(s->value, vb) : IntBound{};
+          walk(s->body);
+          vb.erase(s->var.get());
+          return;
+        case StmtKind::kAllocate: walk(s->body); return;
+        case StmtKind::kSeq:
+          for (const Stmt& x : s->seq) walk(x);
+          return;
+        default: return;
+      }
+    };
+    walk(loop->body);
+  }
+
+  std::vector<Expr> provable_guards(const Stmt& loop, int64_t m, int64_t k) {
+    std::vector<Expr> out;
+    walk_guards(loop, m, k, [&](const Expr& c, const VarBounds& vb) {
+      std::optional<bool> p = prove(c, vb);
+      if (p && *p) out.push_back(c);
+    });
+    return out;
+  }
+
+  bool all_provable(const Stmt& loop, int64_t m, int64_t k, const std::vector<Expr>& guards) {
+    bool ok = true;
+    walk_guards(loop, m, k, [&](const Expr& c, const VarBounds& vb) {
+      for (const Expr& g : guards) {
+        if (g != c) continue;
+        std::optional<bool> p = prove(c, vb);
+        ok = ok && p && *p;
+      }
+    });
+    return ok;
+  }
+
+  VarBounds bounds_;
+};
+
+}  // namespace
+
+PrimFunc partition_loops(const PrimFunc& f) {
+  PrimFunc out = f;
+  Partitioner p;
+  out.body = simplify(p.mutate(f.body));
+  return out;
+}
+
+}  // namespace kiln::tir
