@@ -184,11 +184,19 @@ int inspect_command(const InspectArgs& a) {
   }
   if (a.passes) {
     std::cout << "\ndefault pipeline:\n";
+    const std::map<std::string, int64_t>* previous = &info.op_histogram;
     for (const PassStat& st : ctx.stats) {
       std::cout << "after " << st.pass << ": " << st.nodes_after << " nodes (" << std::fixed << std::setprecision(2)
-                << st.ms << " ms)\n";
-      print_histogram(st.histogram_after, "  ");
+                << st.ms << " ms)" << (st.histogram_after == *previous ? ", op histogram unchanged" : "") << "\n";
+      if (st.histogram_after != *previous) print_histogram(st.histogram_after, "  ");
+      previous = &st.histogram_after;
     }
+    std::map<int64_t, int> groups;
+    for (const auto& n : opt.graph->nodes)
+      if (const Attribute* at = n->attr("kiln.group"); at && at->kind == Attribute::Kind::kInt) ++groups[at->i];
+    int multi = 0;
+    for (const auto& [gid, count] : groups) multi += count > 1;
+    std::cout << "fused groups: " << groups.size() << " (" << multi << " of several nodes)\n";
     std::cout << "memory plan of the optimized graph (sizes from static types, dims bound:";
     for (const auto& [sym, v] : mem.dim_bindings) std::cout << " " << sym << "=" << v;
     std::cout << "):\n  arena " << human_bytes(mem.arena_bytes) << ", live lower bound "

@@ -18,6 +18,12 @@ bool dtypes_ok(const LowerContext& ctx, Types types) {
     if (types == Types::kFloat && !is_float(d)) return false;
     if (types == Types::kBool && d != DType::kBool) return false;
     if (types == Types::kNum && d == DType::kBool) return false;
+    // Numpy (right-aligned) broadcasting only; legacy axis broadcasting runs the reference.
+    const auto& in = ctx.in_shape(i);
+    const auto& out = ctx.out_shape();
+    if (in.size() > out.size()) return false;
+    for (size_t k = 0; k < in.size(); ++k)
+      if (in[k] != 1 && in[k] != out[k + out.size() - in.size()]) return false;
   }
   return ctx.num_inputs() > 0 && lower::supported_dtype(ctx.out_dtype());
 }
@@ -66,6 +72,13 @@ LowerResult where_lower(const LowerContext& ctx) {
   if (ctx.num_inputs() != 3 || ctx.in_dtype(0) != DType::kBool || ctx.in_dtype(1) != ctx.in_dtype(2) ||
       !lower::supported_dtype(ctx.in_dtype(1)))
     return std::nullopt;
+  for (int i = 0; i < 3; ++i) {
+    const auto& in = ctx.in_shape(i);
+    const auto& out = ctx.out_shape();
+    if (in.size() > out.size()) return std::nullopt;
+    for (size_t k = 0; k < in.size(); ++k)
+      if (in[k] != 1 && in[k] != out[k + out.size() - in.size()]) return std::nullopt;
+  }
   return std::vector<te::Tensor>{te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()),
                                              [&](const std::vector<Expr>& i) {
     return tir::select(read(ctx, 0, i), read(ctx, 1, i), read(ctx, 2, i));
