@@ -69,7 +69,8 @@ bool same_shape_as_output(const Node& n, const Value* v) {
   if (comparable(v->type) && comparable(out->type)) return *v->type.shape == *out->type.shape;
   if (v->type.kind != Type::Kind::kTensor || !v->type.shape) return false;
   const auto& vd = v->type.shape->dims;
-  if (out->type.kind != Type::Kind::kTensor || (out->type.shape && out->type.shape->rank() != vd.size()))
+  if (out->type.kind != Type::Kind::kTensor ||
+      (out->type.shape && out->type.shape->rank() != vd.size()))
     return false;
   for (const Value* u : n.inputs) {
     if (!u || u == v) continue;
@@ -252,14 +253,16 @@ class Fuser {
     if (fused_size(i, d.parent) > kMaxGroupNodes) return;
     if (own == PK::kOutFusable) {
       if (phase != 0 || d.pattern != PK::kElementwise) return;
-      if (check_path(i, d.parent, [](PK k, bool) { return k <= PK::kBroadcast; })) commit(i, d.parent);
+      if (check_path(i, d.parent, [](PK k, bool) { return k <= PK::kBroadcast; }))
+        commit(i, d.parent);
     } else if (own <= PK::kBroadcast) {
       if (d.pattern > PK::kInjective && d.pattern != PK::kReduction) return;
       auto ok = [](PK k, bool sink) { return sink ? k != PK::kOpaque : k <= PK::kInjective; };
       if (check_path(i, d.parent, ok)) commit(i, d.parent);
     } else if (own == PK::kInjective) {
       if (phase != 1) return;
-      if (check_path(i, d.parent, [](PK k, bool) { return k <= PK::kInjective; })) commit(i, d.parent);
+      if (check_path(i, d.parent, [](PK k, bool) { return k <= PK::kInjective; }))
+        commit(i, d.parent);
     }
   }
 

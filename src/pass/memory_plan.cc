@@ -11,7 +11,9 @@
 namespace kiln {
 namespace {
 
-int64_t align_up(int64_t n) { return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+int64_t align_up(int64_t n) {
+  return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
 
 // A buffer holds one value, or a chain of values where each reuses its predecessor in place.
 struct Buffer {
@@ -43,7 +45,8 @@ PatternKind pattern_of(const Node& n) {
 
 int64_t static_bytes(const Value* v, int64_t symbol_value) {
   const Type& t = v->type;
-  if (t.kind != Type::Kind::kTensor || !t.shape || t.dtype == DType::kUndefined || t.dtype == DType::kString)
+  if (t.kind != Type::Kind::kTensor || !t.shape || t.dtype == DType::kUndefined ||
+      t.dtype == DType::kString)
     return -1;
   int64_t n = 1;
   for (const Dim& d : t.shape->dims) {

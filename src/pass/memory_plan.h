@@ -22,17 +22,17 @@ inline constexpr int64_t kArenaAlignment = 64;
 
 struct PlannedValue {
   const Value* value = nullptr;
-  int64_t offset = 0;  // in the arena, a multiple of kArenaAlignment
-  int64_t size = 0;    // bytes, as bytes_of said
-  int first_step = 0;  // index of the producing node
-  int last_step = 0;   // index of the last consuming node (first_step when unused)
+  int64_t offset = 0;                  // in the arena, a multiple of kArenaAlignment
+  int64_t size = 0;                    // bytes, as bytes_of said
+  int first_step = 0;                  // index of the producing node
+  int last_step = 0;                   // index of the last consuming node (first_step when unused)
   const Value* in_place_of = nullptr;  // the input whose buffer this value reuses
 };
 
 struct MemoryPlan {
-  std::vector<PlannedValue> values;  // in node order
+  std::vector<PlannedValue> values;                // in node order
   std::unordered_map<const Value*, size_t> index;  // value -> position in `values`
-  std::vector<const Value*> unplanned;  // intermediates whose size is unknown
+  std::vector<const Value*> unplanned;             // intermediates whose size is unknown
   int64_t arena_bytes = 0;
   int64_t intermediate_bytes = 0;      // sum of the sizes of all planned values
   int64_t live_bytes_lower_bound = 0;  // max over steps of the bytes of buffers live then

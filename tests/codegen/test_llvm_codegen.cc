@@ -80,6 +80,12 @@ TEST(CodegenLlvm, VectorAddSerial) {
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(c[i], a[i] + b[i]) << i;
   EXPECT_NE(m->llvm_ir().find("define void @vadd"), std::string::npos);
   EXPECT_THROW(m->lookup("nope"), Error);
+  // Unoptimized code computes the same.
+  codegen::TargetOptions o0;
+  o0.opt_level = 0;
+  std::fill(c.begin(), c.end(), -1.0f);
+  JitModule::compile({vector_add_serial()}, o0, {})->lookup("vadd")(bufs, scalars);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(c[i], a[i] + b[i]) << i;
 }
 
 // Main part: for o < n/16: for v < 16 (vectorized): C[o*16+v] = A + B; tail: serial loop.

@@ -53,7 +53,8 @@ std::unique_ptr<Graph> random_graph(std::mt19937& rng, int nodes) {
   const std::vector<int64_t> sizes = {1, 3, 16, 17, 100, 256, 1000};
   std::vector<Value*> pool;
   for (int i = 0; i < 2; ++i) {
-    Value* in = g->add_value("in" + std::to_string(i), Type::tensor(DType::kFloat32, Shape::of({256})));
+    Value* in =
+        g->add_value("in" + std::to_string(i), Type::tensor(DType::kFloat32, Shape::of({256})));
     in->is_graph_input = true;
     g->inputs.push_back(in);
     pool.push_back(in);
@@ -66,11 +67,24 @@ std::unique_ptr<Graph> random_graph(std::mt19937& rng, int nodes) {
     std::string op;
     Type t = a->type;
     switch (kind) {
-      case 0: op = "Relu"; break;                       // elementwise, same size
-      case 1: op = "Add"; ins.push_back(pick()); break;  // broadcast (shape of the first input)
-      case 2: op = "Cast"; t.dtype = DType::kUInt8; break;  // elementwise, smaller output
-      case 3: op = "Concat"; ins.push_back(pick()); break;  // injective: never in place
-      default: op = "TopK"; break;                       // opaque
+      case 0:
+        op = "Relu";
+        break;  // elementwise, same size
+      case 1:
+        op = "Add";
+        ins.push_back(pick());
+        break;  // broadcast (shape of the first input)
+      case 2:
+        op = "Cast";
+        t.dtype = DType::kUInt8;
+        break;  // elementwise, smaller output
+      case 3:
+        op = "Concat";
+        ins.push_back(pick());
+        break;  // injective: never in place
+      default:
+        op = "TopK";
+        break;  // opaque
     }
     if (kind == 3 || kind == 4) {
       int64_t n = sizes[std::uniform_int_distribution<size_t>(0, sizes.size() - 1)(rng)];
@@ -81,7 +95,8 @@ std::unique_ptr<Graph> random_graph(std::mt19937& rng, int nodes) {
     pool.push_back(out);
   }
   for (size_t i = 2; i < pool.size(); ++i)
-    if (std::uniform_int_distribution<int>(0, 9)(rng) == 0 || i + 1 == pool.size()) g->outputs.push_back(pool[i]);
+    if (std::uniform_int_distribution<int>(0, 9)(rng) == 0 || i + 1 == pool.size())
+      g->outputs.push_back(pool[i]);
   return g;
 }
 

@@ -3,6 +3,8 @@
 // fallback node counts and, with --time, the time of each phase.
 #include <chrono>
 #include <iostream>
+#include <map>
+#include <random>
 
 #include "commands.h"
 #include "driver/session.h"
@@ -17,7 +19,35 @@ struct CompileArgs {
   bool print_kernels = false;
   int threads = 1;
   uint64_t seed = 0;
+  std::vector<std::string> dims;  // NAME=VALUE for symbolic dims (others: 1)
 };
+
+// Seeded random feeds; symbolic dims take the value given by --dim or 1.
+std::vector<RtValue> random_feeds(const Session& session, const std::vector<std::string>& dim_args, uint64_t seed) {
+  std::map<std::string, int64_t> bind;
+  for (const auto& d : dim_args) {
+    auto eq = d.find('=');
+    if (eq == std::string::npos) throw Error(ErrorKind::kUsage, "--dim expects NAME=VALUE, got '" + d + "'");
+    bind[d.substr(0, eq)] = std::stoll(d.substr(eq + 1));
+  }
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uni(-1.0, 1.0);
+  std::vector<RtValue> feeds(session.model().graph->inputs.size());
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    const Value& in = *session.model().graph->inputs[i];
+    if (in.initializer.defined()) continue;
+    const Type& t = in.type;
+    if (t.kind != Type::Kind::kTensor || t.dtype == DType::kUndefined || !t.shape)
+      throw Error(ErrorKind::kUsage, "input '" + in.name + "' has type " + to_string(t) + ": no random input");
+    std::vector<int64_t> dims;
+    for (const Dim& d : t.shape->dims) dims.push_back(d.known() ? d.value : (bind.count(d.symbol) ? bind[d.symbol] : 1));
+    Tensor x(t.dtype, dims);
+    for (int64_t k = 0; k < x.numel(); ++k)
+      x.set_double(k, is_float(t.dtype) ? uni(rng) : static_cast<double>(rng() % 2));
+    feeds[i] = RtValue(std::move(x));
+  }
+  return feeds;
+}
 
 double ms(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -35,7 +65,7 @@ int compile_command(const CompileArgs& a) {
   auto t1 = Clock::now();
   Session session(std::move(model), opts);
   auto t2 = Clock::now();
-  auto feeds = session.random_inputs(a.seed);
+  auto feeds = random_feeds(session, a.dims, a.seed);
   session.run(feeds);
   auto t3 = Clock::now();
   const CompileStats& s = session.compiled()->stats();
@@ -71,6 +101,7 @@ void add_compile_command(CLI::App& app, Action& action) {
   cmd->add_flag("--print-kernels", args->print_kernels, "print the loop nest (TIR) of every kernel");
   cmd->add_option("--threads", args->threads, "worker threads")->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--seed", args->seed, "seed for the random inputs")->capture_default_str();
+  cmd->add_option("--dim", args->dims, "NAME=VALUE: size of a symbolic input dim (default 1); repeatable");
   cmd->callback([args, &action] { action = [args] { return compile_command(*args); }; });
 }
 

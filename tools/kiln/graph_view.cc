@@ -23,15 +23,19 @@ std::string join_numbers(const auto& xs) {
 std::string attr_text(const Attribute& a) {
   using K = Attribute::Kind;
   switch (a.kind) {
-    case K::kInt: return std::to_string(a.i);
+    case K::kInt:
+      return std::to_string(a.i);
     case K::kFloat: {
       std::ostringstream os;
       os << a.f;
       return os.str();
     }
-    case K::kString: return "\"" + a.s + "\"";
-    case K::kInts: return join_numbers(a.ints);
-    case K::kFloats: return join_numbers(a.floats);
+    case K::kString:
+      return "\"" + a.s + "\"";
+    case K::kInts:
+      return join_numbers(a.ints);
+    case K::kFloats:
+      return join_numbers(a.floats);
     case K::kStrings: {
       std::string s = "[";
       for (size_t i = 0; i < a.strings.size(); ++i) s += (i ? ", \"" : "\"") + a.strings[i] + "\"";
@@ -39,10 +43,14 @@ std::string attr_text(const Attribute& a) {
     }
     case K::kTensor:
       return "tensor " + std::string(dtype_name(a.t.dtype())) + dims_to_string(a.t.dims());
-    case K::kGraph: return "graph @" + (a.g ? a.g->name : std::string("?"));
-    case K::kTensors: return std::to_string(a.tensors.size()) + " tensors";
-    case K::kGraphs: return std::to_string(a.graphs.size()) + " graphs";
-    case K::kType: return print_type(a.tp);
+    case K::kGraph:
+      return "graph @" + (a.g ? a.g->name : std::string("?"));
+    case K::kTensors:
+      return std::to_string(a.tensors.size()) + " tensors";
+    case K::kGraphs:
+      return std::to_string(a.graphs.size()) + " graphs";
+    case K::kType:
+      return print_type(a.tp);
   }
   return "?";
 }
@@ -60,6 +68,10 @@ std::string pattern_of(const Model& m, const Node& n) {
 std::string dot_quote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     if (c == '"' || c == '\\') out += '\\';
     out += c;
   }
@@ -88,7 +100,8 @@ nlohmann::json graph_json(const Model& m, const MemoryInfo& mem) {
   }
   nlohmann::json nodes = nlohmann::json::array();
   for (const auto& n : g.nodes) {
-    nlohmann::json ins = nlohmann::json::array(), outs = nlohmann::json::array(), attrs = nlohmann::json::array();
+    nlohmann::json ins = nlohmann::json::array(), outs = nlohmann::json::array(),
+                   attrs = nlohmann::json::array();
     for (const Value* v : n->inputs) {
       if (!v) {
         ins.push_back({{"name", "_"}, {"type", ""}, {"src", -1}, {"input", -1}});
@@ -96,7 +109,9 @@ nlohmann::json graph_json(const Model& m, const MemoryInfo& mem) {
       }
       auto it = producer.find(v);
       auto in = input_index.find(v);
-      std::string kind = v->is_constant() ? "const" : (it == producer.end() && in == input_index.end() ? "outer" : "");
+      std::string kind = v->is_constant()
+                             ? "const"
+                             : (it == producer.end() && in == input_index.end() ? "outer" : "");
       ins.push_back({{"name", v->name},
                      {"type", print_type(v->type)},
                      {"src", it == producer.end() ? -1 : it->second},
@@ -461,14 +476,16 @@ try { main(); } catch (e) { document.body.setAttribute('data-error', String(e &&
 void write_dot(const Model& m, std::ostream& out) {
   const Graph& g = *m.graph;
   std::unordered_map<const Value*, std::string> src;
-  out << "digraph " << dot_quote(g.name) << " {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", "
-      << "fillcolor=\"#eeeeee\", fontname=\"Helvetica\", fontsize=11];\n  edge [fontsize=9, color=\"#777777\"];\n";
+  out << "digraph " << dot_quote(g.name)
+      << " {\n  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", "
+      << "fillcolor=\"#eeeeee\", fontname=\"Helvetica\", fontsize=11];\n  edge [fontsize=9, "
+         "color=\"#777777\"];\n";
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const Value* v = g.inputs[i];
     std::string id = "in" + std::to_string(i);
     src[v] = id;
-    out << "  " << id << " [shape=ellipse, fillcolor=white, label=" << dot_quote(v->name + "\\n" + print_type(v->type))
-        << "];\n";
+    out << "  " << id << " [shape=ellipse, fillcolor=white, label="
+        << dot_quote(v->name + "\n" + print_type(v->type)) << "];\n";
   }
   std::map<int64_t, std::vector<size_t>> groups;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -479,7 +496,8 @@ void write_dot(const Model& m, std::ostream& out) {
   }
   auto node_line = [&](size_t i, const std::string& indent) {
     const Node& n = *g.nodes[i];
-    out << indent << "n" << i << " [label=" << dot_quote(n.qualified_op() + (n.name.empty() ? "" : "\\n" + n.name))
+    out << indent << "n" << i
+        << " [label=" << dot_quote(n.qualified_op() + (n.name.empty() ? "" : "\n" + n.name))
         << "];\n";
   };
   for (const auto& [gid, members] : groups) {
@@ -487,7 +505,8 @@ void write_dot(const Model& m, std::ostream& out) {
       for (size_t i : members) node_line(i, "  ");
       continue;
     }
-    out << "  subgraph cluster_" << gid << " {\n    label=\"group " << gid << "\"; style=dashed; color=\"#3366cc\";\n";
+    out << "  subgraph cluster_" << gid << " {\n    label=\"group " << gid
+        << "\"; style=dashed; color=\"#3366cc\";\n";
     for (size_t i : members) node_line(i, "    ");
     out << "  }\n";
   }
@@ -496,12 +515,13 @@ void write_dot(const Model& m, std::ostream& out) {
       if (!v) continue;
       auto it = src.find(v);
       if (it == src.end()) continue;  // constants and captures
-      out << "  " << it->second << " -> n" << i << " [label=" << dot_quote(print_type(v->type)) << "];\n";
+      out << "  " << it->second << " -> n" << i << " [label=" << dot_quote(print_type(v->type))
+          << "];\n";
     }
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     const Value* v = g.outputs[i];
-    out << "  out" << i << " [shape=ellipse, fillcolor=white, label=" << dot_quote(v->name + "\\n" + print_type(v->type))
-        << "];\n";
+    out << "  out" << i << " [shape=ellipse, fillcolor=white, label="
+        << dot_quote(v->name + "\n" + print_type(v->type)) << "];\n";
     auto it = src.find(v);
     if (it != src.end()) out << "  " << it->second << " -> out" << i << ";\n";
   }
@@ -509,7 +529,8 @@ void write_dot(const Model& m, std::ostream& out) {
 }
 
 void write_html(const Model& m, const MemoryInfo& mem, std::ostream& out) {
-  std::string data = graph_json(m, mem).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string data =
+      graph_json(m, mem).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   // Keep the JSON from closing the script element early.
   std::string safe;
   safe.reserve(data.size());

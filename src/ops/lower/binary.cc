@@ -11,6 +11,7 @@ using tir::ExprKind;
 enum class Types { kNum, kFloat, kBool };
 
 bool dtypes_ok(const LowerContext& ctx, Types types) {
+  if (ctx.opset() < 7 && ctx.attr_int("broadcast", 0) != 0 && ctx.has_attr("axis")) return false;
   for (int i = 0; i < ctx.num_inputs(); ++i) {
     if (!ctx.has_input(i)) return false;
     DType d = ctx.in_dtype(i);
