@@ -283,6 +283,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     st.schema = schemas[static_cast<size_t>(i)];
     plan->steps.push_back(std::move(st));
     plan->stats.fallback_nodes++;
+    plan->stats.fallback_ops[g.nodes[static_cast<size_t>(i)]->qualified_op()]++;
   };
 
   // Turns the current segment into a kernel step (or fallback steps if lowering fails).

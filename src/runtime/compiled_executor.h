@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -43,6 +44,7 @@ struct CompileStats {
   int generated_nodes = 0;  // nodes computed by generated kernels
   int fallback_nodes = 0;   // nodes run through their reference kernels
   int kernels = 0;
+  std::map<std::string, int> fallback_ops;  // op -> nodes run through the reference kernel
   int64_t arena_bytes = 0;
   double shapes_ms = 0;     // S1: reference run to learn shapes
   double lowering_ms = 0;   // S2: TE composition, schedules, lowering and the TIR passes

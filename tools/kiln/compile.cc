@@ -73,7 +73,13 @@ int compile_command(const CompileArgs& a) {
   std::cout << "model: " << a.model << "\n";
   std::cout << "kernels: " << s.kernels << "\n";
   std::cout << "generated_nodes: " << s.generated_nodes << "\n";
-  std::cout << "fallback_nodes: " << s.fallback_nodes << "\n";
+  std::cout << "fallback_nodes: " << s.fallback_nodes;
+  std::string sep = " (";
+  for (const auto& [op, n] : s.fallback_ops) {
+    std::cout << sep << op << " " << n;
+    sep = ", ";
+  }
+  std::cout << (s.fallback_ops.empty() ? "" : ")") << "\n";
   if (total > 0)
     std::cout << "generated: " << (100.0 * s.generated_nodes / total) << "% of " << total << " nodes\n";
   std::cout << "arena_bytes: " << s.arena_bytes << "\n";
