@@ -20,6 +20,7 @@
 #include "ops/evaluate.h"
 #include "ops/registry.h"
 #include "pass/passes.h"
+#include "pass/shape_inference.h"
 
 namespace kiln {
 namespace {
@@ -189,11 +190,14 @@ bool fold_graph(Graph& g, const Model& m, int64_t limit) {
     if (!shape.defined()) shape = fold_shape_gather(n, m.opset(""));
     if (shape.defined() && shape.numel() <= limit) result.push_back(shape);
     else result = evaluate_constant(n, m, limit);
-    if (result.empty()) continue;
-    bool fits = true;
-    for (size_t i = 0; i < n.outputs.size(); ++i)
+    bool fits = !result.empty();
+    for (size_t i = 0; fits && i < n.outputs.size(); ++i)
       if (n.outputs[i] && !fits_declared(n.outputs[i]->type, result[i])) fits = false;
-    if (!fits) continue;
+    if (!fits) {
+      // Types downstream of folded values sharpen now, so later Shape nodes can fold this sweep.
+      changed |= infer_node_types(n, m);
+      continue;
+    }
     // S5: the outputs become constants with their names; the node goes.
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       Value* v = n.outputs[i];

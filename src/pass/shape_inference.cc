@@ -15,6 +15,7 @@
 // Tests: tests/pass/golden/shape-inference/*.kir
 #include "ops/registry.h"
 #include "pass/passes.h"
+#include "pass/shape_inference.h"
 
 namespace kiln {
 namespace {
@@ -145,8 +146,40 @@ ErrorLocation where(const Node& n) {
   return loc;
 }
 
+}  // namespace
+
+bool infer_node_types(Node& n, const Model& m) {
+  const int64_t opset = m.opset(n.domain);
+  const OpSchema* s = OpRegistry::global().find(n.domain, n.op_type, opset);
+  if (!s || !s->infer) return false;
+  InferContext ctx(n, opset);
+  try {
+    s->infer(ctx);
+  } catch (const std::exception&) {
+    return false;  // a failure leaves the declared types (run time reports it)
+  }
+  bool changed = false;
+  const auto& inferred = ctx.output_types();
+  for (size_t i = 0; i < inferred.size() && i < n.outputs.size(); ++i) {
+    Value* v = n.outputs[i];
+    if (!v) continue;
+    Type merged;
+    if (!merge_type(v->type, inferred[i], merged))
+      throw Error(ErrorKind::kInvalidModel,
+                  "output '" + v->name + "' is declared " + to_string(v->type) + " but the op computes " +
+                      to_string(inferred[i]),
+                  where(n));
+    if (!(merged == v->type)) {
+      v->type = merged;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+namespace {
+
 bool infer_graph(Graph& g, const Model& m) {
-  const OpRegistry& reg = OpRegistry::global();
   bool changed = false;
   for (auto& np : g.nodes) {
     Node& n = *np;
@@ -161,31 +194,8 @@ bool infer_graph(Graph& g, const Model& m) {
         for (auto& sg : a.graphs) changed |= infer_graph(*sg, m);
       }
     }
-    // S3: the op's own inference; a failure leaves the declared types (run time reports it).
-    const OpSchema* s = reg.find(n.domain, n.op_type, opset);
-    if (!s || !s->infer) continue;
-    InferContext ctx(n, opset);
-    try {
-      s->infer(ctx);
-    } catch (const std::exception&) {
-      continue;
-    }
-    // S4: merge into the declared types.
-    const auto& inferred = ctx.output_types();
-    for (size_t i = 0; i < inferred.size() && i < n.outputs.size(); ++i) {
-      Value* v = n.outputs[i];
-      if (!v) continue;
-      Type merged;
-      if (!merge_type(v->type, inferred[i], merged))
-        throw Error(ErrorKind::kInvalidModel,
-                    "output '" + v->name + "' is declared " + to_string(v->type) + " but the op computes " +
-                        to_string(inferred[i]),
-                    where(n));
-      if (!(merged == v->type)) {
-        v->type = merged;
-        changed = true;
-      }
-    }
+    // S3: the op's own inference, merged into the declared types.
+    changed |= infer_node_types(n, m);
   }
   return changed;
 }

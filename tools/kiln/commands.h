@@ -14,5 +14,7 @@ void add_inspect_command(CLI::App& app, Action& action);
 void add_test_onnx_command(CLI::App& app, Action& action);
 void add_optimize_command(CLI::App& app, Action& action);
 void add_compile_command(CLI::App& app, Action& action);
+void add_bench_command(CLI::App& app, Action& action);
+void add_profile_command(CLI::App& app, Action& action);
 
 }  // namespace kiln::cli

@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   kiln::cli::add_test_onnx_command(app, action);
   kiln::cli::add_optimize_command(app, action);
   kiln::cli::add_compile_command(app, action);
+  kiln::cli::add_bench_command(app, action);
+  kiln::cli::add_profile_command(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,99 @@
+// f32 GEMM microkernels and the blocked SGEMM driver (BLIS/XNNPACK style).
+// Requires: nothing beyond core. Guarantees: C = alpha*op(A)*op(B) + beta*C (+bias, relu),
+// computed by the best microkernel the CPU supports (KILN_ISA=generic|avx2|avx512 forces one).
+// Tests: tests/kernels/test_sgemm.cc. Benchmark: bench/peak_flops.cc.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace kiln::kernels {
+
+enum class Isa { kGeneric, kAvx2, kAvx512 };
+
+const char* isa_name(Isa isa);
+// True when this CPU can run code for `isa`.
+bool isa_supported(Isa isa);
+
+// Epilogue applied in the microkernel's store on the last K block.
+struct GemmEpilogue {
+  const float* bias = nullptr;  // per-column (N) bias, added after alpha*AB + beta*C
+  bool relu = false;
+};
+
+// Microkernel parameters for one MRxNR tile.
+struct F32GemmParams {
+  float beta = 0.0f;             // 0: overwrite C (C is not read), otherwise C = acc + beta*C
+  const float* bias = nullptr;  // nr entries, or null
+  bool relu = false;
+};
+
+// Computes an mr x nr tile (mr <= MR, nr <= NR) of C from a packed A micro-panel
+// (kc x MR, k-major) and a packed B micro-panel (kc x NR, k-major).
+using F32GemmUkernelFn = void (*)(int64_t mr, int64_t nr, int64_t kc, const float* a_packed,
+                                  const float* b_packed, float* c, int64_t ldc,
+                                  const F32GemmParams& params);
+
+// The one list of f32 GEMM microkernels: drives declarations, dispatch, tests and benchmarks.
+// X(MR, NR, isa suffix, Isa, KC, MC), best first.
+#define KILN_F32_GEMM_UKERNELS(X)                 \
+  X(14, 32, avx512f, ::kiln::kernels::Isa::kAvx512, 256, 112) \
+  X(8, 32, avx512f, ::kiln::kernels::Isa::kAvx512, 256, 128)  \
+  X(6, 16, avx2, ::kiln::kernels::Isa::kAvx2, 256, 120)       \
+  X(4, 8, generic, ::kiln::kernels::Isa::kGeneric, 256, 64)
+
+#define KILN_DECLARE_F32_GEMM(MR, NR, SUFFIX, ISA, KC, MC)                          \
+  void f32_gemm_ukernel_##MR##x##NR##__##SUFFIX(int64_t mr, int64_t nr, int64_t kc,  \
+                                                const float* a_packed,               \
+                                                const float* b_packed, float* c,     \
+                                                int64_t ldc, const F32GemmParams& params);
+KILN_F32_GEMM_UKERNELS(KILN_DECLARE_F32_GEMM)
+#undef KILN_DECLARE_F32_GEMM
+
+struct F32GemmUkernel {
+  const char* name;
+  Isa isa;
+  int mr, nr;
+  int kc, mc;  // cache blocking: K block, M block (a multiple of mr)
+  F32GemmUkernelFn fn;
+};
+
+const std::vector<F32GemmUkernel>& f32_gemm_ukernels();
+// The kernel chosen once at start-up: the best supported one, or the one KILN_ISA names.
+const F32GemmUkernel& f32_gemm_default();
+
+// Parallel hook: run fn(begin, end) over a partition of [0, n). nullptr runs serially.
+using ParallelFor = std::function<void(int64_t n, std::function<void(int64_t, int64_t)>)>;
+
+// op(B) (K x N) packed into NR-column panels per K block; pack once for constant weights.
+struct PackedB {
+  const F32GemmUkernel* kernel = nullptr;
+  int64_t k = 0, n = 0;
+  std::vector<float> data;  // [k block][n panel][kc][NR], zero-padded
+  int64_t panel_offset(int64_t k0, int64_t panel) const;
+};
+
+// Packs op(A) rows [m0, m0+mc) x K block [k0, k0+kc) into MR-row panels scaled by alpha.
+void f32_gemm_pack_a(bool trans_a, int64_t mc, int64_t kc, const float* a, int64_t lda, float alpha,
+                     int mr, float* out);
+// Packs op(B) K block x columns [0, nc) into NR-column panels.
+void f32_gemm_pack_b(bool trans_b, int64_t kc, int64_t nc, const float* b, int64_t ldb, int nr,
+                     float* out);
+
+PackedB pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
+               const F32GemmUkernel* kernel = nullptr, const ParallelFor& parallel = nullptr);
+
+// C = alpha*op(A)*op(B) + beta*C, then + bias and relu per epilogue; B pre-packed.
+void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float alpha,
+                  const PackedB& B, float beta, float* C, int64_t ldc,
+                  const ParallelFor& parallel = nullptr, const GemmEpilogue& epilogue = {});
+
+// Row-major SGEMM: C[M,N] = alpha*op(A)[M,K]*op(B)[K,N] + beta*C (+ epilogue).
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+           int64_t ldc, const ParallelFor& parallel = nullptr, const GemmEpilogue& epilogue = {},
+           const F32GemmUkernel* kernel = nullptr);
+
+}  // namespace kiln::kernels

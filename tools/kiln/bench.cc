@@ -1,0 +1,376 @@
+// `kiln bench MODEL... [--threads N] [--batch B] [--dim name=V]... [--engine E]
+//              [--compare onnxruntime] [--warmup W] [--min-time S] [--min-runs R] [--json]`
+// Per model: seeded random inputs (symbolic dims resolved by bench_common.h), warm-up runs,
+// then timed runs until --min-time seconds and at least --min-runs runs; median and min
+// latency. With --compare onnxruntime the same inputs go (as .npy files) to
+// bench/ort_runner.py, run by the project's Python (env KILN_PYTHON, else <repo>/.venv/bin/python;
+// the script from env KILN_ORT_RUNNER, else found above the kiln binary or the working
+// directory), which times ONNX Runtime the same way (intra-op threads = --threads, inter-op 1,
+// sequential) and writes its outputs back; kiln then checks that the outputs agree.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+#include "bench_common.h"
+#include "commands.h"
+#include "driver/npy.h"
+#include "driver/session.h"
+
+namespace kiln::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct BenchArgs {
+  std::vector<std::string> models;
+  std::string engine = "interp";
+  int threads = 1;
+  int64_t batch = 1;
+  std::vector<std::string> dims;
+  std::string compare;
+  int warmup = 3;
+  double min_time = 2.0;
+  int min_runs = 10;
+  uint64_t seed = 0;
+  bool optimize = false;
+  bool json = false;
+  double rtol = 1e-3;
+  double atol = 1e-4;
+};
+
+struct Timing {
+  double median = NAN, min = NAN;
+  int runs = 0;
+};
+
+struct Result {
+  std::string model;
+  std::string inputs;  // "name f32[1,3,224,224]; ..."
+  double load_ms = 0, first_run_ms = 0;
+  Timing kiln;
+  bool has_ort = false;
+  Timing ort;
+  double ort_load_ms = NAN;
+  bool outputs_match = true;
+  double max_abs_diff = NAN;
+  std::string note;  // mismatch or ORT failure details
+};
+
+Timing summarize(std::vector<double> t) {
+  Timing r;
+  if (t.empty()) return r;
+  std::sort(t.begin(), t.end());
+  r.runs = static_cast<int>(t.size());
+  r.min = t.front();
+  r.median = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+  return r;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The first existing `rel` in `start` or one of its parents.
+std::string find_upwards(fs::path start, const std::string& rel) {
+  std::error_code ec;
+  for (fs::path p = start; !p.empty(); p = p.parent_path()) {
+    if (fs::exists(p / rel, ec)) return (p / rel).string();
+    if (p == p.parent_path()) break;
+  }
+  return "";
+}
+
+std::string repo_file(const std::string& rel) {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  std::string found = ec ? "" : find_upwards(exe.parent_path(), rel);
+  if (found.empty()) found = find_upwards(fs::current_path(ec), rel);
+  return found;
+}
+
+std::string ort_python() {
+  if (const char* p = std::getenv("KILN_PYTHON"); p && *p) return p;
+  std::string venv = repo_file(".venv/bin/python");
+  return venv.empty() ? "python3" : venv;
+}
+
+std::string ort_runner() {
+  if (const char* p = std::getenv("KILN_ORT_RUNNER"); p && *p) return p;
+  std::string r = repo_file("bench/ort_runner.py");
+  if (r.empty())
+    throw Error(ErrorKind::kUsage,
+                "--compare onnxruntime needs bench/ort_runner.py (not found above the kiln binary or the working "
+                "directory; set KILN_ORT_RUNNER)");
+  return r;
+}
+
+// Pulls `"key": number` out of the runner's one-line JSON.
+double json_field(const std::string& text, const std::string& key) {
+  auto p = text.find("\"" + key + "\"");
+  if (p == std::string::npos) return NAN;
+  p = text.find(':', p);
+  if (p == std::string::npos) return NAN;
+  return std::strtod(text.c_str() + p + 1, nullptr);
+}
+
+// Compares kiln's outputs with ORT's (.npy files out_dir/<i>.npy): every element within
+// atol + rtol*|ort|; sets outputs_match, max_abs_diff and a note on the first failure.
+void compare_outputs(const std::vector<RtValue>& outs, const fs::path& dir, const BenchArgs& a, Result& r) {
+  r.max_abs_diff = 0;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    fs::path p = dir / (std::to_string(i) + ".npy");
+    if (!outs[i].is_tensor()) {
+      r.note += "output #" + std::to_string(i) + " is not a tensor (not compared); ";
+      continue;
+    }
+    Tensor want = read_npy(p.string());
+    const Tensor& got = outs[i].tensor;
+    if (got.dims() != want.dims()) {
+      r.outputs_match = false;
+      r.note += "output #" + std::to_string(i) + " shape " + dims_text(got.dims()) + " vs onnxruntime " +
+                dims_text(want.dims()) + "; ";
+      continue;
+    }
+    if (got.dtype() == DType::kString) continue;
+    int64_t bad = 0;
+    for (int64_t k = 0; k < got.numel(); ++k) {
+      double g = got.get_double(k), w = want.get_double(k);
+      double d = std::fabs(g - w);
+      if (std::isnan(g) != std::isnan(w)) d = INFINITY;
+      if (std::isnan(g) && std::isnan(w)) d = 0;
+      if (!(d <= r.max_abs_diff)) r.max_abs_diff = d;
+      if (!(d <= a.atol + a.rtol * std::fabs(w))) ++bad;
+    }
+    if (bad) {
+      r.outputs_match = false;
+      r.note += "output #" + std::to_string(i) + ": " + std::to_string(bad) + " of " + std::to_string(got.numel()) +
+                " elements outside rtol/atol; ";
+    }
+  }
+}
+
+void run_ort(const std::vector<RtValue>& feeds, const std::vector<RtValue>& outs, const Session& s,
+             const std::string& model, const BenchArgs& a, Result& r) {
+  static int counter = 0;
+  fs::path dir = fs::temp_directory_path() / ("kiln-bench-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  fs::create_directories(dir / "out");
+  std::string cmd = shell_quote(ort_python()) + " " + shell_quote(ort_runner()) + " " + shell_quote(model) +
+                    " --threads " + std::to_string(a.threads) + " --warmup " + std::to_string(a.warmup) +
+                    " --min-time " + json_number(a.min_time) + " --min-runs " + std::to_string(a.min_runs) +
+                    " --output-dir " + shell_quote((dir / "out").string());
+  const Graph& g = *s.model().graph;
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    if (feeds[i].is_none()) continue;
+    fs::path p = dir / (std::to_string(i) + ".npy");
+    write_npy(p.string(), feeds[i].tensor);
+    cmd += " --input " + shell_quote(g.inputs[i]->name + "=" + p.string());
+  }
+  cmd += " 2>&1";
+  r.has_ort = true;
+  std::string text;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) throw Error(ErrorKind::kInternal, "cannot start " + cmd);
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
+  int rc = ::pclose(pipe);
+  std::string last;  // the JSON line is the runner's last line
+  {
+    std::istringstream is(text);
+    for (std::string line; std::getline(is, line);)
+      if (!line.empty() && line[0] == '{') last = line;
+  }
+  if (rc != 0 || last.empty()) {
+    r.outputs_match = false;
+    std::string tail = text.size() > 600 ? text.substr(text.size() - 600) : text;
+    r.note += "onnxruntime failed (" + cmd.substr(0, cmd.find(" --input")) + "): " + tail;
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    return;
+  }
+  r.ort.median = json_field(last, "median_ms");
+  r.ort.min = json_field(last, "min_ms");
+  r.ort.runs = static_cast<int>(json_field(last, "runs"));
+  r.ort_load_ms = json_field(last, "load_ms");
+  compare_outputs(outs, dir / "out", a, r);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+Result bench_one(const std::string& model, const BenchArgs& a, const InputShapeOptions& shapes) {
+  Result r;
+  r.model = model;
+  SessionOptions opts;
+  opts.engine = parse_engine(a.engine);
+  opts.threads = a.threads;
+  opts.seed = a.seed;
+  opts.optimize = a.optimize;
+  auto t0 = Clock::now();
+  auto session = Session::load(model, opts);
+  r.load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  std::vector<RtValue> feeds = make_bench_inputs(*session, shapes, a.seed);
+  const Graph& g = *session->model().graph;
+  for (size_t i = 0; i < feeds.size(); ++i)
+    if (!feeds[i].is_none())
+      r.inputs += (r.inputs.empty() ? "" : "; ") + g.inputs[i]->name + " " +
+                  std::string(dtype_name(feeds[i].tensor.dtype())) + dims_text(feeds[i].tensor.dims());
+  auto ms_since = [](Clock::time_point s) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - s).count();
+  };
+  auto s = Clock::now();
+  std::vector<RtValue> outs = session->run(feeds);  // first run: includes plan/JIT for the compiled engine
+  r.first_run_ms = ms_since(s);
+  for (int i = 1; i < a.warmup; ++i) session->run(feeds);
+  std::vector<double> times;
+  auto start = Clock::now();
+  while (static_cast<int>(times.size()) < a.min_runs || ms_since(start) < a.min_time * 1000.0) {
+    auto t = Clock::now();
+    session->run(feeds);
+    times.push_back(ms_since(t));
+  }
+  r.kiln = summarize(times);
+  if (!a.compare.empty()) run_ort(feeds, outs, *session, model, a, r);
+  return r;
+}
+
+std::string timing_json(const Timing& t) {
+  return "{\"median\": " + json_number(t.median) + ", \"min\": " + json_number(t.min) +
+         ", \"runs\": " + std::to_string(t.runs) + "}";
+}
+
+std::string today() {
+  std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::localtime(&now));
+  return buf;
+}
+
+std::string fixed(double v, int prec) {
+  if (std::isnan(v)) return "-";
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(prec) << v;
+  return os.str();
+}
+
+int bench_command(const BenchArgs& a) {
+  if (!a.compare.empty() && a.compare != "onnxruntime")
+    throw Error(ErrorKind::kUsage, "--compare supports only 'onnxruntime', got '" + a.compare + "'");
+  InputShapeOptions shapes;
+  shapes.batch = a.batch;
+  parse_dim_options(a.dims, shapes);
+  std::vector<Result> results;
+  int exit = 0;
+  for (const auto& m : a.models) {
+    if (!a.json) std::cerr << "benchmarking " << m << " ...\n";
+    results.push_back(bench_one(m, a, shapes));
+    const Result& r = results.back();
+    if (r.has_ort && !r.outputs_match) exit = 1;
+    if (!a.json && !r.note.empty()) std::cerr << "  " << fs::path(m).filename().string() << ": " << r.note << "\n";
+  }
+  if (a.json) {
+    std::cout << "{\"kiln_version\": \"0.1.0\", \"date\": " << json_string(today())
+              << ", \"cpu\": " << json_string(cpu_model_name())
+              << ", \"hardware_threads\": " << std::thread::hardware_concurrency()
+              << ", \"engine\": " << json_string(a.engine) << ", \"threads\": " << a.threads
+              << ", \"batch\": " << a.batch << ", \"optimize\": " << (a.optimize ? "true" : "false")
+              << ", \"results\": [\n";
+    for (size_t i = 0; i < results.size(); ++i) {
+      const Result& r = results[i];
+      double ratio = r.has_ort ? r.kiln.median / r.ort.median : NAN;
+      std::cout << "  {\"model\": " << json_string(fs::path(r.model).stem().string())
+                << ", \"path\": " << json_string(r.model) << ", \"engine\": " << json_string(a.engine)
+                << ", \"threads\": " << a.threads << ", \"batch\": " << a.batch
+                << ", \"inputs\": " << json_string(r.inputs) << ", \"load_ms\": " << json_number(r.load_ms)
+                << ", \"first_run_ms\": " << json_number(r.first_run_ms) << ", \"kiln_ms\": " << timing_json(r.kiln)
+                << ", \"ort_ms\": " << (r.has_ort && !std::isnan(r.ort.median) ? timing_json(r.ort) : "null")
+                << ", \"ratio\": " << json_number(ratio)
+                << ", \"outputs_match\": " << (r.has_ort ? (r.outputs_match ? "true" : "false") : "null")
+                << ", \"max_abs_diff\": " << json_number(r.max_abs_diff) << ", \"note\": " << json_string(r.note)
+                << "}" << (i + 1 < results.size() ? "," : "") << "\n";
+    }
+    std::cout << "]}\n";
+    return exit;
+  }
+  std::cout << "engine " << a.engine << ", " << a.threads << " thread(s), batch " << a.batch << ", cpu "
+            << cpu_model_name() << "\n";
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"model", "kiln median ms", "kiln min ms", "runs"});
+  if (!a.compare.empty())
+    for (const char* h : {"ORT median ms", "ORT min ms", "kiln/ORT", "outputs"}) rows[0].push_back(h);
+  for (const Result& r : results) {
+    std::vector<std::string> row = {fs::path(r.model).stem().string(), fixed(r.kiln.median, 3), fixed(r.kiln.min, 3),
+                                     std::to_string(r.kiln.runs)};
+    if (!a.compare.empty()) {
+      row.push_back(fixed(r.ort.median, 3));
+      row.push_back(fixed(r.ort.min, 3));
+      row.push_back(fixed(r.kiln.median / r.ort.median, 2));
+      std::ostringstream os;
+      if (std::isnan(r.ort.median)) os << "ORT failed";
+      else os << (r.outputs_match ? "match" : "MISMATCH") << " (max diff " << std::setprecision(2) << r.max_abs_diff << ")";
+      row.push_back(os.str());
+    }
+    rows.push_back(row);
+  }
+  std::vector<size_t> w(rows[0].size(), 0);
+  for (const auto& row : rows)
+    for (size_t c = 0; c < row.size(); ++c) w[c] = std::max(w[c], row[c].size());
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      if (c == 0) std::cout << std::left << std::setw(static_cast<int>(w[c])) << row[c];
+      else std::cout << "  " << std::right << std::setw(static_cast<int>(w[c])) << row[c];
+    }
+    std::cout << "\n";
+  }
+  if (!a.compare.empty() && results.size() > 1) {
+    double log_sum = 0;
+    int n = 0;
+    for (const Result& r : results)
+      if (!std::isnan(r.ort.median) && r.ort.median > 0) {
+        log_sum += std::log(r.kiln.median / r.ort.median);
+        ++n;
+      }
+    if (n) std::cout << "geometric mean kiln/ORT: " << fixed(std::exp(log_sum / n), 2) << " over " << n << " model(s)\n";
+  }
+  return exit;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, Action& action) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand("bench", "Measure model latency (optionally against ONNX Runtime in the same run)");
+  cmd->add_option("models", a->models, "ONNX model files")->required();
+  cmd->add_option("--engine", a->engine, "interp (reference interpreter) or compiled")
+      ->capture_default_str()->check(CLI::IsMember({"interp", "compiled"}));
+  cmd->add_option("--threads", a->threads, "worker threads for kiln and for ONNX Runtime's intra-op pool")
+      ->capture_default_str()->check(CLI::Range(1, 1024));
+  cmd->add_option("--batch", a->batch, "size of symbolic batch dims (the first dim, or named N/batch)")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--dim", a->dims, "name=value for a symbolic dim (seq-like dims default to 128, others to 1); repeatable");
+  cmd->add_option("--compare", a->compare, "also run and time ONNX Runtime ('onnxruntime') and check outputs agree");
+  cmd->add_option("--warmup", a->warmup, "untimed runs before timing (the first includes any compilation)")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
+  cmd->add_option("--min-time", a->min_time, "time runs for at least this many seconds")
+      ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("--min-runs", a->min_runs, "and at least this many timed runs")
+      ->capture_default_str()->check(CLI::Range(1, 1000000));
+  cmd->add_option("--seed", a->seed, "seed of the random inputs")->capture_default_str();
+  cmd->add_flag("--optimize", a->optimize, "run the default graph-pass pipeline before execution");
+  cmd->add_option("--rtol", a->rtol, "relative tolerance of the output check")->capture_default_str();
+  cmd->add_option("--atol", a->atol, "absolute tolerance of the output check")->capture_default_str();
+  cmd->add_flag("--json", a->json, "print machine-readable results");
+  cmd->callback([a, &action] { action = [a] { return bench_command(*a); }; });
+}
+
+}  // namespace kiln::cli
