@@ -52,8 +52,8 @@ inline void gemm_mrx32(int64_t mr, int64_t nr, int64_t kc, const float* a, const
       v1 = _mm512_add_ps(v1, bias1);
     }
     if (p.relu) {
-      v0 = _mm512_max_ps(v0, zero);
-      v1 = _mm512_max_ps(v1, zero);
+      v0 = _mm512_maskz_max_ps(__mmask16(0xFFFF), v0, zero);  // (GCC 12: plain max warns)
+      v1 = _mm512_maskz_max_ps(__mmask16(0xFFFF), v1, zero);
     }
     _mm512_mask_storeu_ps(row, m0, v0);
     _mm512_mask_storeu_ps(row + 16, m1, v1);
