@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Turns `kiln bench --compare onnxruntime --json` result files into docs/performance.md.
 
-    make_performance_md.py RESULT.json ... [-o docs/performance.md]
+    make_performance_md.py RESULT.json ... [-o docs/performance.md] [--notes-file F] [--note TEXT]...
 
 One table per engine: model, threads, kiln and ONNX Runtime median (and min) latency, the
 ratio kiln/ORT (below 1.0: kiln is faster), and whether the outputs agreed; then the geometric
@@ -39,6 +39,7 @@ def main():
     ap.add_argument("results", nargs="+")
     ap.add_argument("-o", "--output", default="docs/performance.md")
     ap.add_argument("--note", action="append", default=[], help="a line for the notes section")
+    ap.add_argument("--notes-file", help="a file whose non-empty lines are notes")
     a = ap.parse_args()
 
     runs = []
@@ -68,6 +69,11 @@ def main():
     out.append(f"- CPU: {', '.join(cpus)}" + (f" ({', '.join(map(str, hw))} hardware threads)" if hw else ""))
     out.append(f"- Date: {', '.join(dates)}")
     out.append(f"- Engines: {', '.join(sorted(by_engine))}")
+    try:
+        import onnxruntime
+        out.append(f"- ONNX Runtime: {onnxruntime.__version__} (CPU execution provider)")
+    except ImportError:
+        pass
     out.append("- Method: `kiln bench MODEL --compare onnxruntime --json` — the same seeded random inputs "
                "for both; each side warms up (3 runs, the first includes any compilation) and then runs "
                "until 2 s and at least 10 runs have passed; latency is the median (min in parentheses), "
@@ -112,6 +118,8 @@ def main():
             gm = math.exp(sum(math.log(x) for x in v) / len(v))
             out.append(f"| {t} | {len(v)} | {gm:.2f} | {max(v):.2f} |")
         out.append("")
+    if a.notes_file and os.path.exists(a.notes_file):
+        a.note += [l.strip() for l in open(a.notes_file) if l.strip()]
     if a.note:
         out.append("## Notes\n")
         out += [f"- {n}" for n in a.note]

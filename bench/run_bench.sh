@@ -67,8 +67,6 @@ PY
   rm -rf "$tmp"
 done
 
-notes=()
-[ -f "$RESULTS/NOTES" ] && while IFS= read -r line; do [ -n "$line" ] && notes+=(--note "$line"); done < "$RESULTS/NOTES"
-[ "${NO_DOC:-0}" = 1 ] || "$KILN_PYTHON" "$ROOT/bench/make_performance_md.py" "$RESULTS"/*.json "${notes[@]}" \
-  -o "$ROOT/docs/performance.md"
+[ "${NO_DOC:-0}" = 1 ] || "$KILN_PYTHON" "$ROOT/bench/make_performance_md.py" "$RESULTS"/*.json \
+  --notes-file "$RESULTS/NOTES" -o "$ROOT/docs/performance.md"
 exit $status

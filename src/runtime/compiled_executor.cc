@@ -16,6 +16,7 @@
 #include "ops/evaluate.h"
 #include "ops/lowering.h"
 #include "ops/op_util.h"
+#include "runtime/gemm_ops.h"
 #include "te/te.h"
 #include "tir/printer.h"
 
@@ -93,6 +94,7 @@ struct CompiledExecutor::Plan {
     enum class Kind { kKernel, kFallback, kEmpty } kind = Kind::kFallback;
     std::vector<int> nodes;          // node indices (one for fallback)
     const OpSchema* schema = nullptr;  // kFallback
+    std::shared_ptr<gemm_ops::GemmOp> gemm;  // kFallback run through sgemm instead (gemm_ops.h)
     std::string name;                // kernel name
     codegen::KernelFn fn = nullptr;
     std::vector<Arg> args;           // kKernel / kEmpty (outputs only)
@@ -426,6 +428,39 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       flush();
       seg_group = grp;
     }
+    if (n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Conv") {
+      // Out-fusable GEMM-like ops: the sgemm path when it covers the node.
+      std::vector<gemm_ops::Operand> ops;
+      bool known = true;
+      for (const Value* v : n.inputs) {
+        gemm_ops::Operand o;
+        if (v) {
+          size_t s = static_cast<size_t>(plan->slot[v]);
+          known &= static_cast<bool>(plan->is_tensor[s]);
+          o.present = true;
+          o.dtype = plan->dtypes[s];
+          o.dims = plan->dims[s];
+          o.constant = v->is_constant() ? &v->initializer : nullptr;
+        }
+        ops.push_back(std::move(o));
+      }
+      std::shared_ptr<gemm_ops::GemmOp> op;
+      if (known && n.outputs.size() == 1 && n.outputs[0]) {
+        size_t s = static_cast<size_t>(plan->slot[n.outputs[0]]);
+        if (plan->is_tensor[s]) op = gemm_ops::make_gemm_op(n, ops, plan->dims[s], plan->dtypes[s]);
+      }
+      if (op) {
+        flush();
+        Plan::Step st;
+        st.kind = Plan::Step::Kind::kFallback;
+        st.nodes = {i};
+        st.schema = schemas[static_cast<size_t>(i)];
+        st.gemm = std::move(op);
+        plan->steps.push_back(std::move(st));
+        plan->stats.gemm_nodes++;
+        continue;
+      }
+    }
     LowerFn fn = find_lowering(n.domain, n.op_type);
     bool ok = fn != nullptr;
     for (const Value* v : n.inputs) ok = ok && (!v || tensor_ok(v));
@@ -607,7 +642,8 @@ std::vector<RtValue> CompiledExecutor::execute(Plan& plan, const std::vector<RtV
       for (const Value* v : n.inputs) ins.push_back(v ? &env[static_cast<size_t>(plan.slot[v])] : nullptr);
       std::vector<RtValue> outs;
       try {
-        outs = evaluate_node(n, *st.schema, model_.opset(n.domain), ins);
+        if (st.gemm) outs.emplace_back(st.gemm->run(ins));
+        else outs = evaluate_node(n, *st.schema, model_.opset(n.domain), ins);
       } catch (const Error& e) {
         throw e.with_context(node_location(n));
       } catch (const std::bad_alloc&) {
