@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Generates the newest onnx wheel's node test cases and runs them against the expected-pass list.
-# Usage: run_wheel_node_tests.sh KILN OUT_DIR
+# Usage: run_wheel_node_tests.sh KILN OUT_DIR [kiln test-onnx options, e.g. --engine compiled]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 kiln=$1
 out=$2
+shift 2
 py=${KILN_PYTHON:-$here/../../.venv/bin/python}
 stamp="$out.version"
 want=$("$py" -c "import onnx; print(onnx.__version__)")
@@ -12,4 +13,4 @@ if [ ! -d "$out" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$py" "$here/gen_wheel_node_tests.py" "$out" 2>/dev/null
   echo "$want" > "$stamp"
 fi
-exec "$kiln" test-onnx --expected "$here/expected_pass_wheel.txt" "$out"
+exec "$kiln" test-onnx --expected "$here/expected_pass_wheel.txt" "$@" "$out"
