@@ -15,8 +15,8 @@ APT_PACKAGES=(cmake ninja-build ccache g++ clang libclang-rt-14-dev pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   python3 python3-venv python3-pip)
 # Exporting ResNet-50 / the BERT-like encoder for the model tests (Debian's torch is far
-# lighter than the PyPI wheel); run with /usr/bin/python3.
-TEST_APT_PACKAGES=(python3-torch python3-torchvision python3-onnx)
+# lighter than the PyPI wheel; run with /usr/bin/python3) and Chromium for the HTML view test.
+TEST_APT_PACKAGES=(python3-torch python3-torchvision python3-onnx chromium)
 PIP_PACKAGES=(numpy onnx onnxruntime pytest)
 
 log() { printf '\033[1m[kiln]\033[0m %s\n' "$*" >&2; }
