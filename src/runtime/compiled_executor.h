@@ -1,8 +1,9 @@
 // The compiled executor: runs a Model (after the pass pipeline with `fusion`, so nodes carry
 // `kiln.group`) with generated kernels. Per concrete input-shape signature it builds a Plan:
 //   S1 a reference run (node by node through the registry's kernels) learns every value's shape;
-//   S2 each fused group, in group order, is cut into runs of nodes that have TE lowerings
-//      (ops/lowering.h); a run's TE tensors are composed (external inputs are placeholders,
+//   S2 float32 MatMul/Gemm/Conv nodes that runtime/gemm_ops.h covers run through sgemm (constant
+//      weights packed here, once); then each fused group, in group order, is cut into runs of
+//      nodes that have TE lowerings (ops/lowering.h); a run's TE tensors are composed (external inputs are placeholders,
 //      values used outside the run are kernel outputs, the rest inlined), scheduled by default
 //      rules and lowered to one TIR PrimFunc; nodes without a lowering run their reference kernel;
 //   S3 all PrimFuncs are compiled into one JitModule (codegen/llvm);

@@ -69,10 +69,11 @@ int compile_command(const CompileArgs& a) {
   session.run(feeds);
   auto t3 = Clock::now();
   const CompileStats& s = session.compiled()->stats();
-  int total = s.generated_nodes + s.fallback_nodes;
+  int total = s.generated_nodes + s.gemm_nodes + s.fallback_nodes;
   std::cout << "model: " << a.model << "\n";
   std::cout << "kernels: " << s.kernels << "\n";
   std::cout << "generated_nodes: " << s.generated_nodes << "\n";
+  std::cout << "microkernel_nodes: " << s.gemm_nodes << "  (Conv/MatMul/Gemm through the f32 GEMM microkernels)\n";
   std::cout << "fallback_nodes: " << s.fallback_nodes;
   std::string sep = " (";
   for (const auto& [op, n] : s.fallback_ops) {
@@ -81,7 +82,8 @@ int compile_command(const CompileArgs& a) {
   }
   std::cout << (s.fallback_ops.empty() ? "" : ")") << "\n";
   if (total > 0)
-    std::cout << "generated: " << (100.0 * s.generated_nodes / total) << "% of " << total << " nodes\n";
+    std::cout << "generated: " << (100.0 * s.generated_nodes / total) << "%, generated or microkernel: "
+              << (100.0 * (s.generated_nodes + s.gemm_nodes) / total) << "% of " << total << " nodes\n";
   std::cout << "arena_bytes: " << s.arena_bytes << "\n";
   if (a.time) {
     std::cout << "time (ms):\n";
