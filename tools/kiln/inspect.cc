@@ -1,8 +1,10 @@
-// `kiln inspect MODEL [--json] [--passes] [--html OUT.html] [--dot]`: IR version, opsets,
-// signature, op histogram, parameters and unsupported ops; with --passes the node count and op
-// histogram after each pass of the default pipeline; the JSON adds node counts before/after the
-// pipeline and the memory plan of the optimized graph; --html writes an interactive graph view
-// and --dot prints Graphviz, both of the optimized graph.
+// `kiln inspect MODEL [--json] [--passes] [--html OUT.html] [--dot] [--engine compiled]
+// [--print-kernels]`: IR version, opsets, signature, op histogram, parameters and unsupported
+// ops; with --passes the node count and op histogram after each pass of the default pipeline;
+// the JSON adds node counts before/after the pipeline and the memory plan of the optimized graph;
+// --html writes an interactive graph view and --dot prints Graphviz, both of the optimized
+// graph. --engine compiled compiles the model at its input shapes (as `kiln compile`) and adds
+// the plan's node counts; --print-kernels prints the TIR of its kernels.
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -10,6 +12,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "driver/compile_model.h"
 #include "driver/model_info.h"
 #include "frontend/onnx/onnx_io.h"
 #include "graph_view.h"
@@ -24,7 +27,9 @@ struct InspectArgs {
   bool passes = false;
   bool dot = false;
   std::string html;
-  std::vector<std::string> dims;  // NAME=VALUE bindings for the memory plan
+  std::vector<std::string> dims;  // NAME=VALUE bindings for the memory plan (and the compile)
+  std::string engine = "interp";  // "compiled": compile at the input shapes and report the plan
+  bool print_kernels = false;     // print the TIR of every generated kernel (compiles)
 };
 
 // Values for the named dims of the model's inputs: 1 unless --dim NAME=VALUE says otherwise.
@@ -111,6 +116,18 @@ int inspect_command(const InspectArgs& a) {
       if (!progress) break;
     }
   }
+  // --engine compiled / --print-kernels: the plan `kiln compile` builds, at the bound dims.
+  const bool compile = parse_engine(a.engine) == Engine::kCompiled || a.print_kernels;
+  CompileModelResult compiled;
+  if (compile) {
+    CompileModelOptions copts;
+    copts.dims = dim_bindings(g, a.dims);
+    compiled = compile_model(load_onnx_model(a.model), copts);
+  }
+  if (a.print_kernels) {
+    std::cout << compiled.kernels_text;
+    return 0;
+  }
   if (!a.html.empty()) {
     std::ofstream out(a.html);
     if (!out) throw Error(ErrorKind::kUsage, "cannot write '" + a.html + "'");
@@ -154,6 +171,13 @@ int inspect_command(const InspectArgs& a) {
     j["unplanned_values"] = mem.unplanned_values;
     j["in_place_values"] = mem.in_place;
     j["dim_bindings"] = mem.dim_bindings;
+    if (compile) {
+      j["generated_nodes"] = compiled.stats.generated_nodes;
+      j["microkernel_nodes"] = compiled.stats.gemm_nodes;
+      j["fallback_nodes"] = compiled.stats.fallback_nodes;
+      j["kernels"] = compiled.stats.kernels;
+      j["compile_ms"] = compiled.stats.total_ms;
+    }
     if (a.passes) {
       nlohmann::json list = nlohmann::json::array();
       for (const PassStat& st : ctx.stats)
@@ -182,6 +206,11 @@ int inspect_command(const InspectArgs& a) {
     std::cout << "unsupported ops: " << info.unsupported.size() << "\n";
     for (const auto& u : info.unsupported) std::cout << "  " << u.op << " at node " << u.node << ": " << u.reason << "\n";
   }
+  if (compile)
+    std::cout << "compiled engine: " << compiled.stats.kernels << " kernels, " << compiled.stats.generated_nodes
+              << " generated nodes, " << compiled.stats.gemm_nodes << " microkernel nodes, "
+              << compiled.stats.fallback_nodes << " fallback nodes, compiled in " << std::fixed << std::setprecision(1)
+              << compiled.stats.total_ms << " ms\n" << std::defaultfloat;
   if (a.passes) {
     std::cout << "\ndefault pipeline:\n";
     const std::map<std::string, int64_t>* previous = &info.op_histogram;
@@ -218,7 +247,13 @@ void add_inspect_command(CLI::App& app, Action& action) {
   cmd->add_flag("--passes", args->passes, "run the default pipeline; print node count and op histogram after each pass");
   cmd->add_option("--html", args->html, "write an interactive view of the optimized graph to this HTML file");
   cmd->add_flag("--dot", args->dot, "print the optimized graph as Graphviz dot");
-  cmd->add_option("--dim", args->dims, "NAME=VALUE: bind a named input dim for the memory plan (default 1)");
+  cmd->add_option("--dim", args->dims, "NAME=VALUE: bind a named input dim for the memory plan and compile (default 1)");
+  cmd->add_option("--engine", args->engine,
+                  "compiled: also compile the model at its input shapes and report generated, microkernel and "
+                  "fallback nodes, kernels and compile time")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"interp", "compiled"}));
+  cmd->add_flag("--print-kernels", args->print_kernels, "compile the model and print the loop nest (TIR) of every kernel");
   cmd->callback([args, &action] { action = [args] { return inspect_command(*args); }; });
 }
 
