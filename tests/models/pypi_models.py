@@ -3,7 +3,7 @@
 detection/classification/recognition), voice activity detection (Silero VAD, 7 variants),
 vision (NudeNet YOLOv8n detector, OpenNSFW classifier). Each is run with `kiln run` and with
 ONNX Runtime on the same realistic input; outputs must agree (rtol 1e-3, atol 1e-4).
-Usage: pypi_models.py KILN CACHE_DIR [name-filter]"""
+Usage: pypi_models.py KILN CACHE_DIR [name-filter] [--engine interp|compiled]"""
 import glob
 import os
 import re
@@ -109,8 +109,14 @@ def fetch(cache):
 
 
 def main():
-    kiln, cache = sys.argv[1], sys.argv[2]
-    pattern = sys.argv[3] if len(sys.argv) > 3 else ""
+    argv = sys.argv[1:]
+    engine = "interp"
+    if "--engine" in argv:
+        i = argv.index("--engine")
+        engine = argv[i + 1]
+        del argv[i:i + 2]
+    kiln, cache = argv[0], argv[1]
+    pattern = argv[2] if len(argv) > 2 else ""
     paths = fetch(cache)
     passed = failed = 0
     for inner, (name, feeds) in cases().items():
@@ -121,7 +127,7 @@ def main():
         want = sess.run(None, feeds)
         out_names = [o.name for o in sess.get_outputs()]
         with tempfile.TemporaryDirectory() as tmp:
-            args = [kiln, "run", model, "--output-dir", os.path.join(tmp, "out")]
+            args = [kiln, "run", model, "--engine", engine, "--output-dir", os.path.join(tmp, "out")]
             for k, v in feeds.items():
                 p = os.path.join(tmp, re.sub(r"[^A-Za-z0-9_]", "_", k) + ".npy")
                 np.save(p, v)
