@@ -49,6 +49,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--atol", type=float, default=1e-5)
+    ap.add_argument("--engine", default="interp", choices=["interp", "compiled"])
     a = ap.parse_args()
     model = onnx.load(a.model)
     feeds = make_inputs(model, np.random.default_rng(a.seed))
@@ -61,7 +62,7 @@ def main():
              for n, x in zip([o.name for o in sess0.get_outputs()], sess0.run(None, feeds))}
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
-        args = [a.kiln, "run", a.model, "--output-dir", os.path.join(tmp, "out")]
+        args = [a.kiln, "run", a.model, "--engine", a.engine, "--output-dir", os.path.join(tmp, "out")]
         for name, x in feeds.items():
             p = os.path.join(tmp, name + ".npy")
             np.save(p, x)
@@ -85,7 +86,7 @@ def main():
             print(f"{os.path.basename(a.model)} output {name} {list(g.shape)}: max abs err {max_err:.3e}, "
                   f"{bad} elements outside rtol {a.rtol} / atol {a.atol}; onnxruntime's own noise floor "
                   f"(optimized vs unoptimized) {noise[name]:.3e}")
-    print(f"kiln interpreter run: {kiln_ms} ms (process wall {wall:.1f} s): {'MATCH' if ok else 'MISMATCH'}")
+    print(f"kiln {a.engine} run: {kiln_ms} ms (process wall {wall:.1f} s): {'MATCH' if ok else 'MISMATCH'}")
     return 0 if ok else 1
 
 

@@ -16,7 +16,9 @@ for m in resnet50 bert_like; do
   [ -f "$out/$m.onnx" ] || /usr/bin/python3 "$here/export_models.py" "$out" "$m" 2>/dev/null >/dev/null
 done
 status=0
-for m in resnet50 bert_like; do
-  "$py" "$here/compare_ort.py" "$kiln" "$out/$m.onnx" || status=1
+for engine in interp compiled; do
+  for m in resnet50 bert_like; do
+    "$py" "$here/compare_ort.py" "$kiln" "$out/$m.onnx" --engine "$engine" || status=1
+  done
 done
 exit $status
