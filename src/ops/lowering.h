@@ -91,5 +91,6 @@ void add_unary_lowerings(std::vector<LoweringEntry>& table);      // ops/lower/u
 void add_binary_lowerings(std::vector<LoweringEntry>& table);     // ops/lower/binary.cc
 void add_injective_lowerings(std::vector<LoweringEntry>& table);  // ops/lower/injective.cc
 void add_reduction_lowerings(std::vector<LoweringEntry>& table);  // ops/lower/reduction.cc
+void add_pool_lowerings(std::vector<LoweringEntry>& table);       // ops/lower/pool.cc
 
 }  // namespace kiln
