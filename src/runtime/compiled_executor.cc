@@ -538,6 +538,8 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
   if (!plan->funcs.empty()) {
     codegen::SymbolMap symbols{{"kiln_parallel_for", reinterpret_cast<void*>(&kiln_parallel_for)}};
     plan->module = codegen::JitModule::compile(plan->funcs, opts_.target, symbols);
+    const std::string& dir = plan->module->cache_dir();
+    plan->stats.llvm_cache = dir.empty() ? "off" : (plan->module->from_cache() ? "hit (" : "miss (") + dir + ")";
     for (auto& st : plan->steps)
       if (st.kind == Plan::Step::Kind::kKernel) st.fn = plan->module->lookup(st.name);
   }

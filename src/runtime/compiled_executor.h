@@ -51,6 +51,7 @@ struct CompileStats {
   double shapes_ms = 0;     // S1: reference run to learn shapes
   double lowering_ms = 0;   // S2: TE composition, schedules, lowering and the TIR passes
   double llvm_ms = 0;       // S3: LLVM optimization and JIT
+  std::string llvm_cache;   // S3's disk cache: "hit (DIR)", "miss (DIR)", "off", or "" (no kernels)
   double total_ms = 0;
 };
 

@@ -63,6 +63,7 @@ int compile_command(const CompileArgs& a) {
     std::cout << "  llvm      " << s.llvm_ms << "  (optimization and JIT)\n";
     std::cout << "  plan      " << s.total_ms << "\n";
     std::cout << "  first run " << r.first_run_ms << "\n";
+    if (!s.llvm_cache.empty()) std::cout << "llvm cache: " << s.llvm_cache << "\n";
   }
   if (a.print_kernels) std::cout << r.kernels_text;
   return 0;

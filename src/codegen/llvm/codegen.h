@@ -31,6 +31,12 @@ struct TargetOptions {
   std::string cpu = "native";
   std::string features;
   int opt_level = 3;  // 0..3
+  // The on-disk cache of compiled objects (codegen/llvm/disk_cache.h): JitModule::compile loads
+  // the object of an identical module (same TIR, options, host CPU, LLVM) instead of running
+  // LLVM. Directory: cache_dir, else $KILN_CACHE_DIR ("off" disables it), else
+  // $XDG_CACHE_HOME/kiln, else ~/.cache/kiln. Neither field is part of the key.
+  bool use_disk_cache = true;
+  std::string cache_dir;
 };
 
 using KernelFn = void (*)(void* const* buffers, const int64_t* scalars);
@@ -47,6 +53,8 @@ class JitModule {
   // The kernel's entry point; throws kUsage for a name the module does not define.
   KernelFn lookup(const std::string& name) const;
   const std::string& llvm_ir() const;  // the optimized module as text (for --dump)
+  bool from_cache() const;                // loaded from the disk cache (no LLVM optimization)
+  const std::string& cache_dir() const;   // the disk cache used; "" when disabled
   ~JitModule();
 
   struct Impl;

@@ -4,6 +4,7 @@
 // and libc functions resolve from the current process, and libmvec (vector math) is loaded into
 // it when present (object files then need -lmvec).
 #include <mutex>
+#include <optional>
 
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
@@ -23,6 +24,7 @@
 #include <llvm/TargetParser/SubtargetFeature.h>
 
 #include "codegen/llvm/codegen.h"
+#include "codegen/llvm/disk_cache.h"
 #include "codegen/llvm/emitter.h"
 #include "codegen/llvm/vector_math.h"
 #include "core/error.h"
@@ -157,26 +159,28 @@ struct JitModule::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::string ir;
   std::map<std::string, KernelFn> kernels;
+  bool from_cache = false;
+  std::string cache_dir;
 };
 
-JitModule::JitModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-JitModule::~JitModule() = default;
+namespace {
 
-std::unique_ptr<JitModule> JitModule::compile(const std::vector<tir::PrimFunc>& funcs,
-                                              const TargetOptions& target, const SymbolMap& runtime_symbols) {
-  ResolvedTarget t = resolve(target);
-  auto impl = std::make_unique<Impl>();
-  auto ctx = std::make_unique<llvm::LLVMContext>();
-  std::unique_ptr<llvm::Module> module;
-  {
-    std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(t);
-    if (load_libmvec()) t.vector_math_bits = vector_math_bits(t, *tm);
-    module = build_module(*ctx, funcs, t, *tm);
-  }
-  llvm::raw_string_ostream os(impl->ir);
-  module->print(os, nullptr);
-  os.flush();
+// Runs the target's code generator over `module` and returns the relocatable object.
+std::string emit_object_bytes(llvm::TargetMachine& tm, llvm::Module& module) {
+  llvm::SmallVector<char, 0> bytes;
+  llvm::raw_svector_ostream out(bytes);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, out, nullptr, llvm::CodeGenFileType::ObjectFile))
+    throw Error(ErrorKind::kUnsupported, "codegen/llvm: the target cannot emit object files");
+  pm.run(module);
+  return std::string(bytes.data(), bytes.size());
+}
 
+// Creates the JIT with the runtime symbols, adds the IR module or the object, and looks up
+// every kernel.
+void link(JitModule::Impl& impl, const ResolvedTarget& t, const SymbolMap& runtime_symbols,
+          const std::vector<tir::PrimFunc>& funcs, std::unique_ptr<llvm::LLVMContext> ctx,
+          std::unique_ptr<llvm::Module> module, const std::string* object) {
   llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple(t.triple)};
   jtmb.setCPU(t.cpu);
   llvm::SubtargetFeatures features(t.features);
@@ -184,29 +188,85 @@ std::unique_ptr<JitModule> JitModule::compile(const std::vector<tir::PrimFunc>& 
   jtmb.setCodeGenOptLevel(t.level);
   auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create();
   if (!jit) llvm_error("cannot create the JIT", jit.takeError());
-  impl->jit = std::move(*jit);
-  llvm::orc::JITDylib& dylib = impl->jit->getMainJITDylib();
+  impl.jit = std::move(*jit);
+  llvm::orc::JITDylib& dylib = impl.jit->getMainJITDylib();
   auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
-      impl->jit->getDataLayout().getGlobalPrefix());
+      impl.jit->getDataLayout().getGlobalPrefix());
   if (!process) llvm_error("cannot search the process for symbols", process.takeError());
   dylib.addGenerator(std::move(*process));
   llvm::orc::SymbolMap symbols;
   for (const auto& [name, address] : runtime_symbols)
-    symbols[impl->jit->mangleAndIntern(name)] = llvm::orc::ExecutorSymbolDef(
+    symbols[impl.jit->mangleAndIntern(name)] = llvm::orc::ExecutorSymbolDef(
         llvm::orc::ExecutorAddr::fromPtr(address), llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
   if (!symbols.empty())
     if (llvm::Error err = dylib.define(llvm::orc::absoluteSymbols(std::move(symbols))))
       llvm_error("cannot define runtime symbols", std::move(err));
-  if (llvm::Error err = impl->jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(ctx))))
+  if (object) {
+    if (llvm::Error err = impl.jit->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(*object, "kiln-module.o")))
+      llvm_error("cannot add the object to the JIT", std::move(err));
+  } else if (llvm::Error err = impl.jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(ctx)))) {
     llvm_error("cannot add the module to the JIT", std::move(err));
+  }
   for (const tir::PrimFunc& f : funcs) {
-    auto address = impl->jit->lookup(f.name);
+    auto address = impl.jit->lookup(f.name);
     if (!address) {
       std::string msg = llvm::toString(address.takeError());
       throw Error(ErrorKind::kUnsupported,
                   "codegen/llvm: kernel '" + f.name + "' does not link (missing runtime symbol?): " + msg);
     }
-    impl->kernels[f.name] = address->toPtr<KernelFn>();
+    impl.kernels[f.name] = address->toPtr<KernelFn>();
+  }
+}
+
+}  // namespace
+
+JitModule::JitModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+JitModule::~JitModule() = default;
+
+std::unique_ptr<JitModule> JitModule::compile(const std::vector<tir::PrimFunc>& funcs,
+                                              const TargetOptions& target, const SymbolMap& runtime_symbols) {
+  ResolvedTarget t = resolve(target);
+  const bool mvec = load_libmvec();
+  std::unique_ptr<llvm::TargetMachine> tm = make_target_machine(t);
+  if (mvec) t.vector_math_bits = vector_math_bits(t, *tm);
+
+  // A disk-cache hit links the stored object; a kernel that then fails to link is recompiled.
+  const std::string dir = disk_cache_dir(target);
+  std::optional<DiskCache> cache;
+  std::string key;
+  if (!dir.empty()) {
+    cache.emplace(dir);
+    key = disk_cache_key(funcs, target,
+                         t.triple + " cpu=" + t.cpu + " features=" + t.features +
+                             " vector_math=" + std::to_string(t.vector_math_bits));
+    if (std::optional<DiskCache::Entry> entry = cache->load(key)) {
+      auto impl = std::make_unique<Impl>();
+      impl->from_cache = true;
+      impl->cache_dir = dir;
+      impl->ir = std::move(entry->ir);
+      try {
+        link(*impl, t, runtime_symbols, funcs, nullptr, nullptr, &entry->object);
+        return std::unique_ptr<JitModule>(new JitModule(std::move(impl)));
+      } catch (const Error&) {
+        // Fall through: compile the IR and overwrite the entry.
+      }
+    }
+  }
+
+  auto impl = std::make_unique<Impl>();
+  impl->cache_dir = dir;
+  auto ctx = std::make_unique<llvm::LLVMContext>();
+  std::unique_ptr<llvm::Module> module = build_module(*ctx, funcs, t, *tm);
+  llvm::raw_string_ostream os(impl->ir);
+  module->print(os, nullptr);
+  os.flush();
+  if (cache) {
+    // The same code on a miss as on a hit: the object, not the IR, goes into the JIT.
+    DiskCache::Entry entry{emit_object_bytes(*tm, *module), impl->ir};
+    cache->store(key, entry);
+    link(*impl, t, runtime_symbols, funcs, nullptr, nullptr, &entry.object);
+  } else {
+    link(*impl, t, runtime_symbols, funcs, std::move(ctx), std::move(module), nullptr);
   }
   return std::unique_ptr<JitModule>(new JitModule(std::move(impl)));
 }
@@ -219,6 +279,8 @@ KernelFn JitModule::lookup(const std::string& name) const {
 }
 
 const std::string& JitModule::llvm_ir() const { return impl_->ir; }
+bool JitModule::from_cache() const { return impl_->from_cache; }
+const std::string& JitModule::cache_dir() const { return impl_->cache_dir; }
 
 void emit_object(const std::vector<tir::PrimFunc>& funcs, const TargetOptions& target, const std::string& path) {
   ResolvedTarget t = resolve(target);
@@ -229,10 +291,8 @@ void emit_object(const std::vector<tir::PrimFunc>& funcs, const TargetOptions& t
   std::error_code ec;
   llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_None);
   if (ec) throw Error(ErrorKind::kUsage, "codegen/llvm: cannot write " + path + ": " + ec.message());
-  llvm::legacy::PassManager pm;
-  if (tm->addPassesToEmitFile(pm, out, nullptr, llvm::CodeGenFileType::ObjectFile))
-    throw Error(ErrorKind::kUnsupported, "codegen/llvm: the target cannot emit object files");
-  pm.run(*module);
+  std::string object = emit_object_bytes(*tm, *module);
+  out.write(object.data(), object.size());
   out.flush();
   if (out.has_error()) throw Error(ErrorKind::kUsage, "codegen/llvm: error writing " + path);
 }
