@@ -9,6 +9,17 @@ namespace kiln {
 
 std::vector<RtValue> evaluate_node(const Node& node, const OpSchema& schema, int64_t opset,
                                    const std::vector<const RtValue*>& inputs) {
+  std::mt19937_64 rng(0);
+  KernelContext::SubgraphRunner no_subgraphs = [&node](const Graph&, const std::vector<RtValue>&)
+      -> std::vector<RtValue> {
+    throw Error(ErrorKind::kInternal, "evaluate_node cannot run subgraphs of " + node.display_name());
+  };
+  return evaluate_node(node, schema, opset, inputs, no_subgraphs, &rng);
+}
+
+std::vector<RtValue> evaluate_node(const Node& node, const OpSchema& schema, int64_t opset,
+                                   const std::vector<const RtValue*>& inputs,
+                                   const KernelContext::SubgraphRunner& runner, std::mt19937_64* rng) {
   KILN_CHECK(schema.kernel != nullptr);
   std::vector<RtValue> converted;  // f32 copies of half inputs; reserved so pointers stay valid
   converted.reserve(inputs.size());
@@ -25,12 +36,7 @@ std::vector<RtValue> evaluate_node(const Node& node, const OpSchema& schema, int
     ins.push_back(r);
   }
   std::vector<RtValue> outs(node.outputs.size());
-  std::mt19937_64 rng(0);
-  KernelContext::SubgraphRunner no_subgraphs = [&node](const Graph&, const std::vector<RtValue>&)
-      -> std::vector<RtValue> {
-    throw Error(ErrorKind::kInternal, "evaluate_node cannot run subgraphs of " + node.display_name());
-  };
-  KernelContext ctx(node, opset, std::move(ins), &outs, no_subgraphs, &rng);
+  KernelContext ctx(node, opset, std::move(ins), &outs, runner, rng);
   schema.kernel(ctx);
   if (half_type != DType::kUndefined)
     for (RtValue& r : outs)

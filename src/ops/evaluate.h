@@ -1,5 +1,6 @@
-// Evaluating one node outside the interpreter (constant folding): the node's reference kernel
-// run on given input values, with the same f16/bf16 handling as the interpreter.
+// Evaluating one node through its reference kernel on given input values, with the f16/bf16
+// handling of half_via_float schemas. The interpreter, constant folding and the compiled
+// executor's fallback steps all run kernels through here.
 #pragma once
 
 #include <cstdint>
@@ -18,5 +19,9 @@ namespace kiln {
 // seed. Kernel errors propagate as thrown.
 std::vector<RtValue> evaluate_node(const Node& node, const OpSchema& schema, int64_t opset,
                                    const std::vector<const RtValue*>& inputs);
+// The same with a runner for the node's subgraphs and the random generator for random ops.
+std::vector<RtValue> evaluate_node(const Node& node, const OpSchema& schema, int64_t opset,
+                                   const std::vector<const RtValue*>& inputs,
+                                   const KernelContext::SubgraphRunner& runner, std::mt19937_64* rng);
 
 }  // namespace kiln

@@ -5,6 +5,7 @@
 #include <new>
 #include <unordered_set>
 
+#include "ops/evaluate.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -227,14 +228,11 @@ std::vector<RtValue> Interpreter::run_graph(const Graph& g, const std::vector<Rt
 }
 
 void Interpreter::run_node(const Node& node, const OpSchema& schema, Env& env) {
-  std::vector<RtValue> converted;  // keeps f32 copies of half inputs alive
   std::vector<const RtValue*> ins;
   ins.reserve(node.inputs.size());
-  DType half_type = DType::kUndefined;
   bool all_fixed = !node.inputs.empty();
-  std::vector<RtValue> const_inputs;
+  std::vector<RtValue> const_inputs;  // reserved so pointers into it stay valid
   const_inputs.reserve(node.inputs.size());
-  converted.reserve(node.inputs.size());
   for (const Value* v : node.inputs) {
     if (!v) {
       ins.push_back(nullptr);
@@ -250,22 +248,15 @@ void Interpreter::run_node(const Node& node, const OpSchema& schema, Env& env) {
     }
     if (!r) throw Error(ErrorKind::kInternal, "value '" + v->name + "' used before it was computed",
                         node_location(node));
-    if (schema.half_via_float && r->is_tensor() &&
-        (r->tensor.dtype() == DType::kFloat16 || r->tensor.dtype() == DType::kBFloat16)) {
-      if (half_type == DType::kUndefined) half_type = r->tensor.dtype();
-      converted.emplace_back(convert_tensor(r->tensor, DType::kFloat32));
-      r = &converted.back();
-    }
     ins.push_back(r);
   }
-  std::vector<RtValue> outs(node.outputs.size());
-  auto runner = [this, &env](const Graph& g, const std::vector<RtValue>& in) {
+  KernelContext::SubgraphRunner runner = [this, &env](const Graph& g, const std::vector<RtValue>& in) {
     return run_graph(g, in, &env);
   };
-  KernelContext ctx(node, model_.opset(node.domain), std::move(ins), &outs, runner, &rng_);
+  std::vector<RtValue> outs;
   auto start = std::chrono::steady_clock::now();
   try {
-    schema.kernel(ctx);
+    outs = evaluate_node(node, schema, model_.opset(node.domain), ins, runner, &rng_);
   } catch (const Error& e) {
     // Only errors about this node itself (not from nodes inside its subgraphs).
     if (e.kind() == ErrorKind::kBadInput && all_fixed &&
@@ -290,8 +281,6 @@ void Interpreter::run_node(const Node& node, const OpSchema& schema, Env& env) {
     if (r.is_none() && !r.optional)
       throw Error(ErrorKind::kInternal, "kernel did not produce output #" + std::to_string(i),
                   node_location(node));
-    if (half_type != DType::kUndefined && r.is_tensor() && r.tensor.dtype() == DType::kFloat32)
-      r.tensor = convert_tensor(r.tensor, half_type);
     if (all_fixed && r.is_tensor() && is_float(r.tensor.dtype()) && may_fix_outputs(node)) env.fixed.insert(v);
     env.values[v] = std::move(r);
   }
