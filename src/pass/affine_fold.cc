@@ -1,6 +1,8 @@
 // Folding per-channel affine maps into Conv/ConvTranspose/Gemm/MatMul weights (see affine_fold.h).
 #include "pass/affine_fold.h"
 
+#include <unordered_set>
+
 #include <cmath>
 
 #include "ops/registry.h"
@@ -192,6 +194,31 @@ Value* fold_affine(Graph& g, GraphEditor& ed, const LinearProducer& p,
   n->inputs[2] =
       add_constant(g, ed, (bias ? bias->name : out->name + "_bias") + "_folded", std::move(nb));
   return out;
+}
+
+bool fold_until_fixpoint(Graph& g, const AffineFoldFn& try_fold) {
+  bool changed = false;
+  for (auto& n : g.nodes)
+    for (auto& [k, a] : n->attrs) {
+      if (a.g) changed |= fold_until_fixpoint(*a.g, try_fold);
+      for (auto& sg : a.graphs) changed |= fold_until_fixpoint(*sg, try_fold);
+    }
+  GraphEditor ed(g);
+  for (;;) {
+    std::unordered_set<const Node*> folded;
+    UseMap uses = compute_uses(g);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      Node* n = g.nodes[i].get();
+      if (!try_fold(g, ed, uses, *n)) continue;
+      folded.insert(n);
+      uses = compute_uses(g);  // a fold changes who uses the producer's output
+    }
+    if (folded.empty()) return changed;
+    changed = true;
+    ed.remove_nodes_if([&](const Node& n) { return folded.count(&n) != 0; });
+    ed.erase_dead_values();
+    ed.sort_topologically();
+  }
 }
 
 }  // namespace kiln

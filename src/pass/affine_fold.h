@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -37,5 +38,12 @@ std::vector<double> channel_values(const LinearProducer& p, const Tensor& c);
 // Returns nullptr (and changes nothing) when the fold is not possible.
 Value* fold_affine(Graph& g, GraphEditor& ed, const LinearProducer& p,
                    const std::vector<double>& scale, const std::vector<double>& shift);
+
+// Applies `try_fold` (true when it rerouted the node's output, leaving the node dead) to every
+// node of `g` and of its subgraphs (first; they may read this graph's constants), sweeping until
+// nothing folds so that chains fold completely; folded nodes and dead values are dropped after
+// each sweep and the order restored (a fold may append nodes). True when anything folded.
+using AffineFoldFn = std::function<bool(Graph&, GraphEditor&, const UseMap&, Node&)>;
+bool fold_until_fixpoint(Graph& g, const AffineFoldFn& try_fold);
 
 }  // namespace kiln

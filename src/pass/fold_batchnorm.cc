@@ -39,61 +39,35 @@ bool inference_bn(const Graph& g, const UseMap& uses, const Node& bn) {
   return true;
 }
 
-bool fold_in(Graph& g) {
-  bool changed = false;
-  // S1: subgraphs first; they may read this graph's constants.
-  for (auto& n : g.nodes)
-    for (auto& [k, a] : n->attrs) {
-      if (a.g) changed |= fold_in(*a.g);
-      for (auto& sg : a.graphs) changed |= fold_in(*sg);
-    }
-  GraphEditor ed(g);
-  for (bool again = true; again;) {
-    again = false;
-    std::vector<Node*> folded;
-    // S2: each BN whose producer is a linear op with constant weights (uses are recomputed after
-    // a fold; chains such as Conv -> BN -> BN fold in later sweeps).
-    UseMap uses = compute_uses(g);
-    for (size_t idx = 0; idx < g.nodes.size(); ++idx) {
-      Node* bn = g.nodes[idx].get();
-      if (!inference_bn(g, uses, *bn)) continue;
-      auto p = match_linear_producer(g, uses, bn->inputs[0]);
-      if (!p) continue;
-      // BN normalizes axis 1; a MatMul's channel axis is its last one, so only rank-2 outputs fit.
-      if (p->kind == LinearProducer::Kind::kMatMul && p->out_rank != 2) continue;
-      bool ok = true;
-      for (int i = 1; i <= 4; ++i) ok = ok && param_ok(*bn, i, p->channels);
-      if (!ok) continue;
-      const double eps = AttrReader(*bn).attr_float("epsilon", 1e-5f);
-      std::vector<double> scale(static_cast<size_t>(p->channels)), shift(scale.size());
-      for (int64_t c = 0; c < p->channels; ++c) {
-        const double var = bn->inputs[4]->initializer.get_double(c);
-        const double a = bn->inputs[1]->initializer.get_double(c) / std::sqrt(var + eps);
-        scale[c] = a;
-        shift[c] =
-            bn->inputs[2]->initializer.get_double(c) - bn->inputs[3]->initializer.get_double(c) * a;
-        if (!std::isfinite(a) || !std::isfinite(shift[c])) ok = false;
-      }
-      if (!ok) continue;
-      Value* result = fold_affine(g, ed, *p, scale, shift);
-      if (!result) continue;
-      ed.replace_all_uses(bn->outputs[0], result);
-      folded.push_back(bn);
-      uses = compute_uses(g);
-    }
-    // S3: drop the folded BNs, the old weights, and restore order (a MatMul's Add was appended).
-    if (folded.empty()) break;
-    changed = again = true;
-    ed.remove_nodes_if([&](const Node& n) {
-      for (const Node* f : folded)
-        if (f == &n) return true;
-      return false;
-    });
-    ed.erase_dead_values();
-    ed.sort_topologically();
+// Folds `bn` into the linear op producing its input when that op has constant weights.
+bool try_fold_bn(Graph& g, GraphEditor& ed, const UseMap& uses, Node& node) {
+  Node* bn = &node;
+  if (!inference_bn(g, uses, *bn)) return false;
+  auto p = match_linear_producer(g, uses, bn->inputs[0]);
+  if (!p) return false;
+  // BN normalizes axis 1; a MatMul's channel axis is its last one, so only rank-2 outputs fit.
+  if (p->kind == LinearProducer::Kind::kMatMul && p->out_rank != 2) return false;
+  bool ok = true;
+  for (int i = 1; i <= 4; ++i) ok = ok && param_ok(*bn, i, p->channels);
+  if (!ok) return false;
+  const double eps = AttrReader(*bn).attr_float("epsilon", 1e-5f);
+  std::vector<double> scale(static_cast<size_t>(p->channels)), shift(scale.size());
+  for (int64_t c = 0; c < p->channels; ++c) {
+    const double var = bn->inputs[4]->initializer.get_double(c);
+    const double a = bn->inputs[1]->initializer.get_double(c) / std::sqrt(var + eps);
+    scale[c] = a;
+    shift[c] =
+        bn->inputs[2]->initializer.get_double(c) - bn->inputs[3]->initializer.get_double(c) * a;
+    if (!std::isfinite(a) || !std::isfinite(shift[c])) ok = false;
   }
-  return changed;
+  if (!ok) return false;
+  Value* result = fold_affine(g, ed, *p, scale, shift);
+  if (!result) return false;
+  ed.replace_all_uses(bn->outputs[0], result);
+  return true;
 }
+
+bool fold_in(Graph& g) { return fold_until_fixpoint(g, try_fold_bn); }
 
 bool run(Model& m, PassContext&) { return fold_in(*m.graph); }
 

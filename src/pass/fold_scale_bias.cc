@@ -36,38 +36,8 @@ bool try_fold(Graph& g, GraphEditor& ed, const UseMap& uses, Node& n) {
   return false;
 }
 
-bool fold_in(Graph& g) {
-  bool changed = false;
-  // S1: subgraphs first; they may read this graph's constants.
-  for (auto& n : g.nodes)
-    for (auto& [k, a] : n->attrs) {
-      if (a.g) changed |= fold_in(*a.g);
-      for (auto& sg : a.graphs) changed |= fold_in(*sg);
-    }
-  // S2: sweep until nothing folds, so Conv -> Mul -> Add chains fold completely; the folded
-  // Mul/Add is dropped after each sweep (its output is no longer used).
-  GraphEditor ed(g);
-  for (bool again = true; again;) {
-    again = false;
-    std::vector<const Node*> folded;
-    UseMap uses = compute_uses(g);
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      Node* n = g.nodes[i].get();
-      if (!try_fold(g, ed, uses, *n)) continue;
-      folded.push_back(n);
-      uses = compute_uses(g);
-    }
-    if (folded.empty()) break;
-    changed = again = true;
-    ed.remove_nodes_if([&](const Node& n) {
-      for (const Node* f : folded)
-        if (f == &n) return true;
-      return false;
-    });
-    ed.erase_dead_values();
-  }
-  return changed;
-}
+// Sweeps until nothing folds, so Conv -> Mul -> Add chains fold completely.
+bool fold_in(Graph& g) { return fold_until_fixpoint(g, try_fold); }
 
 bool run(Model& m, PassContext&) { return fold_in(*m.graph); }
 
