@@ -251,6 +251,66 @@ void split_multiples(const Expr& e, int64_t c, std::vector<Expr>* quotient, std:
   rest->push_back(e);
 }
 
+// One term of an integer sum: coef * atom.
+struct SumTerm {
+  Expr atom;
+  int64_t coef;
+};
+void flatten_sum(const Expr& e, int64_t coef, std::vector<SumTerm>* terms) {
+  int64_t k = 0;
+  if (e->kind == ExprKind::kAdd) {
+    flatten_sum(e->operands[0], coef, terms);
+    flatten_sum(e->operands[1], coef, terms);
+  } else if (e->kind == ExprKind::kMul && is_const_int(e->operands[1], &k) && k != 0 &&
+             k < (int64_t{1} << 31) && k > -(int64_t{1} << 31)) {
+    flatten_sum(e->operands[0], coef * k, terms);
+  } else {
+    terms->push_back({e, coef});
+  }
+}
+
+// Undoes the split of a fused or flattened index: in a sum, k*floormod(y, c) together with
+// k*c*floordiv(x, c*d) where y = floordiv(x, d) (or y = x, d = 1) is k*y. Fused loops lower to
+// (i // (H*W))*W*H + (i // W % H)*W + i % W, which this folds back to i so that the
+// vectorizer sees a ramp. Returns nullptr when no pair matches.
+Expr recombine_divmod(const Expr& a, const Expr& b) {
+  std::vector<SumTerm> terms;
+  flatten_sum(a, 1, &terms);
+  flatten_sum(b, 1, &terms);
+  if (terms.size() < 2 || terms.size() > 64) return nullptr;
+  bool changed = false;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const Expr& m = terms[i].atom;
+    int64_t c = 0;
+    if (!m || m->kind != ExprKind::kFloorMod || !is_const_int(m->operands[1], &c) || c <= 0) continue;
+    const Expr& y = m->operands[0];
+    Expr x = y;
+    int64_t d = 1;
+    if (y->kind == ExprKind::kFloorDiv && is_const_int(y->operands[1], &d) && d > 0) x = y->operands[0];
+    for (size_t j = 0; j < terms.size(); ++j) {
+      const Expr& q = terms[j].atom;
+      int64_t qc = 0;
+      if (j == i || !q || q->kind != ExprKind::kFloorDiv || !is_const_int(q->operands[1], &qc)) continue;
+      if (terms[j].coef != terms[i].coef * c) continue;
+      bool match = (qc == c && structural_equal(q->operands[0], y)) ||
+                   (d > 1 && qc == c * d && structural_equal(q->operands[0], x));
+      if (!match) continue;
+      terms[i].atom = y;
+      terms[j].atom = nullptr;
+      changed = true;
+      break;
+    }
+  }
+  if (!changed) return nullptr;
+  Expr sum;
+  for (const SumTerm& t : terms) {
+    if (!t.atom) continue;
+    Expr e = t.coef == 1 ? t.atom : binary(ExprKind::kMul, t.atom, int_const(t.coef, t.atom->type));
+    sum = sum ? binary(ExprKind::kAdd, sum, e) : e;
+  }
+  return sum;
+}
+
 class Simplifier {
  public:
   explicit Simplifier(const VarBounds& vb) : bounds_(vb) {}
@@ -457,6 +517,8 @@ class Simplifier {
     switch (k) {
       case ExprKind::kAdd:
         if (is_const_value(b, 0)) return a;
+        if (is_int && !b_int)
+          if (Expr r = recombine_divmod(a, b)) return mutate(r);
         if (is_int && b_int) {
           int64_t c1 = 0;
           // (x + c1) + c2 -> x + (c1 + c2)

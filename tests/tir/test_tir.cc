@@ -197,6 +197,14 @@ TEST(TirSimplify, Identities) {
   EXPECT_EQ(print(simplify(floordiv(x * c(64) + c(128), c(64)))), "x + 2");
   EXPECT_EQ(print(simplify(floormod(x * c(64) + y, c(64)))), "y % 64");
   EXPECT_EQ(print(simplify(binary(ExprKind::kLT, c(3), x))), "x > 3");
+  // A fused index split back into coordinates recombines: (x // 12544*112 + x // 112 % 112)*112
+  // + x % 112 is x; mismatched divisors or coefficients stay.
+  EXPECT_EQ(simplify((floordiv(x, c(12544)) * c(112) + floormod(floordiv(x, c(112)), c(112))) * c(112) +
+                     floormod(x, c(112))),
+            x);
+  EXPECT_EQ(print(simplify(floordiv(x, c(8)) * c(16) + floormod(x, c(8)) * c(2) + y)), "x*2 + y");
+  EXPECT_EQ(print(simplify(floordiv(x, c(8)) * c(7) + floormod(x, c(8)))), "x // 8*7 + x % 8");
+  EXPECT_EQ(print(simplify(floordiv(y, c(8)) * c(8) + floormod(x, c(8)))), "y // 8*8 + x % 8");
   // Constant folding per type: i32 wraps, f32 rounds, casts convert.
   Expr big = int_imm(2147483647, i32());
   EXPECT_EQ(simplify(big + int_imm(1, i32()))->int_value, -2147483648LL);

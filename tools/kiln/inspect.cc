@@ -175,6 +175,7 @@ int inspect_command(const InspectArgs& a) {
       j["generated_nodes"] = compiled.stats.generated_nodes;
       j["microkernel_nodes"] = compiled.stats.gemm_nodes;
       j["fallback_nodes"] = compiled.stats.fallback_nodes;
+      j["fallback_ops"] = compiled.stats.fallback_ops;
       j["kernels"] = compiled.stats.kernels;
       j["compile_ms"] = compiled.stats.total_ms;
     }
@@ -211,6 +212,10 @@ int inspect_command(const InspectArgs& a) {
               << " generated nodes, " << compiled.stats.gemm_nodes << " microkernel nodes, "
               << compiled.stats.fallback_nodes << " fallback nodes, compiled in " << std::fixed << std::setprecision(1)
               << compiled.stats.total_ms << " ms\n" << std::defaultfloat;
+  if (compile && !compiled.stats.fallback_ops.empty()) {
+    std::cout << "fallback ops (reference kernels):\n";
+    for (const auto& [op, count] : compiled.stats.fallback_ops) std::cout << "  " << op << ": " << count << "\n";
+  }
   if (a.passes) {
     std::cout << "\ndefault pipeline:\n";
     const std::map<std::string, int64_t>* previous = &info.op_histogram;
