@@ -380,6 +380,7 @@ tir::PrimFunc lower(const Schedule& sched, const std::vector<Tensor>& args, cons
   // S5: the tir pipeline (order from tir/passes.h).
   f = tir::flatten_storage(f);
   f = tir::simplify(f);
+  f = tir::localize_accumulators(f);
   f = tir::partition_loops(f);
   f = tir::vectorize_loops(f);
   f = tir::unroll_loops(f);

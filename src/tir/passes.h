@@ -1,5 +1,6 @@
 // TIR passes: each is a plain PrimFunc -> PrimFunc function. Run order in lowering:
-// flatten_storage -> simplify -> partition_loops -> vectorize_loops -> unroll_loops -> simplify.
+// flatten_storage -> simplify -> localize_accumulators -> partition_loops -> vectorize_loops ->
+// unroll_loops -> simplify.
 // Each pass lives in its own file (src/tir/<pass>.cc) with a note on what it requires and
 // guarantees. Tests: tests/tir/test_tir.cc (every pass is checked by running the function
 // before and after it through tir/evaluator.h on random data).
@@ -23,6 +24,10 @@ Stmt substitute(const Stmt& s, const Expr& var, const Expr& value);
 // Multi-dimensional Load/Store -> one row-major index; every buffer (params and allocations)
 // gets shape {numel}. Accesses with one index are taken as already flat.
 PrimFunc flatten_storage(const PrimFunc& f);
+
+// Reductions accumulating into their output element (B[i] = init; for r: B[i] = B[i] op f)
+// accumulate in a one-element local buffer instead and store B[i] once (see the file).
+PrimFunc localize_accumulators(const PrimFunc& f);
 
 // For kVectorized loops with a constant extent: the body runs once with the loop var replaced by
 // ramp(min, 1, extent); contiguous accesses become vector loads/stores with a ramp index, other

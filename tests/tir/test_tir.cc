@@ -485,6 +485,33 @@ TEST(TirPasses, FullPipeline) {
   expect_same(fn, simplify(unroll_loops(vectorize_loops(partition_loops(simplify(flatten_storage(fn)))))));
 }
 
+// out[i] = init; for r0, r1: out[i] = out[i] op A[i*12 + r0*4 + r1] (flat storage).
+PrimFunc row_reduce(ExprKind op, bool index_uses_r = false) {
+  Buffer A = make_buffer("A", DType::kFloat32, {c(60)});
+  Buffer O = make_buffer("O", DType::kFloat32, {c(5)});
+  Expr i = make_var("i"), r0 = make_var("r0"), r1 = make_var("r1");
+  Expr at = index_uses_r ? floormod(i + r0, c(5)) : i;
+  Stmt update = store(O, {at}, binary(op, load(O, {at}), load(A, {i * c(12) + r0 * c(4) + r1})));
+  Stmt body = seq({store(O, {at}, f(op == ExprKind::kMul ? 1 : 0)),
+                   for_loop(r0, c(0), c(3), ForKind::kSerial, for_loop(r1, c(0), c(4), ForKind::kSerial, update))});
+  return PrimFunc{"row_reduce", {A, O}, {}, for_loop(i, c(0), c(5), ForKind::kParallel, body)};
+}
+
+TEST(TirLocalize, AccumulatorsMoveToLocalBuffers) {
+  for (ExprKind op : {ExprKind::kAdd, ExprKind::kMul, ExprKind::kMax, ExprKind::kMin}) {
+    PrimFunc fn = row_reduce(op);
+    PrimFunc out = localize_accumulators(fn);
+    std::string text = print(out);
+    EXPECT_NE(text.find("allocate O_acc0: f32[1] local"), std::string::npos) << text;
+    EXPECT_EQ(count_stmts(out.body, StmtKind::kStore), 3) << text;
+    EXPECT_NE(text.find("O[i] = O_acc0[0]"), std::string::npos) << text;
+    expect_same(fn, out);
+  }
+  // The output index moves with the reduction: nothing to localize.
+  PrimFunc moving = row_reduce(ExprKind::kAdd, true);
+  EXPECT_EQ(print(localize_accumulators(moving)), print(moving));
+}
+
 TEST(TirSubstitute, ReplacesUsesNotBindings) {
   Expr i = make_var("i"), n = make_var("n");
   Buffer A = make_buffer("A", DType::kFloat32, {c(64)});

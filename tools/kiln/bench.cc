@@ -33,7 +33,7 @@ using Clock = std::chrono::steady_clock;
 
 struct BenchArgs {
   std::vector<std::string> models;
-  std::string engine = "interp";
+  std::string engine = "compiled";
   int threads = 1;
   int64_t batch = 1;
   std::vector<std::string> dims;

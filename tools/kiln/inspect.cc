@@ -28,7 +28,7 @@ struct InspectArgs {
   bool dot = false;
   std::string html;
   std::vector<std::string> dims;  // NAME=VALUE bindings for the memory plan (and the compile)
-  std::string engine = "interp";  // "compiled": compile at the input shapes and report the plan
+  std::string engine = "compiled";  // compile at the input shapes and report the plan; "interp": don't
   bool print_kernels = false;     // print the TIR of every generated kernel (compiles)
 };
 
@@ -119,10 +119,16 @@ int inspect_command(const InspectArgs& a) {
   // --engine compiled / --print-kernels: the plan `kiln compile` builds, at the bound dims.
   const bool compile = parse_engine(a.engine) == Engine::kCompiled || a.print_kernels;
   CompileModelResult compiled;
+  std::string compile_error;  // the model is described even when it cannot be compiled
   if (compile) {
     CompileModelOptions copts;
     copts.dims = dim_bindings(g, a.dims);
-    compiled = compile_model(load_onnx_model(a.model), copts);
+    try {
+      compiled = compile_model(load_onnx_model(a.model), copts);
+    } catch (const Error& e) {
+      if (a.print_kernels) throw;
+      compile_error = e.what();
+    }
   }
   if (a.print_kernels) {
     std::cout << compiled.kernels_text;
@@ -171,7 +177,8 @@ int inspect_command(const InspectArgs& a) {
     j["unplanned_values"] = mem.unplanned_values;
     j["in_place_values"] = mem.in_place;
     j["dim_bindings"] = mem.dim_bindings;
-    if (compile) {
+    if (!compile_error.empty()) j["compile_error"] = compile_error;
+    if (compile && compile_error.empty()) {
       j["generated_nodes"] = compiled.stats.generated_nodes;
       j["microkernel_nodes"] = compiled.stats.gemm_nodes;
       j["fallback_nodes"] = compiled.stats.fallback_nodes;
@@ -207,7 +214,8 @@ int inspect_command(const InspectArgs& a) {
     std::cout << "unsupported ops: " << info.unsupported.size() << "\n";
     for (const auto& u : info.unsupported) std::cout << "  " << u.op << " at node " << u.node << ": " << u.reason << "\n";
   }
-  if (compile)
+  if (!compile_error.empty()) std::cout << "compiled engine: cannot compile: " << compile_error << "\n";
+  if (compile && compile_error.empty())
     std::cout << "compiled engine: " << compiled.stats.kernels << " kernels, " << compiled.stats.generated_nodes
               << " generated nodes, " << compiled.stats.gemm_nodes << " microkernel nodes, "
               << compiled.stats.fallback_nodes << " fallback nodes, compiled in " << std::fixed << std::setprecision(1)
@@ -254,8 +262,8 @@ void add_inspect_command(CLI::App& app, Action& action) {
   cmd->add_flag("--dot", args->dot, "print the optimized graph as Graphviz dot");
   cmd->add_option("--dim", args->dims, "NAME=VALUE: bind a named input dim for the memory plan and compile (default 1)");
   cmd->add_option("--engine", args->engine,
-                  "compiled: also compile the model at its input shapes and report generated, microkernel and "
-                  "fallback nodes, kernels and compile time")
+                  "compiled (default): also compile the model at its input shapes (symbolic dims from --dim, else "
+                  "1) and report generated, microkernel and fallback nodes, kernels and compile time; interp: skip")
       ->capture_default_str()
       ->check(CLI::IsMember({"interp", "compiled"}));
   cmd->add_flag("--print-kernels", args->print_kernels, "compile the model and print the loop nest (TIR) of every kernel");

@@ -32,7 +32,7 @@ using Clock = std::chrono::steady_clock;
 
 struct ProfileArgs {
   std::string model;
-  std::string engine = "interp";
+  std::string engine = "compiled";
   int threads = 1;
   int64_t batch = 1;
   std::vector<std::string> dims;

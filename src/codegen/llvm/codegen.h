@@ -3,7 +3,9 @@
 // keeps compiling with RTTI while the LLVM-facing files build with -fno-rtti.
 //
 // Kernel ABI: every PrimFunc becomes `void name(void* const* buffers, const int64_t* scalars)`:
-// buffer params then scalar params, in the PrimFunc's order. Generated code calls back into the
+// buffer params then scalar params, in the PrimFunc's order. Buffer pointers must be 64-byte
+// aligned (kiln's Tensor and arena allocations are): kernels use aligned streaming stores for
+// outputs larger than 16 MiB. Generated code calls back into the
 // runtime only through the C symbols given in a SymbolMap:
 //   kiln_parallel_for(int64_t n, void (*body)(int64_t begin, int64_t end, void* closure),
 //                     void* closure)   -- runs body over a partition of [0, n)

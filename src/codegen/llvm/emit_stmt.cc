@@ -8,6 +8,7 @@
 #include <functional>
 #include <unordered_set>
 
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -71,6 +72,7 @@ void Emitter::emit_kernel() {
     vars_[var.get()] = b_.CreateIntCast(v, llvm_type(var->type), true);
   }
   if (func_.body) emit(func_.body);
+  emit_store_fence();
   b_.CreateRetVoid();
 
   std::string err;
@@ -234,7 +236,11 @@ void Emitter::emit_parallel_for(const StmtNode& s) {
     else if (k <= vars.size()) vars_[vars[k - 1]] = v;
     else buffers_[bufs[k - 1 - vars.size()]] = v;
   }
+  const bool saved_streamed = streamed_;
+  streamed_ = false;
   emit_loop(s, b_.CreateAdd(inner_min, body->getArg(0)), b_.CreateAdd(inner_min, body->getArg(1)));
+  emit_store_fence();
+  streamed_ = saved_streamed;
   b_.CreateRetVoid();
   fn_ = saved_fn;
   entry_ = saved_entry;
@@ -249,6 +255,53 @@ void Emitter::emit_parallel_for(const StmtNode& s) {
   b_.CreateCall(launch, {n, body, closure});
 }
 
+namespace {
+
+// Streaming stores pay off for outputs far larger than the per-core caches: they skip the
+// read-for-ownership of each destination line and leave the caches to the inputs.
+constexpr int64_t kStreamingBytes = int64_t{16} << 20;
+constexpr int64_t kStreamAlign = 64;
+
+// Whether integer expression e is a multiple of m for every value of its variables.
+bool provably_multiple(const Expr& e, int64_t m) {
+  int64_t c = 0;
+  if (tir::is_const_int(e, &c)) return c % m == 0;
+  switch (e->kind) {
+    case ExprKind::kMul:
+      return provably_multiple(e->operands[0], m) || provably_multiple(e->operands[1], m);
+    case ExprKind::kAdd:
+    case ExprKind::kSub:
+      return provably_multiple(e->operands[0], m) && provably_multiple(e->operands[1], m);
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+// Kernel ABI (codegen.h): buffer parameters are 64-byte aligned, so an index that is a multiple
+// of the 64-byte lane count addresses a whole cache line.
+bool Emitter::streaming_store(const tir::Buffer& buf, const std::vector<Expr>& indices, int lanes) const {
+  const int64_t elem_bytes = static_cast<int64_t>(dtype_size(buf->dtype));
+  if (buf->dtype == DType::kBool || indices.size() != 1 || lanes * elem_bytes != kStreamAlign) return false;
+  if (std::find(func_.buffer_params.begin(), func_.buffer_params.end(), buf) == func_.buffer_params.end())
+    return false;
+  int64_t bytes = elem_bytes;
+  for (const Expr& d : buf->shape) {
+    int64_t n = 0;
+    if (!tir::is_const_int(d, &n)) return false;
+    bytes *= n;
+  }
+  return bytes >= kStreamingBytes && provably_multiple(indices[0]->operands[0], lanes);
+}
+
+// Non-temporal stores are weakly ordered: fence them before the function returns (and so before
+// a parallel body reports its chunk done).
+void Emitter::emit_store_fence() {
+  if (!streamed_) return;
+  b_.CreateCall(llvm::Intrinsic::getDeclaration(&module_, llvm::Intrinsic::x86_sse_sfence));
+}
+
 void Emitter::emit_store(const StmtNode& s) {
   const tir::Buffer& buf = s.buffer;
   llvm::Type* elem = memory_type(buf->dtype);
@@ -256,8 +309,21 @@ void Emitter::emit_store(const StmtNode& s) {
   int lanes = s.value->type.lanes;
   for (const Expr& i : s.indices) lanes = std::max(lanes, i->type.lanes);
   llvm::Value* v = to_lanes(emit(s.value), lanes);
+  // acc[0] = acc[0] + x into a local accumulator (tir localize_accumulators): kiln's float
+  // reductions may be reassociated, which lets LLVM keep several vector partial sums.
+  if (buf->scope == "local" && (s.value->kind == ExprKind::kAdd || s.value->kind == ExprKind::kMul))
+    if (auto* inst = llvm::dyn_cast<llvm::Instruction>(v); inst && llvm::isa<llvm::FPMathOperator>(inst))
+      for (const Expr& operand : s.value->operands)
+        if (operand->kind == ExprKind::kLoad && operand->buffer == buf) inst->setHasAllowReassoc(true);
   if (buf->dtype == DType::kBool) v = b_.CreateZExt(v, lanes > 1 ? llvm::FixedVectorType::get(elem, lanes) : elem);
   if (llvm::Value* ptr = lanes > 1 ? contiguous_address(buf, s.indices) : nullptr) {
+    if (streaming_store(buf, s.indices, lanes)) {
+      llvm::StoreInst* st = b_.CreateAlignedStore(v, ptr, llvm::Align(kStreamAlign));
+      st->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                      llvm::MDNode::get(ctx_, llvm::ConstantAsMetadata::get(b_.getInt32(1))));
+      streamed_ = true;
+      return;
+    }
     b_.CreateAlignedStore(v, ptr, align);
     return;
   }

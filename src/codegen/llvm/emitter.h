@@ -57,6 +57,10 @@ class Emitter {
   void emit_loop(const tir::StmtNode& s, llvm::Value* begin, llvm::Value* end);
   void emit_parallel_for(const tir::StmtNode& s);
   void emit_store(const tir::StmtNode& s);
+  // A whole-cache-line vector store into a large kernel parameter at an address provably
+  // 64-byte aligned: written with a non-temporal (streaming) store.
+  bool streaming_store(const tir::Buffer& buf, const std::vector<tir::Expr>& indices, int lanes) const;
+  void emit_store_fence();
   void emit_allocate(const tir::StmtNode& s);
   void emit_if(const tir::StmtNode& s);
   void emit_extern_call(const tir::ExprNode& call);
@@ -71,6 +75,7 @@ class Emitter {
   llvm::Function* fn_ = nullptr;       // function being emitted
   llvm::BasicBlock* entry_ = nullptr;  // its entry block (allocas)
   int outlined_ = 0;                   // counter for outlined parallel bodies
+  bool streamed_ = false;              // the function being emitted has non-temporal stores
   std::unordered_map<const tir::ExprNode*, llvm::Value*> vars_;
   std::unordered_map<const tir::BufferNode*, llvm::Value*> buffers_;
 };
