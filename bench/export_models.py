@@ -66,7 +66,10 @@ def export(name, out_dir):
     torch.manual_seed(0)
     model, args, names, outs, dyn = build(name)
     tmp = path + ".tmp"
-    with torch.no_grad():
+    # Under no_grad torch's nn.MultiheadAttention (ViT) takes its fused fast path, which has no
+    # ONNX export; with autograd on (weights require grad) it runs the exportable ops.
+    grad = torch.enable_grad() if name == "vit_b_16" else torch.no_grad()
+    with grad:
         torch.onnx.export(model, args, tmp, input_names=names, output_names=outs,
                           dynamic_axes=dyn, opset_version=14, do_constant_folding=True)
     os.replace(tmp, path)

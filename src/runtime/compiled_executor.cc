@@ -80,37 +80,10 @@ std::vector<int64_t> te_dims(const std::vector<int64_t>& d) { return d.empty() ?
 // ---- the plan --------------------------------------------------------------------------------
 
 struct CompiledExecutor::Plan {
-  // Where a kernel argument comes from at run time.
-  struct Arg {
-    int slot = -1;              // value slot (inputs, and outputs once produced)
-    const void* fixed = nullptr;  // constant data
-    bool output = false;
-    bool graph_output = false;  // a fresh tensor per run
-    Tensor view;                // arena view for outputs that are not graph outputs
-    DType dtype = DType::kFloat32;
-    std::vector<int64_t> dims;
-  };
-  struct Step {
-    enum class Kind { kKernel, kFallback, kEmpty } kind = Kind::kFallback;
-    std::vector<int> nodes;          // node indices (one for fallback)
-    const OpSchema* schema = nullptr;  // kFallback
-    std::shared_ptr<gemm_ops::GemmOp> gemm;  // kFallback run through sgemm instead (gemm_ops.h)
-    std::string name;                // kernel name
-    codegen::KernelFn fn = nullptr;
-    std::vector<Arg> args;           // kKernel / kEmpty (outputs only)
-    std::vector<int> free_after;     // slots whose last use is this step
-  };
-
-  std::vector<const Value*> values;            // slot -> value
-  std::unordered_map<const Value*, int> slot;  // value -> slot
-  std::vector<std::vector<int64_t>> dims;      // slot -> learned dims (tensors)
-  std::vector<DType> dtypes;
-  std::vector<bool> is_tensor;
-  std::vector<Step> steps;
+  ExecPlan exec;
+  std::vector<const OpSchema*> schemas;  // node index -> schema (fallback steps)
   std::vector<tir::PrimFunc> funcs;
   std::unique_ptr<codegen::JitModule> module;
-  std::unique_ptr<char, decltype(&std::free)> arena{nullptr, &std::free};
-  int64_t arena_bytes = 0;
   CompileStats stats;
 };
 
@@ -134,14 +107,36 @@ std::string CompiledExecutor::kernels_text() const {
   return out;
 }
 
-std::vector<RtValue> CompiledExecutor::run(const std::vector<RtValue>& feeds_in) {
+const ExecPlan* CompiledExecutor::last_exec_plan() const { return last_plan_ ? &last_plan_->exec : nullptr; }
+const std::vector<tir::PrimFunc>* CompiledExecutor::last_kernels() const {
+  return last_plan_ ? &last_plan_->funcs : nullptr;
+}
+
+std::vector<RtValue> CompiledExecutor::run(const std::vector<RtValue>& feeds) { return run(feeds, {}); }
+
+std::vector<RtValue> CompiledExecutor::run(const std::vector<RtValue>& feeds_in,
+                                           const std::vector<OutputBuffer>& outputs) {
   std::lock_guard<std::mutex> lk(mu_);
   const Graph& g = *model_.graph;
+  if (!outputs.empty() && outputs.size() != g.outputs.size())
+    throw Error(ErrorKind::kUsage, "the model has " + std::to_string(g.outputs.size()) + " outputs, got " +
+                                       std::to_string(outputs.size()) + " output buffers");
   if (interp_) {
     auto out = interp_->run(feeds_in);
     timings_ = interp_->timings();
     stats_ = CompileStats();
     stats_.fallback_nodes = static_cast<int>(g.nodes.size());
+    for (size_t i = 0; i < outputs.size() && i < out.size(); ++i) {
+      if (!outputs[i].data) continue;
+      if (!out[i].is_tensor())
+        throw Error(ErrorKind::kBadInput, "output '" + g.outputs[i]->name + "' is not a tensor");
+      const Tensor& t = out[i].tensor;
+      if (t.nbytes() > outputs[i].bytes)
+        throw Error(ErrorKind::kBadInput, "output '" + g.outputs[i]->name + "' needs " + std::to_string(t.nbytes()) +
+                                              " bytes, the buffer has " + std::to_string(outputs[i].bytes));
+      if (t.nbytes() > 0) std::memcpy(outputs[i].data, t.raw(), t.nbytes());
+      out[i].tensor = Tensor::view(t.dtype(), t.dims(), outputs[i].data);
+    }
     return out;
   }
   if (feeds_in.size() != g.inputs.size())
@@ -168,7 +163,7 @@ std::vector<RtValue> CompiledExecutor::run(const std::vector<RtValue>& feeds_in)
   last_plan_ = &plan;
   stats_ = plan.stats;
   ScopedThreadPool scope(pool_.get());
-  return execute(plan, feeds);
+  return execute(plan, feeds, outputs);
 }
 
 // ---- plan building ---------------------------------------------------------------------------
@@ -189,13 +184,16 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
   const Graph& g = *model_.graph;
   const auto& reg = OpRegistry::global();
   auto plan = std::make_unique<Plan>();
+  ExecPlan& ex = plan->exec;
   auto t_total = Clock::now();
+  std::vector<const Value*> values;            // slot -> value
+  std::unordered_map<const Value*, int> slot_of;  // value -> slot
 
   // Slots for every value of the main graph.
   auto add_slot = [&](const Value* v) {
-    if (!v || plan->slot.count(v)) return;
-    plan->slot[v] = static_cast<int>(plan->values.size());
-    plan->values.push_back(v);
+    if (!v || slot_of.count(v)) return;
+    slot_of[v] = static_cast<int>(values.size());
+    values.push_back(v);
   };
   for (const Value* v : g.inputs) add_slot(v);
   for (const Value* v : g.constants) add_slot(v);
@@ -204,25 +202,40 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     for (const Value* v : n->outputs) add_slot(v);
   }
   for (const Value* v : g.outputs) add_slot(v);
-  const size_t nslots = plan->values.size();
-  plan->dims.resize(nslots);
-  plan->dtypes.resize(nslots, DType::kUndefined);
-  plan->is_tensor.resize(nslots, false);
+  const size_t nslots = values.size();
+  ex.slots.resize(nslots);
+  for (size_t s = 0; s < nslots; ++s)
+    if (values[s]->is_constant()) {
+      ex.slots[s].constant = static_cast<int32_t>(ex.constants.size());
+      ex.constants.push_back(values[s]->initializer);
+    }
+  for (const Value* v : g.inputs) {
+    ex.inputs.push_back(slot_of[v]);
+    ex.input_names.push_back(v->name);
+  }
+  for (const Value* v : g.outputs) {
+    ex.outputs.push_back(slot_of[v]);
+    ex.output_names.push_back(v->name);
+  }
+  auto slot_list = [&](const std::vector<Value*>& vs) {
+    std::vector<int32_t> out;
+    for (const Value* v : vs) out.push_back(v ? slot_of.at(v) : -1);
+    return out;
+  };
 
   // S1: a reference run learns every value's dtype and dims.
   auto t0 = Clock::now();
-  std::vector<const OpSchema*> schemas;
   {
     std::vector<RtValue> env(nslots);
-    for (size_t i = 0; i < g.inputs.size(); ++i) env[static_cast<size_t>(plan->slot[g.inputs[i]])] = feeds[i];
+    for (size_t i = 0; i < g.inputs.size(); ++i) env[static_cast<size_t>(slot_of[g.inputs[i]])] = feeds[i];
     for (size_t s = 0; s < nslots; ++s)
-      if (plan->values[s]->is_constant()) env[s] = RtValue(plan->values[s]->initializer);
+      if (values[s]->is_constant()) env[s] = RtValue(values[s]->initializer);
     for (const auto& n : g.nodes) {
       const OpSchema* schema = reg.find(n->domain, n->op_type, model_.opset(n->domain));
       KILN_CHECK(schema != nullptr);
-      schemas.push_back(schema);
+      plan->schemas.push_back(schema);
       std::vector<const RtValue*> ins;
-      for (const Value* v : n->inputs) ins.push_back(v ? &env[static_cast<size_t>(plan->slot[v])] : nullptr);
+      for (const Value* v : n->inputs) ins.push_back(v ? &env[static_cast<size_t>(slot_of[v])] : nullptr);
       std::vector<RtValue> outs;
       try {
         outs = evaluate_node(*n, *schema, model_.opset(n->domain), ins);
@@ -234,13 +247,13 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
         throw Error(ErrorKind::kInternal, e.what(), node_location(*n));
       }
       for (size_t i = 0; i < n->outputs.size() && i < outs.size(); ++i)
-        if (n->outputs[i]) env[static_cast<size_t>(plan->slot[n->outputs[i]])] = std::move(outs[i]);
+        if (n->outputs[i]) env[static_cast<size_t>(slot_of[n->outputs[i]])] = std::move(outs[i]);
     }
     for (size_t s = 0; s < nslots; ++s)
       if (env[s].is_tensor()) {
-        plan->is_tensor[s] = true;
-        plan->dims[s] = env[s].tensor.dims();
-        plan->dtypes[s] = env[s].tensor.dtype();
+        ex.slots[s].tensor = true;
+        ex.slots[s].dims = env[s].tensor.dims();
+        ex.slots[s].dtype = env[s].tensor.dtype();
       }
   }
   plan->stats.shapes_ms = ms_since(t0);
@@ -271,19 +284,26 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
   // S2: segments of lowerable nodes within each group become kernels.
   auto t1 = Clock::now();
   auto tensor_ok = [&](const Value* v) {
-    int s = plan->slot.at(v);
-    return plan->is_tensor[static_cast<size_t>(s)] && lower::supported_dtype(plan->dtypes[static_cast<size_t>(s)]);
+    int s = slot_of.at(v);
+    return ex.slots[static_cast<size_t>(s)].tensor && lower::supported_dtype(ex.slots[static_cast<size_t>(s)].dtype);
   };
   int kernel_count = 0;
   Segment seg;
   int64_t seg_group = -2;
 
+  auto node_step = [&](int i, PlanStep::Kind kind) {
+    const Node& n = *g.nodes[static_cast<size_t>(i)];
+    PlanStep st;
+    st.kind = kind;
+    st.node = i;
+    st.name = n.display_name();
+    st.op = n.qualified_op();
+    st.inputs = slot_list(n.inputs);
+    st.outputs = slot_list(n.outputs);
+    return st;
+  };
   auto add_fallback = [&](int i) {
-    Plan::Step st;
-    st.kind = Plan::Step::Kind::kFallback;
-    st.nodes = {i};
-    st.schema = schemas[static_cast<size_t>(i)];
-    plan->steps.push_back(std::move(st));
+    ex.steps.push_back(node_step(i, PlanStep::Kind::kFallback));
     plan->stats.fallback_nodes++;
     plan->stats.fallback_ops[g.nodes[static_cast<size_t>(i)]->qualified_op()]++;
   };
@@ -300,18 +320,18 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
         for (int c : consumers[v]) outside |= !in_seg.count(c);
         if (outside) outputs.emplace_back(v, seg.tensors[v]);
       }
-    Plan::Step st;
-    st.nodes = seg.nodes;
+    PlanStep st;
+    for (int i : seg.nodes) st.op += (st.op.empty() ? "" : "+") + g.nodes[static_cast<size_t>(i)]->op_type;
     bool empty = false;
     for (auto& [v, t] : outputs)
-      empty |= lower::numel_of(plan->dims[static_cast<size_t>(plan->slot[v])]) == 0;
+      empty |= lower::numel_of(ex.slots[static_cast<size_t>(slot_of[v])].dims) == 0;
     auto make_out_arg = [&](const Value* v) {
-      Plan::Arg a;
-      a.slot = plan->slot[v];
+      PlanArg a;
+      a.slot = slot_of[v];
       a.output = true;
       a.graph_output = graph_outputs.count(v) > 0;
-      a.dtype = plan->dtypes[static_cast<size_t>(a.slot)];
-      a.dims = plan->dims[static_cast<size_t>(a.slot)];
+      a.dtype = ex.slots[static_cast<size_t>(a.slot)].dtype;
+      a.dims = ex.slots[static_cast<size_t>(a.slot)].dims;
       return a;
     };
     if (outputs.empty()) {
@@ -321,9 +341,9 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       return;
     }
     if (empty) {
-      st.kind = Plan::Step::Kind::kEmpty;
+      st.kind = PlanStep::Kind::kEmpty;
       for (auto& [v, t] : outputs) st.args.push_back(make_out_arg(v));
-      plan->steps.push_back(std::move(st));
+      ex.steps.push_back(std::move(st));
       plan->stats.generated_nodes += static_cast<int>(seg.nodes.size());
       seg = Segment();
       return;
@@ -349,9 +369,9 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       for (auto& [v, t] : seg.placeholders) {
         if (!reached.count(t.get())) continue;
         args.push_back(t);
-        Plan::Arg a;
-        if (v->is_constant()) a.fixed = v->initializer.raw();
-        else a.slot = plan->slot[v];
+        PlanArg a;
+        if (v->is_constant()) a.constant = ex.slots[static_cast<size_t>(slot_of[v])].constant;
+        else a.slot = slot_of[v];
         st.args.push_back(std::move(a));
       }
       for (auto& [v, t] : outputs) {
@@ -408,10 +428,12 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
         f = build(false);
       }
       plan->funcs.push_back(std::move(f));
-      st.kind = Plan::Step::Kind::kKernel;
+      st.kind = PlanStep::Kind::kKernel;
       st.name = name;
+      st.kernel = static_cast<int32_t>(ex.kernel_names.size());
+      ex.kernel_names.push_back(name);
       ++kernel_count;
-      plan->steps.push_back(std::move(st));
+      ex.steps.push_back(std::move(st));
       plan->stats.generated_nodes += static_cast<int>(seg.nodes.size());
     } catch (const Error& e) {
       log("kernel of nodes starting at " + g.nodes[static_cast<size_t>(seg.nodes[0])]->display_name() +
@@ -435,28 +457,29 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       for (const Value* v : n.inputs) {
         gemm_ops::Operand o;
         if (v) {
-          size_t s = static_cast<size_t>(plan->slot[v]);
-          known &= static_cast<bool>(plan->is_tensor[s]);
+          size_t s = static_cast<size_t>(slot_of[v]);
+          known &= static_cast<bool>(ex.slots[s].tensor);
           o.present = true;
-          o.dtype = plan->dtypes[s];
-          o.dims = plan->dims[s];
+          o.dtype = ex.slots[s].dtype;
+          o.dims = ex.slots[s].dims;
           o.constant = v->is_constant() ? &v->initializer : nullptr;
         }
         ops.push_back(std::move(o));
       }
       std::shared_ptr<gemm_ops::GemmOp> op;
+      std::optional<gemm_ops::GemmDesc> desc;
       if (known && n.outputs.size() == 1 && n.outputs[0]) {
-        size_t s = static_cast<size_t>(plan->slot[n.outputs[0]]);
-        if (plan->is_tensor[s]) op = gemm_ops::make_gemm_op(n, ops, plan->dims[s], plan->dtypes[s]);
+        size_t s = static_cast<size_t>(slot_of[n.outputs[0]]);
+        if (ex.slots[s].tensor) desc = gemm_ops::gemm_desc_from_node(n, ops, ex.slots[s].dims, ex.slots[s].dtype);
+        if (desc) op = gemm_ops::make_gemm_op(*desc);
       }
       if (op) {
         flush();
-        Plan::Step st;
-        st.kind = Plan::Step::Kind::kFallback;
-        st.nodes = {i};
-        st.schema = schemas[static_cast<size_t>(i)];
-        st.gemm = std::move(op);
-        plan->steps.push_back(std::move(st));
+        PlanStep st = node_step(i, PlanStep::Kind::kGemm);
+        st.gemm = std::move(*desc);
+        for (auto& o : st.gemm.operands) o.constant = nullptr;  // the plan's constants hold them
+        st.gemm_op = std::move(op);
+        ex.steps.push_back(std::move(st));
         plan->stats.gemm_nodes++;
         continue;
       }
@@ -476,7 +499,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
           ctx.constants.push_back(nullptr);
           continue;
         }
-        size_t s = static_cast<size_t>(plan->slot[v]);
+        size_t s = static_cast<size_t>(slot_of[v]);
         auto it = seg.tensors.find(v);
         te::Tensor t;
         if (it != seg.tensors.end()) {
@@ -489,25 +512,25 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
           } else if (v->is_constant() && v->initializer.numel() == 1 && v->initializer.dtype() != DType::kBool) {
             // Scalar constants fold into the kernel as immediates.
             double c = v->initializer.get_double(0);
-            DType dt = plan->dtypes[s];
-            t = te::compute("c" + std::to_string(seg.next_placeholder++), lower::to_exprs(te_dims(plan->dims[s])),
+            DType dt = ex.slots[s].dtype;
+            t = te::compute("c" + std::to_string(seg.next_placeholder++), lower::to_exprs(te_dims(ex.slots[s].dims)),
                             [&](const std::vector<tir::Expr>&) { return lower::constant(dt, c); });
             seg.tensors[v] = t;
           } else {
-            t = te::placeholder("p" + std::to_string(seg.next_placeholder++), plan->dtypes[s],
-                                lower::to_exprs(te_dims(plan->dims[s])));
+            t = te::placeholder("p" + std::to_string(seg.next_placeholder++), ex.slots[s].dtype,
+                                lower::to_exprs(te_dims(ex.slots[s].dims)));
             seg.placeholders.emplace_back(v, t);
           }
         }
         ctx.inputs.push_back(t);
-        ctx.input_shapes.push_back(te_dims(plan->dims[s]));
-        ctx.input_dtypes.push_back(plan->dtypes[s]);
+        ctx.input_shapes.push_back(te_dims(ex.slots[s].dims));
+        ctx.input_dtypes.push_back(ex.slots[s].dtype);
         ctx.constants.push_back(v->is_constant() ? &v->initializer : nullptr);
       }
       for (const Value* v : n.outputs) {
-        size_t s = v ? static_cast<size_t>(plan->slot[v]) : 0;
-        ctx.output_shapes.push_back(v ? te_dims(plan->dims[s]) : std::vector<int64_t>{});
-        ctx.output_dtypes.push_back(v ? plan->dtypes[s] : DType::kUndefined);
+        size_t s = v ? static_cast<size_t>(slot_of[v]) : 0;
+        ctx.output_shapes.push_back(v ? te_dims(ex.slots[s].dims) : std::vector<int64_t>{});
+        ctx.output_dtypes.push_back(v ? ex.slots[s].dtype : DType::kUndefined);
       }
       try {
         res = fn(ctx);
@@ -540,46 +563,44 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     plan->module = codegen::JitModule::compile(plan->funcs, opts_.target, symbols);
     const std::string& dir = plan->module->cache_dir();
     plan->stats.llvm_cache = dir.empty() ? "off" : (plan->module->from_cache() ? "hit (" : "miss (") + dir + ")";
-    for (auto& st : plan->steps)
-      if (st.kind == Plan::Step::Kind::kKernel) st.fn = plan->module->lookup(st.name);
+    for (const auto& name : ex.kernel_names) ex.kernels.push_back(plan->module->lookup(name));
   }
   plan->stats.llvm_ms = ms_since(t2);
   plan->stats.kernels = kernel_count;
 
   // S4: last uses and the arena for kernel outputs that are not graph outputs.
-  const int nsteps = static_cast<int>(plan->steps.size());
+  const int nsteps = static_cast<int>(ex.steps.size());
   std::vector<int> first(nslots, -1), last(nslots, -1);
-  auto step_inputs = [&](const Plan::Step& st, const std::function<void(int)>& f) {
-    if (st.kind == Plan::Step::Kind::kKernel) {
+  auto step_inputs = [&](const PlanStep& st, const std::function<void(int)>& f) {
+    if (st.kind == PlanStep::Kind::kKernel) {
       for (const auto& a : st.args)
         if (!a.output && a.slot >= 0) f(a.slot);
-    } else if (st.kind == Plan::Step::Kind::kFallback) {
-      for (const Value* v : g.nodes[static_cast<size_t>(st.nodes[0])]->inputs)
-        if (v) f(plan->slot[v]);
+    } else if (st.kind == PlanStep::Kind::kFallback || st.kind == PlanStep::Kind::kGemm) {
+      for (int32_t s : st.inputs)
+        if (s >= 0) f(s);
     }
   };
   for (int k = 0; k < nsteps; ++k) {
-    const auto& st = plan->steps[static_cast<size_t>(k)];
+    const auto& st = ex.steps[static_cast<size_t>(k)];
     step_inputs(st, [&](int s) { last[static_cast<size_t>(s)] = k; });
     for (const auto& a : st.args)
       if (a.output) first[static_cast<size_t>(a.slot)] = k;
-    if (st.kind == Plan::Step::Kind::kFallback)
-      for (const Value* v : g.nodes[static_cast<size_t>(st.nodes[0])]->outputs)
-        if (v) first[static_cast<size_t>(plan->slot[v])] = k;
+    for (int32_t s : st.outputs)
+      if (s >= 0) first[static_cast<size_t>(s)] = k;
   }
   for (size_t s = 0; s < nslots; ++s) {
-    const Value* v = plan->values[s];
+    const Value* v = values[s];
     if (graph_outputs.count(v) || v->is_graph_input || v->is_constant()) continue;
     int at = last[s] >= 0 ? last[s] : first[s];
-    if (at >= 0) plan->steps[static_cast<size_t>(at)].free_after.push_back(static_cast<int>(s));
+    if (at >= 0) ex.steps[static_cast<size_t>(at)].free_after.push_back(static_cast<int>(s));
   }
   struct Block {
-    Plan::Arg* arg;
+    PlanArg* arg;
     int64_t size, begin, end, offset;
   };
   std::vector<Block> blocks;
   for (int k = 0; k < nsteps; ++k)
-    for (auto& a : plan->steps[static_cast<size_t>(k)].args)
+    for (auto& a : ex.steps[static_cast<size_t>(k)].args)
       if (a.output && !a.graph_output) {
         int64_t bytes = lower::numel_of(a.dims) * static_cast<int64_t>(dtype_size(a.dtype));
         bytes = (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
@@ -611,13 +632,9 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     arena = std::max(arena, b.offset + b.size);
     placed.push_back(bi);
   }
-  plan->arena_bytes = arena;
-  if (arena > 0) {
-    void* p = std::aligned_alloc(kArenaAlign, static_cast<size_t>(arena));
-    if (!p) throw Error(ErrorKind::kBadInput, "out of memory allocating the " + std::to_string(arena) + "-byte arena");
-    plan->arena.reset(static_cast<char*>(p));
-  }
-  for (auto& b : blocks) b.arg->view = Tensor::view(b.arg->dtype, b.arg->dims, plan->arena.get() + b.offset);
+  ex.arena_bytes = arena;
+  for (auto& b : blocks) b.arg->arena_offset = b.offset;
+  ex.allocate_arena();
   plan->stats.arena_bytes = arena;
   plan->stats.total_ms = ms_since(t_total);
   return plan;
@@ -625,92 +642,23 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
 
 // ---- execution -------------------------------------------------------------------------------
 
-std::vector<RtValue> CompiledExecutor::execute(Plan& plan, const std::vector<RtValue>& feeds) {
+std::vector<RtValue> CompiledExecutor::execute(Plan& plan, const std::vector<RtValue>& feeds,
+                                               const std::vector<OutputBuffer>& outputs) {
   const Graph& g = *model_.graph;
   timings_.clear();
-  std::vector<RtValue> env(plan.values.size());
-  for (size_t i = 0; i < g.inputs.size(); ++i) env[static_cast<size_t>(plan.slot[g.inputs[i]])] = feeds[i];
-  for (size_t s = 0; s < plan.values.size(); ++s)
-    if (plan.values[s]->is_constant()) env[s] = RtValue(plan.values[s]->initializer);
-  const char* arena_lo = plan.arena.get();
-  const char* arena_hi = arena_lo + plan.arena_bytes;
-  std::vector<void*> buffers;
-  const int64_t no_scalars[1] = {0};
-  for (auto& st : plan.steps) {
-    auto start = opts_.profile ? Clock::now() : Clock::time_point();
-    if (st.kind == Plan::Step::Kind::kFallback) {
-      const Node& n = *g.nodes[static_cast<size_t>(st.nodes[0])];
-      std::vector<const RtValue*> ins;
-      for (const Value* v : n.inputs) ins.push_back(v ? &env[static_cast<size_t>(plan.slot[v])] : nullptr);
-      std::vector<RtValue> outs;
-      try {
-        if (st.gemm) outs.emplace_back(st.gemm->run(ins));
-        else outs = evaluate_node(n, *st.schema, model_.opset(n.domain), ins);
-      } catch (const Error& e) {
-        throw e.with_context(node_location(n));
-      } catch (const std::bad_alloc&) {
-        throw Error(ErrorKind::kBadInput, "out of memory while computing the outputs", node_location(n));
-      } catch (const std::exception& e) {
-        throw Error(ErrorKind::kInternal, e.what(), node_location(n));
-      }
-      for (size_t i = 0; i < n.outputs.size() && i < outs.size(); ++i) {
-        const Value* v = n.outputs[i];
-        if (!v) continue;
-        size_t s = static_cast<size_t>(plan.slot[v]);
-        RtValue& r = outs[i];
-        if (r.is_tensor()) {
-          // A kernel may return a view of its input; arena memory is reused, so copy it out.
-          const char* p = static_cast<const char*>(r.tensor.raw());
-          if (p && p >= arena_lo && p < arena_hi) r.tensor = r.tensor.clone();
-          if (plan.is_tensor[s] && r.tensor.dims() != plan.dims[s])
-            throw Error(ErrorKind::kUnsupported,
-                        "output shape depends on input values (" + dims_to_string(r.tensor.dims()) + " vs planned " +
-                            dims_to_string(plan.dims[s]) + "); use --engine interp",
-                        node_location(n));
-        }
-        env[s] = std::move(r);
-      }
-    } else {
-      buffers.resize(st.args.size());
-      for (size_t k = 0; k < st.args.size(); ++k) {
-        Plan::Arg& a = st.args[k];
-        if (a.output) {
-          Tensor t = a.graph_output ? Tensor(a.dtype, a.dims) : a.view;
-          buffers[k] = t.raw();
-          env[static_cast<size_t>(a.slot)] = RtValue(std::move(t));
-        } else if (a.fixed) {
-          buffers[k] = const_cast<void*>(a.fixed);
-        } else {
-          const RtValue& v = env[static_cast<size_t>(a.slot)];
-          KILN_CHECK(v.is_tensor());
-          buffers[k] = v.tensor.raw();
-        }
-      }
-      if (st.kind == Plan::Step::Kind::kKernel) st.fn(buffers.data(), no_scalars);
-    }
-    if (opts_.profile) {
-      NodeTiming t;
-      if (st.kind == Plan::Step::Kind::kFallback) {
-        const Node& n = *g.nodes[static_cast<size_t>(st.nodes[0])];
-        t.node = n.display_name();
-        t.op = n.qualified_op();
-      } else {
-        t.node = st.name;
-        for (int i : st.nodes) t.op += (t.op.empty() ? "" : "+") + g.nodes[static_cast<size_t>(i)]->op_type;
-      }
-      t.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-      timings_.push_back(std::move(t));
-    }
-    for (int s : st.free_after) env[static_cast<size_t>(s)] = RtValue();
-  }
-  std::vector<RtValue> out;
-  for (const Value* v : g.outputs) {
-    RtValue r = env[static_cast<size_t>(plan.slot[v])];
-    if (r.is_tensor()) {
-      const char* p = static_cast<const char*>(r.tensor.raw());
-      if (p && p >= arena_lo && p < arena_hi) r.tensor = r.tensor.clone();
-    }
-    out.push_back(std::move(r));
+  FallbackFn fallback = [&](const PlanStep& st, const std::vector<const RtValue*>& ins) {
+    const Node& n = *g.nodes[static_cast<size_t>(st.node)];
+    return evaluate_node(n, *plan.schemas[static_cast<size_t>(st.node)], model_.opset(n.domain), ins);
+  };
+  std::vector<double> step_ms;
+  std::vector<RtValue> out = execute_plan(plan.exec, feeds, outputs, fallback, opts_.profile ? &step_ms : nullptr);
+  for (size_t k = 0; k < step_ms.size() && k < plan.exec.steps.size(); ++k) {
+    const PlanStep& st = plan.exec.steps[k];
+    NodeTiming t;
+    t.node = st.name;
+    t.op = st.op;
+    t.ms = step_ms[k];
+    timings_.push_back(std::move(t));
   }
   return out;
 }

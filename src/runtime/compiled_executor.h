@@ -8,7 +8,10 @@
 //      rules and lowered to one TIR PrimFunc; nodes without a lowering run their reference kernel;
 //   S3 all PrimFuncs are compiled into one JitModule (codegen/llvm);
 //   S4 kernel outputs get offsets in one arena (intervals over steps, greedy best fit), so the
-//      compiled steps allocate nothing per inference (graph outputs get fresh tensors).
+//      compiled steps allocate nothing per inference (graph outputs get fresh tensors, or the
+//      caller's memory).
+// The result is an ExecPlan (runtime/exec_plan.h: plain data, no IR) run by execute_plan, the
+// same executor that ahead-of-time compiled models use (driver/aot.h exports the last plan).
 // Plans are cached in memory per shape signature (bounded LRU). Models with nested graphs
 // (If/Loop/Scan) run entirely through the interpreter.
 // Tests: tests/runtime/test_compiled_executor.cc
@@ -26,6 +29,7 @@
 #include "codegen/llvm/codegen.h"
 #include "core/value.h"
 #include "ir/graph.h"
+#include "runtime/exec_plan.h"
 #include "runtime/interpreter.h"
 #include "runtime/thread_pool.h"
 
@@ -62,18 +66,28 @@ class CompiledExecutor {
 
   // Like Interpreter::run: `feeds` parallel to the graph inputs (None uses the default).
   std::vector<RtValue> run(const std::vector<RtValue>& feeds);
+  // Same, writing the outputs into caller memory: `outputs` parallel to the graph outputs (a
+  // null data pointer: a fresh tensor); the returned values view that memory. kBadInput when a
+  // buffer is smaller than its output.
+  std::vector<RtValue> run(const std::vector<RtValue>& feeds, const std::vector<OutputBuffer>& outputs);
   // Stats of the plan used by the last run (or built by the last compile).
   const CompileStats& stats() const { return stats_; }
   const std::vector<NodeTiming>& timings() const { return timings_; }
   // The loop nests of the last plan's kernels (TIR text), for inspection.
   std::string kernels_text() const;
   size_t cached_plans() const { return cache_.size(); }
+  // The plan used by the last run and its kernels' TIR (for ahead-of-time export); null before
+  // the first run and for models that run through the interpreter.
+  const ExecPlan* last_exec_plan() const;
+  const std::vector<tir::PrimFunc>* last_kernels() const;
+  const Model& model() const { return model_; }
 
   struct Plan;
 
  private:
   std::unique_ptr<Plan> build_plan(const std::vector<RtValue>& feeds);
-  std::vector<RtValue> execute(Plan& plan, const std::vector<RtValue>& feeds);
+  std::vector<RtValue> execute(Plan& plan, const std::vector<RtValue>& feeds,
+                               const std::vector<OutputBuffer>& outputs);
 
   const Model& model_;
   CompiledOptions opts_;

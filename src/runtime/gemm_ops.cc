@@ -6,6 +6,8 @@
 #include <string>
 
 #include "kernels/x86/f32_gemm.h"
+#include "runtime/conv_depthwise.h"
+#include "runtime/conv_gemm.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::gemm_ops {
@@ -24,24 +26,6 @@ kernels::ParallelFor pool_parallel() {
   return [](int64_t n, std::function<void(int64_t, int64_t)> fn) { current_thread_pool().parallel_for(n, fn); };
 }
 
-int64_t attr_int(const Node& n, const std::string& k, int64_t def) {
-  const Attribute* a = n.attr(k);
-  return a && a->kind == Attribute::Kind::kInt ? a->i : def;
-}
-float attr_float(const Node& n, const std::string& k, float def) {
-  const Attribute* a = n.attr(k);
-  if (a && a->kind == Attribute::Kind::kInt) return static_cast<float>(a->i);
-  return a && a->kind == Attribute::Kind::kFloat ? a->f : def;
-}
-std::vector<int64_t> attr_ints(const Node& n, const std::string& k, std::vector<int64_t> def) {
-  const Attribute* a = n.attr(k);
-  return a && a->kind == Attribute::Kind::kInts ? a->ints : def;
-}
-std::string attr_string(const Node& n, const std::string& k, const std::string& def) {
-  const Attribute* a = n.attr(k);
-  return a && a->kind == Attribute::Kind::kString ? a->s : def;
-}
-
 const float* fdata(const RtValue* v) { return v->tensor.data<float>(); }
 
 // B operand: packed once when constant, else packed per run.
@@ -57,7 +41,7 @@ struct BOperand {
     n = N;
     ldb = t ? K : N;
     if (c) {
-      packed = kernels::pack_b(trans, k, n, c->data<float>(), ldb);
+      packed = kernels::pack_b(trans, k, n, c->data<float>(), ldb, nullptr, pool_parallel());
       constant = true;
     }
   }
@@ -250,37 +234,40 @@ std::unique_ptr<GemmOp> make_matmul(const std::vector<Operand>& ins, const std::
   return std::make_unique<MatMulOp>(rows, K, N, ins[1].constant, out);
 }
 
-std::unique_ptr<GemmOp> make_gemm(const Node& n, const std::vector<Operand>& ins, const std::vector<int64_t>& out) {
+std::unique_ptr<GemmOp> make_gemm(const GemmDesc& d) {
+  const std::vector<Operand>& ins = d.operands;
+  const std::vector<int64_t>& out = d.out_dims;
   if (ins.size() < 2 || !ins[0].present || !ins[1].present) return nullptr;
   if (ins[0].dims.size() != 2 || ins[1].dims.size() != 2 || out.size() != 2) return nullptr;
-  const bool ta = attr_int(n, "transA", 0) != 0, tb = attr_int(n, "transB", 0) != 0;
+  const bool ta = d.trans_a, tb = d.trans_b;
   const int64_t M = ta ? ins[0].dims[1] : ins[0].dims[0], K = ta ? ins[0].dims[0] : ins[0].dims[1];
   const int64_t N = tb ? ins[1].dims[0] : ins[1].dims[1];
   if ((tb ? ins[1].dims[1] : ins[1].dims[0]) != K || out[0] != M || out[1] != N) return nullptr;
   if (M == 0 || N == 0 || K == 0) return nullptr;
   Operand c = ins.size() > 2 ? ins[2] : Operand();
   if (c.present && c.dims.size() > 2) return nullptr;
-  return std::make_unique<GemmNodeOp>(ta, tb, M, K, N, attr_float(n, "alpha", 1.0f), attr_float(n, "beta", 1.0f),
-                                      ins[1].constant, c);
+  return std::make_unique<GemmNodeOp>(ta, tb, M, K, N, d.alpha, d.beta, ins[1].constant, c);
 }
 
-std::unique_ptr<GemmOp> make_conv(const Node& n, const std::vector<Operand>& ins, const std::vector<int64_t>& out) {
+std::unique_ptr<GemmOp> make_conv(const GemmDesc& d) {
+  const std::vector<Operand>& ins = d.operands;
+  const std::vector<int64_t>& out = d.out_dims;
   if (ins.size() < 2 || !ins[0].present || !ins[1].present) return nullptr;
   const auto& x = ins[0].dims;
   const auto& w = ins[1].dims;
   if (x.size() != 4 || w.size() != 4 || out.size() != 4) return nullptr;
-  if (attr_int(n, "group", 1) != 1) return nullptr;
+  if (d.group != 1) return nullptr;
   ConvOp::Geom g{};
   g.n = x[0], g.c = x[1], g.h = x[2], g.w = x[3];
   g.co = w[0], g.kh = w[2], g.kw = w[3];
   if (w[1] != g.c || out[0] != g.n || out[1] != g.co) return nullptr;
   g.ho = out[2], g.wo = out[3];
-  auto st = attr_ints(n, "strides", {1, 1});
-  auto dl = attr_ints(n, "dilations", {1, 1});
-  auto pads = attr_ints(n, "pads", {0, 0, 0, 0});
+  const auto& st = d.strides;
+  const auto& dl = d.dilations;
+  const auto& pads = d.pads;
   if (st.size() != 2 || dl.size() != 2 || pads.size() != 4) return nullptr;
   g.sh = st[0], g.sw = st[1], g.dh = dl[0], g.dw = dl[1];
-  std::string ap = attr_string(n, "auto_pad", "NOTSET");
+  const std::string& ap = d.auto_pad;
   if (ap == "NOTSET") {
     g.pt = pads[0], g.pl = pads[1];
   } else if (ap == "VALID") {
@@ -307,13 +294,20 @@ std::unique_ptr<GemmOp> make_conv(const Node& n, const std::vector<Operand>& ins
 
 }  // namespace
 
-std::unique_ptr<GemmOp> make_gemm_op(const Node& n, const std::vector<Operand>& ins,
-                                     const std::vector<int64_t>& out_dims, DType out_dtype) {
-  if (!n.domain.empty() && n.domain != "ai.onnx") return nullptr;
-  if (out_dtype != DType::kFloat32 || !all_f32(ins) || n.outputs.size() != 1) return nullptr;
-  if (n.op_type == "MatMul") return make_matmul(ins, out_dims);
-  if (n.op_type == "Gemm") return make_gemm(n, ins, out_dims);
-  if (n.op_type == "Conv") return make_conv(n, ins, out_dims);
+std::unique_ptr<GemmOp> make_gemm_op(const GemmDesc& d) {
+  if (d.out_dtype != DType::kFloat32 || !all_f32(d.operands)) return nullptr;
+  switch (d.kind) {
+    case GemmKind::kMatMul: return make_matmul(d.operands, d.out_dims);
+    case GemmKind::kGemm: return make_gemm(d);
+    case GemmKind::kConv:
+      // Depthwise and constant-weight group-1 convs have dedicated ops (runtime/conv_*.h);
+      // KILN_CONV_OPS=legacy keeps the im2col ConvOp and the generated depthwise kernel (A/B runs).
+      if (!conv_ops::legacy_requested()) {
+        if (auto op = conv_ops::make_depthwise_conv_op(d)) return op;
+        if (auto op = conv_ops::make_gemm_conv_op(d)) return op;
+      }
+      return make_conv(d);
+  }
   return nullptr;
 }
 

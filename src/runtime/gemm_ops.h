@@ -3,14 +3,23 @@
 // direct GEMM, other kernels through im2col), all through kernels::sgemm on the current thread
 // pool. Constant weights are packed once when the op is made; biases go in the GEMM epilogue.
 // Anything else is declined (make_gemm_op returns null) and runs its reference kernel.
+// A GemmOp is made from a GemmDesc, plain data without the IR (so that ahead-of-time compiled
+// models rebuild their ops from a serialized plan); gemm_desc_from_node (gemm_desc.cc, the only
+// IR-facing part) derives it from a Node.
 // Tests: tests/runtime/test_gemm_ops.cc
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "core/value.h"
-#include "ir/graph.h"
+
+namespace kiln {
+class Node;
+}
 
 namespace kiln::gemm_ops {
 
@@ -30,8 +39,34 @@ class GemmOp {
   virtual Tensor run(const std::vector<const RtValue*>& ins) = 0;
 };
 
-// A fast op for node `n` (MatMul, Gemm or Conv of float32) with these operands and output
-// dims, or null when the node is not covered.
+enum class GemmKind : int32_t { kMatMul = 0, kGemm = 1, kConv = 2 };
+
+// One MatMul/Gemm/Conv node as make_gemm_op sees it: the op, the attributes it uses (raw, as
+// the node has them; make_gemm_op validates them), the operands and the planned output.
+// Ahead-of-time compiled models store it (runtime/plan_io.cc): a new field must be serialized
+// there too (a static_assert there on the size reminds).
+struct GemmDesc {
+  GemmKind kind = GemmKind::kMatMul;
+  bool trans_a = false, trans_b = false;  // Gemm transA/transB
+  float alpha = 1.0f, beta = 1.0f;        // Gemm
+  int64_t group = 1;                      // Conv
+  std::vector<int64_t> strides{1, 1}, dilations{1, 1}, pads{0, 0, 0, 0};
+  std::string auto_pad = "NOTSET";
+  std::vector<Operand> operands;  // parallel to the node inputs; `constant` marks plan-time weights
+  std::vector<int64_t> out_dims;
+  DType out_dtype = DType::kUndefined;
+};
+
+// The descriptor of node `n` with these operands and output, or nullopt when `n` is not a
+// single-output ai.onnx MatMul, Gemm or Conv.
+std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Operand>& ins,
+                                            const std::vector<int64_t>& out_dims, DType out_dtype);
+
+// A fast op for this descriptor (float32 operands), or null when it is not covered. Constant
+// operands are packed or copied here: they need to outlive only this call.
+std::unique_ptr<GemmOp> make_gemm_op(const GemmDesc& desc);
+
+// gemm_desc_from_node + make_gemm_op.
 std::unique_ptr<GemmOp> make_gemm_op(const Node& n, const std::vector<Operand>& ins,
                                      const std::vector<int64_t>& out_dims, DType out_dtype);
 

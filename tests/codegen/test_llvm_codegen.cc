@@ -114,8 +114,10 @@ TEST(CodegenLlvm, VectorizedLoopWithTail) {
   PrimFunc f{"vmul", {a, b, c, d, e}, {n}, seq({main, tail, vec})};
   auto m = jit({f});
   for (int64_t len : {0, 5, 16, 37, 100}) {
-    std::vector<float> av(len), bv(len), cv(len, -1), dv(len, -7), ev(len, -7);
-    for (int64_t i = 0; i < len; ++i) av[i] = 1.5f * i - 3, bv[i] = 0.25f * i;
+    // The stride-2 gather of the last block reads up to element len + 15 of A: pad it.
+    std::vector<float> av(len + 16), bv(len), cv(len, -1), dv(len, -7), ev(len, -7);
+    for (int64_t i = 0; i < len + 16; ++i) av[i] = 1.5f * i - 3;
+    for (int64_t i = 0; i < len; ++i) bv[i] = 0.25f * i;
     void* bufs[] = {av.data(), bv.data(), cv.data(), dv.data(), ev.data()};
     int64_t scalars[] = {len};
     m->lookup("vmul")(bufs, scalars);

@@ -1,10 +1,13 @@
 // `kiln compile MODEL [--time] [--print-kernels] [--threads N] [--seed S]`: builds the compiled
 // plan for the model's static input shapes (seeded random inputs), reports the generated and
 // fallback node counts and, with --time, the time of each phase.
+// `kiln compile MODEL -o model.so [--target native|x86-64-v3|x86-64-v4] [--dim N=V]...`: writes an
+// ahead-of-time compiled shared library with the C API (driver/aot.h, docs/c_api.md).
 #include <chrono>
 #include <iostream>
 
 #include "commands.h"
+#include "driver/aot.h"
 #include "driver/compile_model.h"
 #include "frontend/onnx/onnx_io.h"
 
@@ -18,7 +21,37 @@ struct CompileArgs {
   int threads = 1;
   uint64_t seed = 0;
   std::vector<std::string> dims;  // NAME=VALUE for symbolic dims (others: 1)
+  std::string output;             // -o: the shared library to write
+  std::string target = "native";
+  bool keep_temps = false;
 };
+
+int export_command(const CompileArgs& a) {
+  AotOptions o;
+  o.target = a.target;
+  o.threads = a.threads;
+  o.seed = a.seed;
+  o.keep_temps = a.keep_temps;
+  for (const auto& d : a.dims) {
+    auto [name, value] = parse_dim_binding(d);
+    o.dims[name] = value;
+  }
+  AotResult r = compile_shared_library(a.model, a.output, o);
+  const CompileStats& s = r.stats;
+  std::cout << "model: " << a.model << "\n";
+  std::cout << "wrote: " << a.output << " (" << r.library_bytes << " bytes; plan and weights " << r.blob_bytes
+            << " bytes; target " << a.target << ")\n";
+  std::cout << "kernels: " << s.kernels << ", generated_nodes: " << s.generated_nodes
+            << ", microkernel_nodes: " << s.gemm_nodes << ", arena_bytes: " << s.arena_bytes << "\n";
+  if (a.time) {
+    std::cout << "time (ms):\n";
+    std::cout << "  plan      " << r.plan_ms << "  (load, passes, plan, JIT)\n";
+    std::cout << "  object    " << r.object_ms << "  (LLVM object for the target)\n";
+    std::cout << "  link      " << r.link_ms << "  (blob, assembler, c++ -shared)\n";
+    std::cout << "  total     " << r.total_ms << "\n";
+  }
+  return 0;
+}
 
 double ms(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -26,6 +59,7 @@ double ms(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::ti
 
 int compile_command(const CompileArgs& a) {
   using Clock = std::chrono::steady_clock;
+  if (!a.output.empty()) return export_command(a);
   CompileModelOptions opts;
   opts.threads = a.threads;
   opts.seed = a.seed;
@@ -80,6 +114,11 @@ void add_compile_command(CLI::App& app, Action& action) {
   cmd->add_option("--threads", args->threads, "worker threads")->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--seed", args->seed, "seed for the random inputs")->capture_default_str();
   cmd->add_option("--dim", args->dims, "NAME=VALUE: size of a symbolic input dim (default 1); repeatable");
+  cmd->add_option("-o,--output", args->output,
+                  "write an ahead-of-time compiled shared library (kernels, plan, weights, C API) to this file");
+  cmd->add_option("--target", args->target, "CPU of the -o library's kernels: native, x86-64-v3 (AVX2), x86-64-v4 (AVX-512)")
+      ->capture_default_str();
+  cmd->add_flag("--keep-temps", args->keep_temps, "keep the -o temporary files (object, blob, assembler)");
   cmd->callback([args, &action] { action = [args] { return compile_command(*args); }; });
 }
 

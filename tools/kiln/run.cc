@@ -1,9 +1,12 @@
 // `kiln run MODEL [--input FILE]... [--output-dir DIR] [--engine E] [--threads N] [--seed S]`
+// MODEL may also be a library from `kiln compile -o` (run through its C API; --engine ignored).
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <random>
 
 #include "commands.h"
+#include "driver/aot.h"
 #include "driver/npy.h"
 #include "driver/session.h"
 #include "frontend/onnx/onnx_io.h"
@@ -19,6 +22,7 @@ struct RunArgs {
   int threads = 1;
   uint64_t seed = 0;
   int repeat = 1;
+  bool optimize = false;  // the default pass pipeline first, as `kiln compile` does
 };
 
 std::string describe(const RtValue& v) {
@@ -37,11 +41,69 @@ std::string file_stem(const std::string& name) {
   return out.empty() ? "output" : out;
 }
 
+// A compiled model library: inputs from files by position (or seeded random ones, drawn as for
+// the ONNX model), outputs printed and written like run_command's.
+int run_library_command(const RunArgs& a) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto lib = CompiledLibrary::open(a.model, a.threads);
+  auto t1 = std::chrono::steady_clock::now();
+  std::vector<Tensor> feeds;
+  if (a.inputs.empty()) {
+    std::mt19937_64 rng(a.seed);
+    std::uniform_real_distribution<double> uni(-1.0, 1.0);
+    for (const auto& in : lib->inputs()) {
+      Tensor x(in.dtype, in.dims);
+      for (int64_t k = 0; k < x.numel(); ++k) x.set_double(k, is_float(in.dtype) ? uni(rng) : static_cast<double>(rng() % 2));
+      feeds.push_back(std::move(x));
+    }
+  } else {
+    for (const auto& path : a.inputs) {
+      NamedValue nv = read_value_file(path, nullptr);
+      if (!nv.value.is_tensor()) throw Error(ErrorKind::kBadInput, "input file '" + path + "' is not a tensor");
+      feeds.push_back(nv.value.tensor);
+    }
+    if (feeds.size() != lib->inputs().size())
+      throw Error(ErrorKind::kBadInput, "the model has " + std::to_string(lib->inputs().size()) + " inputs, got " +
+                                            std::to_string(feeds.size()) + " input files");
+  }
+  std::vector<Tensor> outs;
+  std::vector<double> times;
+  for (int r = 0; r < a.repeat; ++r) {
+    auto s = std::chrono::steady_clock::now();
+    outs = lib->run(feeds);
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
+  }
+  std::cout << "model: " << a.model << " (load " << std::chrono::duration<double, std::milli>(t1 - t0).count()
+            << " ms, compiled library)\n";
+  std::cout << "inputs" << (a.inputs.empty() ? " (random, seed " + std::to_string(a.seed) + ")" : "") << ":\n";
+  for (size_t i = 0; i < feeds.size(); ++i)
+    std::cout << "  " << lib->inputs()[i].name << ": " << describe(RtValue(feeds[i])) << "\n";
+  std::cout << "outputs:\n";
+  for (size_t i = 0; i < outs.size(); ++i)
+    std::cout << "  " << lib->outputs()[i].name << ": " << describe(RtValue(outs[i])) << "\n";
+  std::sort(times.begin(), times.end());
+  std::cout << "time: " << times[times.size() / 2] << " ms"
+            << (a.repeat > 1 ? " (median of " + std::to_string(a.repeat) + ")" : "") << "\n";
+  if (!a.output_dir.empty()) {
+    std::filesystem::create_directories(a.output_dir);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const std::string& name = lib->outputs()[i].name;
+      std::string stem = (std::filesystem::path(a.output_dir) / file_stem(name)).string();
+      write_value_pb(stem + ".pb", name, RtValue(outs[i]));
+      if (npy_representable(outs[i].dtype())) write_npy(stem + ".npy", outs[i]);
+    }
+    std::cout << "wrote " << outs.size() << " output(s) to " << a.output_dir << "\n";
+  }
+  return 0;
+}
+
 int run_command(const RunArgs& a) {
+  if (is_shared_library_file(a.model)) return run_library_command(a);
   SessionOptions opts;
   opts.engine = parse_engine(a.engine);
   opts.threads = a.threads;
   opts.seed = a.seed;
+  opts.optimize = a.optimize;
   auto t0 = std::chrono::steady_clock::now();
   auto session = Session::load(a.model, opts);
   auto t1 = std::chrono::steady_clock::now();
@@ -83,7 +145,7 @@ int run_command(const RunArgs& a) {
 void add_run_command(CLI::App& app, Action& action) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Run a model on inputs from files or on seeded random inputs");
-  cmd->add_option("model", args->model, "ONNX model file")->required();
+  cmd->add_option("model", args->model, "ONNX model file, or a library from `kiln compile -o`")->required();
   cmd->add_option("-i,--input", args->inputs,
                   "input value file (.pb TensorProto/SequenceProto/OptionalProto binds by its embedded name, "
                   "otherwise by position; .npy binds by position); repeatable");
@@ -95,6 +157,8 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("--seed", args->seed, "seed for random inputs and random ops")->capture_default_str();
   cmd->add_option("--repeat", args->repeat, "run N times and report the median time")
       ->capture_default_str()->check(CLI::Range(1, 100000));
+  cmd->add_flag("--optimize", args->optimize,
+                "run the default graph-pass pipeline first, as `kiln compile` (and its -o libraries) do");
   cmd->callback([args, &action] { action = [args] { return run_command(*args); }; });
 }
 

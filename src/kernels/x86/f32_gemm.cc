@@ -74,10 +74,40 @@ const F32GemmUkernel& f32_gemm_default() {
   return *chosen;
 }
 
+namespace {
+
+// One MR-row panel of op(A)^T layout (rows contiguous in memory, K strided): a fixed-width copy
+// per k that the compiler turns into vector moves (the generic loop below stays scalar).
+template <int MR>
+void pack_a_trans_panel(int64_t kc, const float* src, int64_t lda, float alpha, float* dst) {
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* s = src + k * lda;
+    float* d = dst + k * MR;
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) d[i] = alpha * s[i];
+  }
+}
+
+bool pack_a_trans_full(int mr, int64_t kc, const float* src, int64_t lda, float alpha, float* dst) {
+  switch (mr) {
+    case 14: pack_a_trans_panel<14>(kc, src, lda, alpha, dst); return true;
+    case 8: pack_a_trans_panel<8>(kc, src, lda, alpha, dst); return true;
+    case 6: pack_a_trans_panel<6>(kc, src, lda, alpha, dst); return true;
+    case 4: pack_a_trans_panel<4>(kc, src, lda, alpha, dst); return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
 void f32_gemm_pack_a(bool trans_a, int64_t mc, int64_t kc, const float* a, int64_t lda, float alpha,
                      int mr, float* out) {
   for (int64_t i0 = 0; i0 < mc; i0 += mr) {
     const int64_t rows = std::min<int64_t>(mr, mc - i0);
+    if (trans_a && rows == mr && pack_a_trans_full(mr, kc, a + i0, lda, alpha, out)) {
+      out += kc * mr;
+      continue;
+    }
     if (!trans_a) {
       for (int64_t k = 0; k < kc; ++k) {
         float* dst = out + k * mr;
@@ -165,9 +195,30 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
   const int64_t chunk_panels = ceil_div(panels, nchunks);
   const int64_t tasks = mblocks * ceil_div(panels, chunk_panels);
   const int64_t nchunks_real = ceil_div(panels, chunk_panels);
+  // With one N chunk per M block each task packs its A block right before use (it stays in
+  // cache). With several, the chunks of one M block would each repack the same A block, so all
+  // of A is packed once up front, in parallel, into `shared_a` ([M block][K] at stride mc).
+  const bool prepack = nchunks_real > 1;
+  thread_local std::vector<float> shared_a;
+  if (prepack) {
+    shared_a.resize(static_cast<size_t>(mblocks * mc * K));
+    const int64_t kblocks = ceil_div(K, static_cast<int64_t>(uk.kc));
+    float* dst = shared_a.data();
+    run_parallel(parallel, mblocks * kblocks, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t i0 = (t / kblocks) * mc, k0 = (t % kblocks) * uk.kc;
+        if (i0 >= M) continue;
+        const int64_t kc = std::min<int64_t>(uk.kc, K - k0);
+        const float* a_src = trans_a ? A + k0 * lda + i0 : A + i0 * lda + k0;
+        f32_gemm_pack_a(trans_a, std::min(mc, M - i0), kc, a_src, lda, alpha, static_cast<int>(mr),
+                        dst + (i0 / mc) * mc * K + k0 * mc);
+      }
+    });
+  }
+  const float* packed_a = shared_a.data();
   run_parallel(parallel, tasks, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> a_buf;
-    a_buf.resize(static_cast<size_t>(mc * uk.kc));
+    if (!prepack) a_buf.resize(static_cast<size_t>(mc * uk.kc));
     for (int64_t t = begin; t < end; ++t) {
       const int64_t i0 = (t / nchunks_real) * mc;
       if (i0 >= M) continue;
@@ -177,8 +228,12 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
       for (int64_t k0 = 0; k0 < K; k0 += uk.kc) {
         const int64_t kc = std::min<int64_t>(uk.kc, K - k0);
         const bool last = k0 + kc >= K;
-        const float* a_src = trans_a ? A + k0 * lda + i0 : A + i0 * lda + k0;
-        f32_gemm_pack_a(trans_a, rows, kc, a_src, lda, alpha, static_cast<int>(mr), a_buf.data());
+        const float* a_block = packed_a + (i0 / mc) * mc * K + k0 * mc;
+        if (!prepack) {
+          const float* a_src = trans_a ? A + k0 * lda + i0 : A + i0 * lda + k0;
+          f32_gemm_pack_a(trans_a, rows, kc, a_src, lda, alpha, static_cast<int>(mr), a_buf.data());
+          a_block = a_buf.data();
+        }
         F32GemmParams params;
         params.beta = k0 == 0 ? beta : 1.0f;
         params.relu = last && epilogue.relu;
@@ -187,7 +242,7 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
           const float* b_panel = B.data.data() + B.panel_offset(k0, q);
           params.bias = last && epilogue.bias ? epilogue.bias + j0 : nullptr;
           for (int64_t ii = 0; ii < rows; ii += mr) {
-            uk.fn(std::min(mr, rows - ii), cols, kc, a_buf.data() + ii * kc, b_panel,
+            uk.fn(std::min(mr, rows - ii), cols, kc, a_block + ii * kc, b_panel,
                   C + (i0 + ii) * ldc + j0, ldc, params);
           }
         }

@@ -1,0 +1,273 @@
+"""kiln: a deep-learning compiler and inference engine for ONNX models, from Python.
+
+This module is the documented API over the C++ extension ``kiln._kiln``: it normalizes
+arguments (paths, feeds, DLPack producers) and wraps metadata; the work happens in C++.
+See docs/python.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _kiln
+from ._kiln import (
+    BadInputError,
+    Error,
+    InternalError,
+    InvalidModelError,
+    TensorOwner,
+    UnsupportedError,
+    UsageError,
+)
+
+__version__: str = _kiln.__version__
+
+# The brief name for a malformed model, next to the one that mirrors kiln's ErrorKind.
+BadModelError = InvalidModelError
+
+__all__ = [
+    "__version__",
+    "load",
+    "inspect",
+    "optimize",
+    "compile",
+    "empty",
+    "Session",
+    "TensorInfo",
+    "TensorOwner",
+    "Error",
+    "InternalError",
+    "UsageError",
+    "InvalidModelError",
+    "BadModelError",
+    "UnsupportedError",
+    "BadInputError",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+Dim = Union[int, str, None]
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A graph input or output: name, NumPy dtype (None when NumPy has none, e.g. bfloat16
+    without ml_dtypes), kiln's dtype name ("f32", ...), shape (ints, names of symbolic dims, or
+    None for unnamed unknown dims; None for an unknown rank) and kind ("tensor", "sequence",
+    "optional")."""
+
+    name: str
+    dtype: Optional[np.dtype]
+    kiln_dtype: Optional[str]
+    shape: Optional[Tuple[Dim, ...]]
+    kind: str = "tensor"
+    has_default: bool = False
+
+
+def _info(d: Mapping[str, Any]) -> TensorInfo:
+    return TensorInfo(
+        name=d["name"],
+        dtype=d["dtype"],
+        kiln_dtype=d["kiln_dtype"],
+        shape=d["shape"],
+        kind=d["kind"],
+        has_default=d["has_default"],
+    )
+
+
+def _usage_error(message: str) -> UsageError:
+    """A UsageError raised by the Python layer, shaped like those from C++."""
+    e = UsageError("usage error: " + message)
+    e.kind, e.exit_code, e.message = "usage error", 2, message
+    e.file = e.node = e.op = e.pass_name = None
+    return e
+
+
+def _default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class Session:
+    """A loaded, compiled model. Create with :func:`kiln.load`.
+
+    ``run`` may be called from several Python threads at once: the GIL is released while the
+    model runs, and the session runs one inference at a time (the engines keep per-run state).
+    """
+
+    def __init__(self, impl: "_kiln.Session") -> None:
+        self._impl = impl
+        self._inputs = [_info(d) for d in impl.inputs]
+        self._outputs = [_info(d) for d in impl.outputs]
+        self._by_name = {i.name: i for i in self._inputs}
+
+    @property
+    def inputs(self) -> List[TensorInfo]:
+        """The inputs a caller must feed: graph inputs without an initializer default (inputs
+        with one may still be fed by name)."""
+        return list(self._inputs)
+
+    @property
+    def outputs(self) -> List[TensorInfo]:
+        return list(self._outputs)
+
+    @property
+    def engine(self) -> str:
+        return self._impl.engine
+
+    def run(self, feeds: Union[Mapping[str, Any], Sequence[Any]]) -> Dict[str, np.ndarray]:
+        """Runs the model. ``feeds`` maps input names to arrays, or lists arrays in the order of
+        :attr:`inputs`. Arrays are used in place (no copy) when C-contiguous, 64-byte aligned and
+        of a dtype kiln has (see :func:`kiln.empty`); other buffers are copied once. Objects with
+        ``__dlpack__`` are imported through ``numpy.from_dlpack``; Python lists and scalars are
+        converted to the input's dtype. Returns ``{output name: numpy.ndarray}``; the arrays own
+        kiln's result memory (their ``.base`` is a :class:`TensorOwner`)."""
+        if isinstance(feeds, Mapping):
+            prepared: Any = {k: self._array(k, v) for k, v in feeds.items()}
+        elif isinstance(feeds, (list, tuple)):
+            prepared = [
+                self._array(self._inputs[i].name if i < len(self._inputs) else str(i), v)
+                for i, v in enumerate(feeds)
+            ]
+        else:
+            raise _usage_error(
+                "Session.run takes a dict {input name: array} or a list of arrays, got " + type(feeds).__name__
+            )
+        return self._impl.run(prepared)
+
+    def _array(self, name: str, value: Any) -> Any:
+        info = self._by_name.get(name) if isinstance(name, str) else None
+        if value is None or isinstance(value, np.ndarray):
+            return value
+        if info is not None and info.kind == "sequence" and isinstance(value, (list, tuple)):
+            return [self._array(name, v) for v in value]
+        if hasattr(value, "__dlpack__") and not isinstance(value, (bytes, bytearray, memoryview)):
+            return np.from_dlpack(value)
+        try:
+            memoryview(value)
+            return np.asarray(value)  # buffer protocol: a view, no copy
+        except TypeError:
+            pass
+        dtype = info.dtype if info is not None and info.dtype is not None else None
+        if dtype is not None and dtype.kind == "O":
+            dtype = None
+        return np.asarray(value, dtype=dtype)
+
+    def profile(self) -> List[Dict[str, Any]]:
+        """Per-node (interpreter) or per-kernel step (compiled engine) wall times of the last
+        run: ``[{"node": str, "op": str, "ms": float}, ...]`` in execution order. Needs
+        ``kiln.load(..., profile=True)``."""
+        return self._impl.profile()
+
+    def last_copied_inputs(self) -> List[str]:
+        """Names of the inputs the last run had to copy (not C-contiguous, not 64-byte aligned,
+        byte-swapped, strings, ...); the others were read in place."""
+        return self._impl.last_copied_inputs()
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{i.name}: {i.kiln_dtype}{list(i.shape or [])}" for i in self._inputs)
+        outs = ", ".join(f"{o.name}: {o.kiln_dtype}{list(o.shape or [])}" for o in self._outputs)
+        return f"<kiln.Session engine={self.engine} ({ins}) -> ({outs})>"
+
+
+def load(
+    model: Union[PathLike, bytes, bytearray, memoryview],
+    threads: Optional[int] = None,
+    engine: str = "compiled",
+    optimize: bool = True,
+    *,
+    profile: bool = False,
+    seed: int = 0,
+) -> Session:
+    """Loads an ONNX model (a path, or the ModelProto bytes) and prepares it to run.
+
+    engine: "compiled" (generated kernels) or "interp" (the reference interpreter).
+    threads: worker threads of the compiled engine (default: the CPUs this process may use).
+    optimize: run the default graph-pass pipeline first (as ``kiln run --optimize``).
+    profile: record per-node / per-kernel timings (:meth:`Session.profile`).
+    seed: seed of random ops (RandomNormal, Dropout in training mode, ...).
+    """
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        source: Any = model
+    elif isinstance(model, (str, os.PathLike)):
+        source = os.fspath(model)
+    else:
+        raise _usage_error("kiln.load takes a path or the model's bytes, got " + type(model).__name__)
+    if threads is None:
+        threads = _default_threads()
+    return Session(_kiln.load(source, int(threads), engine, bool(optimize), bool(profile), int(seed)))
+
+
+def inspect(
+    path: PathLike,
+    *,
+    dims: Optional[Mapping[str, int]] = None,
+    engine: str = "interp",
+    passes: bool = False,
+) -> Dict[str, Any]:
+    """The facts of ``kiln inspect --json PATH`` as a dict: IR version, opsets, inputs and
+    outputs, op histogram, parameters, unsupported nodes, node counts before/after the default
+    pipeline and its memory plan. ``dims`` binds named input dims for the memory plan (as
+    ``--dim``); ``engine="compiled"`` also compiles and reports the kernels; ``passes=True``
+    adds per-pass statistics."""
+    if engine not in ("interp", "compiled"):
+        raise _usage_error(f"unknown engine '{engine}' (expected interp or compiled)")
+    text = _kiln.inspect_json(os.fspath(path), dict(dims or {}), engine == "compiled", bool(passes))
+    return json.loads(text)
+
+
+def optimize(
+    in_path: PathLike,
+    out_path: PathLike,
+    *,
+    passes: Optional[Sequence[str]] = None,
+    disable: Sequence[str] = (),
+    verify: bool = False,
+) -> Dict[str, Any]:
+    """Runs graph passes over an ONNX file and writes the result as ONNX (``kiln optimize IN -o
+    OUT``). Returns ``{"nodes_before", "nodes_after", "passes": [{"pass", "ms", "nodes"}]}``."""
+    return _kiln.optimize(
+        os.fspath(in_path), os.fspath(out_path), list(passes or []), list(disable), bool(verify)
+    )
+
+
+def compile(  # noqa: A001 - the CLI's name
+    path: PathLike,
+    out_so: PathLike,
+    target: str = "native",
+    *,
+    dims: Optional[Mapping[str, int]] = None,
+    threads: int = 1,
+) -> Dict[str, Any]:
+    """Ahead-of-time export (``kiln compile MODEL -o OUT.so``): compiles the model for fixed
+    input shapes (named dims from ``dims``, others 1) into one shared library holding the
+    kernels, the plan, the weights and kiln's C API (docs/c_api.md). ``target``: "native",
+    "x86-64-v3" (AVX2) or "x86-64-v4" (AVX-512). Raises UnsupportedError naming the nodes that
+    would need reference kernels. Returns sizes, node counts and times."""
+    if not hasattr(_kiln, "compile"):
+        raise UnsupportedError(
+            "unsupported: kiln.compile (ahead-of-time export to a shared library) is not "
+            "available in this build of kiln; use kiln.load(...) to compile and run in process"
+        )
+    # The wheel ships the runtime archive the library links against (python/CMakeLists.txt);
+    # in-tree builds fall back to $KILN_RUNTIME_LIB or the build's own archive.
+    archive = os.path.join(os.path.dirname(__file__), "lib", "libkiln_runtime.a")
+    if os.environ.get("KILN_RUNTIME_LIB") or not os.path.exists(archive):
+        archive = ""
+    return _kiln.compile(
+        os.fspath(path), os.fspath(out_so), target, dict(dims or {}), int(threads), archive
+    )
+
+
+def empty(shape: Union[int, Sequence[int]], dtype: Any = np.float32) -> np.ndarray:
+    """A zero-filled array in kiln-owned, 64-byte aligned memory: feeding it to
+    :meth:`Session.run` is zero-copy whatever its size."""
+    if isinstance(shape, int):
+        shape = (shape,)
+    return _kiln.empty([int(d) for d in shape], np.dtype(dtype).name)

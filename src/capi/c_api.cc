@@ -1,0 +1,484 @@
+// The C API (include/kiln/c_api.h): status and message handling, argument checks, compiled
+// models (the plan embedded in this library, or another compiled library loaded with dlopen
+// whose own C API calls are forwarded) and, in libkiln (KILN_CAPI_FULL), ONNX models.
+// Built into libkiln_runtime (compiled models only), every compiled model library, and libkiln.
+#include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <new>
+
+#include "capi/model_impl.h"
+#include "core/error.h"
+#include "core/shape.h"
+#include "runtime/plan_io.h"
+#include "runtime/thread_pool.h"
+
+// What a compiled model library embeds (written by driver/aot.cc as assembler data).
+struct KilnAotImage {
+  uint64_t magic;  // kAotImageMagic
+  uint64_t abi;    // KILN_C_API_VERSION of the exporter
+  const char* blob;
+  uint64_t blob_size;
+  uint64_t num_kernels;
+  const kiln::PlanKernelFn* kernels;
+};
+// Defined only inside a compiled model library; weak, so elsewhere its address is null.
+extern "C" {
+extern const KilnAotImage kiln_aot_image __attribute__((weak, visibility("hidden")));
+}
+
+struct kiln_model {
+  std::unique_ptr<kiln::capi::ModelImpl> impl;
+};
+
+namespace kiln::capi {
+namespace {
+
+constexpr uint64_t kAotImageMagic = 0x45474d49544f414bULL;  // "KAOTIMGE"
+thread_local std::string g_last_error;
+
+kiln_status status_of(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::kInternal: return KILN_ERROR_INTERNAL;
+    case ErrorKind::kUsage: return KILN_ERROR_INVALID_ARGUMENT;
+    case ErrorKind::kInvalidModel: return KILN_ERROR_INVALID_MODEL;
+    case ErrorKind::kUnsupported: return KILN_ERROR_UNSUPPORTED;
+    case ErrorKind::kBadInput: return KILN_ERROR_BAD_INPUT;
+  }
+  return KILN_ERROR_INTERNAL;
+}
+
+// Runs `f`, turning every exception into a status and this thread's message.
+template <typename F>
+kiln_status guarded(F&& f) {
+  try {
+    f();
+    g_last_error.clear();
+    return KILN_OK;
+  } catch (const StatusError& e) {
+    g_last_error = e.message;
+    return e.status;
+  } catch (const Error& e) {
+    g_last_error = e.what();
+    return status_of(e.kind());
+  } catch (const std::bad_alloc&) {
+    g_last_error = "out of memory";
+    return KILN_ERROR_BAD_INPUT;
+  } catch (const std::exception& e) {
+    g_last_error = std::string("internal error: ") + e.what();
+    return KILN_ERROR_INTERNAL;
+  } catch (...) {
+    g_last_error = "internal error: unknown exception";
+    return KILN_ERROR_INTERNAL;
+  }
+}
+
+[[noreturn]] void fail(kiln_status s, const std::string& msg) { throw StatusError{s, msg}; }
+
+bool pack_at_load(const kiln_options* o) {
+  return o && o->struct_size >= offsetof(kiln_options, pack_weights_at_load) + sizeof(int32_t) &&
+         o->pack_weights_at_load != 0;
+}
+
+int resolve_threads(const kiln_options* o) {
+  if (!o) return 1;
+  if (o->struct_size < sizeof(uint32_t) + sizeof(int32_t)) fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_options.struct_size is too small");
+  if (o->threads < 0) fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_options.threads must be >= 0");
+  return o->threads == 0 ? ThreadPool::default_threads() : o->threads;
+}
+
+// ---- a compiled plan embedded in this library --------------------------------------------------
+
+class PlanModel : public ModelImpl {
+ public:
+  PlanModel(const KilnAotImage& img, int threads, bool pack_at_load) {
+    if (img.magic != kAotImageMagic) fail(KILN_ERROR_INVALID_MODEL, "not a kiln compiled model (bad image magic)");
+    if (img.abi != KILN_C_API_VERSION)
+      fail(KILN_ERROR_UNSUPPORTED, "compiled model for C API version " + std::to_string(img.abi) + ", this is " +
+                                       std::to_string(KILN_C_API_VERSION));
+    plan_ = read_plan_blob(img.blob, img.blob_size);
+    if (plan_.kernel_names.size() != img.num_kernels) fail(KILN_ERROR_INVALID_MODEL, "compiled model: kernel table mismatch");
+    plan_.kernels.assign(img.kernels, img.kernels + img.num_kernels);
+    if (plan_.has_fallback()) fail(KILN_ERROR_UNSUPPORTED, "compiled model with reference-kernel steps");
+    pool_ = std::make_unique<ThreadPool>(threads);
+    // Packing the sgemm weights is most of a load (~100 MB for ResNet-50): on request here,
+    // else on each step's first run.
+    if (pack_at_load) {
+      ScopedThreadPool scope(pool_.get());
+      plan_.make_gemm_ops();
+    }
+    plan_.allocate_arena();
+    auto info = [&](int32_t slot, const std::string& name) {
+      const PlanSlot& s = plan_.slots[static_cast<size_t>(slot)];
+      return TensorInfo{name, s.dtype, s.dims};
+    };
+    for (size_t i = 0; i < plan_.inputs.size(); ++i) inputs.push_back(info(plan_.inputs[i], plan_.input_names[i]));
+    for (size_t i = 0; i < plan_.outputs.size(); ++i) outputs.push_back(info(plan_.outputs[i], plan_.output_names[i]));
+  }
+  void run(const kiln_tensor* in, size_t nin, kiln_tensor* out, size_t nout) override {
+    std::vector<Tensor> views = input_views(inputs, in, nin, nout, outputs.size());
+    std::vector<OutputBuffer> bufs = output_buffers(outputs, out);
+    std::vector<RtValue> feeds(views.begin(), views.end());
+    std::lock_guard<std::mutex> lk(mu_);
+    ScopedThreadPool scope(pool_.get());
+    std::vector<RtValue> results = execute_plan(plan_, feeds, bufs, nullptr);
+    set_output_dims(results, out);
+  }
+
+ private:
+  ExecPlan plan_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::mutex mu_;
+};
+
+// ---- another compiled model library: its own C API, forwarded -----------------------------------
+
+struct ForwardApi {
+  int (*api_version)();
+  const char* (*last_error)();
+  kiln_status (*load_embedded)(const kiln_options*, kiln_model**);
+  void (*free)(kiln_model*);
+  size_t (*num_inputs)(const kiln_model*);
+  size_t (*num_outputs)(const kiln_model*);
+  kiln_status (*input_info)(const kiln_model*, size_t, kiln_tensor_info*);
+  kiln_status (*output_info)(const kiln_model*, size_t, kiln_tensor_info*);
+  kiln_status (*run)(kiln_model*, const kiln_tensor*, size_t, kiln_tensor*, size_t);
+};
+
+class ForwardModel : public ModelImpl {
+ public:
+  ForwardModel(void* dl, const std::string& what, const kiln_options* options) : dl_(dl) {
+    auto sym = [&](const char* name) {
+      void* p = dlsym(dl_, name);
+      if (!p) fail(KILN_ERROR_INVALID_MODEL, what + " is not a kiln compiled model (no " + name + ")");
+      return p;
+    };
+    api_.api_version = reinterpret_cast<int (*)()>(sym("kiln_api_version"));
+    api_.last_error = reinterpret_cast<const char* (*)()>(sym("kiln_last_error"));
+    api_.load_embedded = reinterpret_cast<decltype(api_.load_embedded)>(sym("kiln_model_load_embedded"));
+    api_.free = reinterpret_cast<decltype(api_.free)>(sym("kiln_model_free"));
+    api_.num_inputs = reinterpret_cast<decltype(api_.num_inputs)>(sym("kiln_model_num_inputs"));
+    api_.num_outputs = reinterpret_cast<decltype(api_.num_outputs)>(sym("kiln_model_num_outputs"));
+    api_.input_info = reinterpret_cast<decltype(api_.input_info)>(sym("kiln_model_input_info"));
+    api_.output_info = reinterpret_cast<decltype(api_.output_info)>(sym("kiln_model_output_info"));
+    api_.run = reinterpret_cast<decltype(api_.run)>(sym("kiln_run"));
+    if (api_.api_version() != KILN_C_API_VERSION)
+      fail(KILN_ERROR_UNSUPPORTED, what + " was compiled for C API version " + std::to_string(api_.api_version()) +
+                                       ", this library is version " + std::to_string(KILN_C_API_VERSION));
+    check(api_.load_embedded(options, &inner_));
+    auto infos = [&](size_t n, kiln_status (*get)(const kiln_model*, size_t, kiln_tensor_info*)) {
+      std::vector<TensorInfo> v;
+      for (size_t i = 0; i < n; ++i) {
+        kiln_tensor_info ti;
+        check(get(inner_, i, &ti));
+        v.push_back(TensorInfo{ti.name, static_cast<DType>(ti.dtype), std::vector<int64_t>(ti.dims, ti.dims + ti.rank)});
+      }
+      return v;
+    };
+    inputs = infos(api_.num_inputs(inner_), api_.input_info);
+    outputs = infos(api_.num_outputs(inner_), api_.output_info);
+  }
+  ~ForwardModel() override {
+    if (inner_) api_.free(inner_);
+    // The library stays loaded: its thread pool's workers and thread-locals may outlive the model.
+  }
+  void run(const kiln_tensor* in, size_t nin, kiln_tensor* out, size_t nout) override {
+    check(api_.run(inner_, in, nin, out, nout));
+  }
+
+ private:
+  void check(kiln_status s) {
+    if (s != KILN_OK) fail(s, api_.last_error());
+  }
+  void* dl_;
+  ForwardApi api_{};
+  kiln_model* inner_ = nullptr;
+};
+
+std::unique_ptr<ModelImpl> load_library(const std::string& path, const std::string& what, const kiln_options* options) {
+  // A path without '/' would make dlopen search the library path instead of opening the file.
+  std::string p = path.find('/') == std::string::npos ? "./" + path : path;
+  void* dl = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!dl) {
+    const char* e = dlerror();
+    fail(KILN_ERROR_INVALID_MODEL, "cannot load " + what + ": " + (e ? e : "dlopen failed"));
+  }
+  return std::make_unique<ForwardModel>(dl, what, options);
+}
+
+bool is_elf(const void* data, size_t size) { return size >= 4 && std::memcmp(data, "\x7f" "ELF", 4) == 0; }
+
+// Checks that an ELF image holds every loaded segment: dlopen maps segments past the end of a
+// truncated file, and touching them then raises SIGBUS. `head` holds the file's first bytes
+// (at least the ELF and program headers), `size` is the whole file's.
+void check_elf_complete(const char* head, size_t head_size, size_t size, const std::string& what) {
+  auto bad = [&](const std::string& why) { fail(KILN_ERROR_INVALID_MODEL, "cannot load " + what + ": " + why); };
+  if (head_size < sizeof(Elf64_Ehdr)) bad("truncated ELF file");
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, head, sizeof eh);
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_type != ET_DYN) bad("not a 64-bit shared library");
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phoff > head_size ||
+      eh.e_phnum * sizeof(Elf64_Phdr) > head_size - eh.e_phoff)
+    bad("truncated ELF file (program headers)");
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, head + eh.e_phoff + static_cast<size_t>(i) * sizeof ph, sizeof ph);
+    if (ph.p_type == PT_LOAD && (ph.p_offset > size || ph.p_filesz > size - ph.p_offset))
+      bad("truncated ELF file (a segment ends past the end of the file)");
+  }
+}
+
+void check_elf_file(const std::string& path, const std::string& what) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) fail(KILN_ERROR_INVALID_ARGUMENT, "cannot open " + what);
+  const size_t size = static_cast<size_t>(f.tellg());
+  f.seekg(0);
+  std::string head(std::min<size_t>(size, 1 << 16), '\0');
+  f.read(head.data(), static_cast<std::streamsize>(head.size()));
+  check_elf_complete(head.data(), head.size(), size, what);
+}
+
+#ifndef KILN_CAPI_FULL
+[[noreturn]] void runtime_only(const std::string& what) {
+  fail(KILN_ERROR_UNSUPPORTED, "unsupported: " + what +
+                                   " is not a compiled kiln model; this is the runtime-only library, which runs "
+                                   "only compiled models: compile the model with `kiln compile MODEL -o model.so` "
+                                   "(or load ONNX files with libkiln)");
+}
+#endif
+
+kiln_model* wrap(std::unique_ptr<ModelImpl> impl) {
+  auto* m = new kiln_model;
+  m->impl = std::move(impl);
+  return m;
+}
+
+void require(bool ok, const char* msg) {
+  if (!ok) fail(KILN_ERROR_INVALID_ARGUMENT, msg);
+}
+
+}  // namespace
+
+// ---- shared argument checks --------------------------------------------------------------------
+
+std::vector<Tensor> input_views(const std::vector<TensorInfo>& info, const kiln_tensor* inputs, size_t num_inputs,
+                                size_t num_outputs, size_t expected_outputs) {
+  if (num_inputs != info.size())
+    fail(KILN_ERROR_INVALID_ARGUMENT, "the model has " + std::to_string(info.size()) + " inputs, got " +
+                                          std::to_string(num_inputs));
+  if (num_outputs != expected_outputs)
+    fail(KILN_ERROR_INVALID_ARGUMENT, "the model has " + std::to_string(expected_outputs) + " outputs, got " +
+                                          std::to_string(num_outputs));
+  require(num_inputs == 0 || inputs, "inputs is NULL");
+  std::vector<Tensor> views;
+  for (size_t i = 0; i < num_inputs; ++i) {
+    const kiln_tensor& t = inputs[i];
+    const TensorInfo& want = info[i];
+    const std::string name = "input " + std::to_string(i) + " ('" + want.name + "')";
+    if (static_cast<DType>(t.dtype) != want.dtype)
+      fail(KILN_ERROR_BAD_INPUT, name + " has dtype " + std::to_string(t.dtype) + ", the model expects " +
+                                     std::to_string(static_cast<int>(want.dtype)) + " (" +
+                                     std::string(dtype_name(want.dtype)) + ")");
+    if (t.rank < 0 || t.rank > KILN_MAX_RANK || static_cast<size_t>(t.rank) != want.dims.size())
+      fail(KILN_ERROR_BAD_INPUT, name + " has rank " + std::to_string(t.rank) + ", the model expects " +
+                                     std::to_string(want.dims.size()));
+    std::vector<int64_t> dims(t.dims, t.dims + t.rank);
+    for (size_t d = 0; d < dims.size(); ++d)
+      if (dims[d] < 0 || (want.dims[d] >= 0 && dims[d] != want.dims[d]))
+        fail(KILN_ERROR_BAD_INPUT, name + " has shape " + dims_to_string(dims) + ", the model expects " +
+                                       dims_to_string(want.dims));
+    Tensor v = Tensor::view(want.dtype, dims, t.data);
+    if (t.size_bytes < v.nbytes())
+      fail(KILN_ERROR_BAD_INPUT, name + " needs " + std::to_string(v.nbytes()) + " bytes, size_bytes is " +
+                                     std::to_string(t.size_bytes));
+    if (!t.data && v.nbytes() > 0) fail(KILN_ERROR_INVALID_ARGUMENT, name + " has NULL data");
+    // Generated kernels need 64-byte aligned buffers (codegen/llvm/codegen.h): copy others.
+    if (reinterpret_cast<uintptr_t>(t.data) % Tensor::kAlignment != 0) v = v.clone();
+    views.push_back(std::move(v));
+  }
+  return views;
+}
+
+std::vector<OutputBuffer> output_buffers(const std::vector<TensorInfo>& info, kiln_tensor* outputs) {
+  require(info.empty() || outputs, "outputs is NULL");
+  std::vector<OutputBuffer> bufs;
+  for (size_t i = 0; i < info.size(); ++i) {
+    const kiln_tensor& t = outputs[i];
+    const std::string name = "output " + std::to_string(i) + " ('" + info[i].name + "')";
+    if (static_cast<DType>(t.dtype) != info[i].dtype)
+      fail(KILN_ERROR_BAD_INPUT, name + " has dtype " + std::to_string(t.dtype) + ", the model produces " +
+                                     std::to_string(static_cast<int>(info[i].dtype)) + " (" +
+                                     std::string(dtype_name(info[i].dtype)) + ")");
+    if (!t.data) fail(KILN_ERROR_INVALID_ARGUMENT, name + " has NULL data");
+    bufs.push_back(OutputBuffer{t.data, t.size_bytes});
+  }
+  return bufs;
+}
+
+void set_output_dims(const std::vector<RtValue>& results, kiln_tensor* outputs) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& d = results[i].tensor.dims();
+    if (d.size() > KILN_MAX_RANK) fail(KILN_ERROR_UNSUPPORTED, "output rank above KILN_MAX_RANK");
+    outputs[i].rank = static_cast<int32_t>(d.size());
+    for (size_t k = 0; k < d.size(); ++k) outputs[i].dims[k] = d[k];
+  }
+}
+
+}  // namespace kiln::capi
+
+// ---- the C entry points ------------------------------------------------------------------------
+
+using kiln::capi::guarded;
+using kiln::capi::require;
+
+extern "C" {
+
+KILN_API int kiln_api_version(void) { return KILN_C_API_VERSION; }
+
+KILN_API const char* kiln_last_error(void) { return kiln::capi::g_last_error.c_str(); }
+
+KILN_API const char* kiln_status_name(kiln_status s) {
+  switch (s) {
+    case KILN_OK: return "ok";
+    case KILN_ERROR_INTERNAL: return "internal error";
+    case KILN_ERROR_INVALID_ARGUMENT: return "invalid argument";
+    case KILN_ERROR_INVALID_MODEL: return "invalid model";
+    case KILN_ERROR_UNSUPPORTED: return "unsupported";
+    case KILN_ERROR_BAD_INPUT: return "bad input";
+  }
+  return "unknown status";
+}
+
+KILN_API size_t kiln_dtype_size(kiln_dtype dtype) {
+  if (!kiln::dtype_is_valid(static_cast<int32_t>(dtype)) || dtype == KILN_DTYPE_UNDEFINED) return 0;
+  return kiln::dtype_size(static_cast<kiln::DType>(dtype));
+}
+
+KILN_API kiln_status kiln_model_load_embedded(const kiln_options* options, kiln_model** out) {
+  return guarded([&] {
+    require(out, "out is NULL");
+    *out = nullptr;
+    const int threads = kiln::capi::resolve_threads(options);
+    if (&kiln_aot_image == nullptr)
+      kiln::capi::fail(KILN_ERROR_UNSUPPORTED, "this library embeds no compiled model (kiln_model_load_embedded "
+                                               "works in libraries made by `kiln compile -o`)");
+    *out = kiln::capi::wrap(std::make_unique<kiln::capi::PlanModel>(kiln_aot_image, threads,
+                                                                     kiln::capi::pack_at_load(options)));
+  });
+}
+
+KILN_API kiln_status kiln_model_load_file(const char* path, const kiln_options* options, kiln_model** out) {
+  return guarded([&] {
+    require(out, "out is NULL");
+    *out = nullptr;
+    require(path, "path is NULL");
+    const int threads = kiln::capi::resolve_threads(options);
+    char magic[4] = {0, 0, 0, 0};
+    {
+      std::ifstream f(path, std::ios::binary);
+      if (!f)
+        kiln::capi::fail(KILN_ERROR_INVALID_ARGUMENT,
+                         std::string("cannot open '") + path + "': " + std::strerror(errno));
+      f.read(magic, 4);
+    }
+    const std::string what = std::string("'") + path + "'";
+    if (kiln::capi::is_elf(magic, static_cast<size_t>(4))) {
+      kiln::capi::check_elf_file(path, what);
+      *out = kiln::capi::wrap(kiln::capi::load_library(path, what, options));
+      return;
+    }
+#ifdef KILN_CAPI_FULL
+    *out = kiln::capi::wrap(kiln::capi::load_onnx_file(path, threads));
+#else
+    (void)threads;
+    kiln::capi::runtime_only(what);
+#endif
+  });
+}
+
+KILN_API kiln_status kiln_model_load_memory(const void* data, size_t size, const kiln_options* options,
+                                            kiln_model** out) {
+  return guarded([&] {
+    require(out, "out is NULL");
+    *out = nullptr;
+    require(data || size == 0, "data is NULL");
+    const int threads = kiln::capi::resolve_threads(options);
+    if (kiln::capi::is_elf(data, size)) {
+      kiln::capi::check_elf_complete(static_cast<const char*>(data), size, size, "the compiled model in memory");
+      // dlopen needs a file: an anonymous memory file holds the library image.
+      int fd = memfd_create("kiln-model", MFD_CLOEXEC);
+      if (fd < 0) kiln::capi::fail(KILN_ERROR_INTERNAL, std::string("memfd_create: ") + std::strerror(errno));
+      const char* p = static_cast<const char*>(data);
+      size_t left = size;
+      while (left > 0) {
+        ssize_t n = write(fd, p, left);
+        if (n <= 0) {
+          close(fd);
+          kiln::capi::fail(KILN_ERROR_INTERNAL, std::string("writing the memory file: ") + std::strerror(errno));
+        }
+        p += n;
+        left -= static_cast<size_t>(n);
+      }
+      std::string path = "/proc/self/fd/" + std::to_string(fd);
+      try {
+        *out = kiln::capi::wrap(kiln::capi::load_library(path, "the compiled model in memory", options));
+      } catch (...) {
+        close(fd);
+        throw;
+      }
+      close(fd);  // the mapping keeps the library
+      return;
+    }
+#ifdef KILN_CAPI_FULL
+    *out = kiln::capi::wrap(kiln::capi::load_onnx_bytes(data, size, threads));
+#else
+    (void)threads;
+    kiln::capi::runtime_only("the model in memory");
+#endif
+  });
+}
+
+KILN_API void kiln_model_free(kiln_model* model) { delete model; }
+
+KILN_API size_t kiln_model_num_inputs(const kiln_model* model) { return model ? model->impl->inputs.size() : 0; }
+KILN_API size_t kiln_model_num_outputs(const kiln_model* model) { return model ? model->impl->outputs.size() : 0; }
+
+static kiln_status tensor_info(const kiln_model* model, size_t index, kiln_tensor_info* out, bool input) {
+  return guarded([&] {
+    require(model && out, "model or out is NULL");
+    const auto& v = input ? model->impl->inputs : model->impl->outputs;
+    if (index >= v.size())
+      kiln::capi::fail(KILN_ERROR_INVALID_ARGUMENT, std::string(input ? "input" : "output") + " index " +
+                                                        std::to_string(index) + " out of range (the model has " +
+                                                        std::to_string(v.size()) + ")");
+    out->name = v[index].name.c_str();
+    out->dtype = static_cast<kiln_dtype>(v[index].dtype);
+    out->rank = static_cast<int32_t>(v[index].dims.size());
+    out->dims = v[index].dims.data();
+  });
+}
+
+KILN_API kiln_status kiln_model_input_info(const kiln_model* model, size_t index, kiln_tensor_info* out) {
+  return tensor_info(model, index, out, true);
+}
+KILN_API kiln_status kiln_model_output_info(const kiln_model* model, size_t index, kiln_tensor_info* out) {
+  return tensor_info(model, index, out, false);
+}
+
+KILN_API kiln_status kiln_run(kiln_model* model, const kiln_tensor* inputs, size_t num_inputs, kiln_tensor* outputs,
+                              size_t num_outputs) {
+  return guarded([&] {
+    require(model, "model is NULL");
+    model->impl->run(inputs, num_inputs, outputs, num_outputs);
+  });
+}
+
+}  // extern "C"

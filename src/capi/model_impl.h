@@ -1,0 +1,50 @@
+// The C API's model interface (include/kiln/c_api.h is its C face): one implementation per
+// kind of model (compiled plan, forwarded compiled library, ONNX through the JIT), plus the
+// argument checks they share. Internal to src/capi.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/value.h"
+#include "kiln/c_api.h"
+#include "runtime/exec_plan.h"
+
+namespace kiln::capi {
+
+// An error carrying its C status (for errors that do not come from a kiln::Error).
+struct StatusError {
+  kiln_status status;
+  std::string message;
+};
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> dims;  // -1: symbolic
+};
+
+class ModelImpl {
+ public:
+  virtual ~ModelImpl() = default;
+  virtual void run(const kiln_tensor* inputs, size_t num_inputs, kiln_tensor* outputs, size_t num_outputs) = 0;
+  std::vector<TensorInfo> inputs, outputs;
+};
+
+// Checks the tensor counts and each input against `info`; returns views of the caller's data.
+std::vector<Tensor> input_views(const std::vector<TensorInfo>& info, const kiln_tensor* inputs, size_t num_inputs,
+                                size_t num_outputs, size_t expected_outputs);
+// Checks each output's dtype and data pointer; returns the buffers.
+std::vector<OutputBuffer> output_buffers(const std::vector<TensorInfo>& info, kiln_tensor* outputs);
+// Sets rank and dims of each output from the run's results.
+void set_output_dims(const std::vector<RtValue>& results, kiln_tensor* outputs);
+
+#ifdef KILN_CAPI_FULL
+// ONNX models (onnx_model.cc, libkiln only): the compiled engine, JIT.
+std::unique_ptr<ModelImpl> load_onnx_file(const std::string& path, int threads);
+std::unique_ptr<ModelImpl> load_onnx_bytes(const void* data, size_t size, int threads);
+#endif
+
+}  // namespace kiln::capi

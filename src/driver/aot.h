@@ -1,0 +1,74 @@
+// Ahead-of-time export (`kiln compile MODEL -o model.so`): compiles the model for fixed input
+// shapes and writes ONE shared library holding the generated kernels (codegen::emit_object for
+// the chosen target), the execution plan and the weights (one 64-byte aligned blob in .rodata,
+// used in place), and the C API (include/kiln/c_api.h) over libkiln_runtime linked statically.
+// CompiledLibrary opens such a library from C++ (as `kiln run model.so` does).
+// Docs: docs/c_api.md. Tests: tests/capi/test_c_api.cc, ctest aot_resnet50.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "runtime/compiled_executor.h"
+
+namespace kiln {
+
+struct AotOptions {
+  // LLVM CPU of the kernels: "native" (this machine), "x86-64-v3" (AVX2), "x86-64-v4" (AVX-512).
+  std::string target = "native";
+  std::map<std::string, int64_t> dims;  // symbolic input dims (others: 1); the library has fixed shapes
+  int threads = 1;                      // threads of the compile run
+  uint64_t seed = 0;                    // seed of the random inputs of the compile run
+  // libkiln_runtime.a to link: "" takes $KILN_RUNTIME_LIB, else the one this kiln was built with.
+  std::string runtime_archive;
+  std::string cxx;  // compiler driver for linking: "" takes $CXX, else "c++"
+  bool keep_temps = false;  // keep the temporary directory (object, blob, assembler) for debugging
+};
+
+struct AotResult {
+  CompileStats stats;
+  uint64_t blob_bytes = 0;     // plan + constants
+  uint64_t library_bytes = 0;  // the .so
+  double plan_ms = 0;          // load, passes, plan (incl. the JIT of the compile run)
+  double object_ms = 0;        // codegen::emit_object
+  double link_ms = 0;          // blob, assembler and `c++ -shared`
+  double total_ms = 0;
+};
+
+// Compiles `model_path` (ONNX) into the shared library `out_path`. Throws kUnsupported naming
+// every node that would run on a reference kernel (those cannot be exported), and kUsage when
+// the link fails (with the linker's message).
+AotResult compile_shared_library(const std::string& model_path, const std::string& out_path, const AotOptions& opts);
+
+// True when `path` is an ELF file (a compiled model library rather than an ONNX model).
+bool is_shared_library_file(const std::string& path);
+
+// A compiled model library opened with dlopen, run through its own C API.
+class CompiledLibrary {
+ public:
+  struct Info {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> dims;
+  };
+  static std::unique_ptr<CompiledLibrary> open(const std::string& path, int threads = 1);
+  ~CompiledLibrary();
+  const std::vector<Info>& inputs() const { return inputs_; }
+  const std::vector<Info>& outputs() const { return outputs_; }
+  // Inputs in input order (dtype and dims as inputs() says); returns fresh output tensors.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+
+  struct Api;
+
+ private:
+  CompiledLibrary() = default;
+  std::unique_ptr<Api> api_;
+  void* model_ = nullptr;
+  std::vector<Info> inputs_, outputs_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,46 @@
+// SGEMM with a constant left operand packed once: C[M,N] = A[M,K] * B[K,N] + per-row bias,
+// clamped. For convolutions as Y[Co, pixels] = W[Co, C*kh*kw] * col[C*kh*kw, pixels]: the
+// weights are packed when the op is made, the activations are packed per run (contiguous row
+// copies), and the output comes out in NCHW order with no transpose. Uses the f32 GEMM
+// microkernels of f32_gemm.h. Tests: tests/kernels/test_sgemm_prepacked_a.cc.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "kernels/x86/f32_gemm.h"
+
+namespace kiln::kernels {
+
+// A [M, K] row-major packed into MR-row micro-panels per (M block, K block).
+struct PackedA {
+  const F32GemmUkernel* kernel = nullptr;
+  int64_t m = 0, k = 0, mc = 0;  // mc: rows per M block (a multiple of MR)
+  std::vector<float> data;       // [M block][K][mc] layout, zero-padded rows
+  const float* block(int64_t i0, int64_t k0) const { return data.data() + (i0 / mc) * mc * k + k0 * mc; }
+};
+
+PackedA pack_a(int64_t M, int64_t K, const float* A, int64_t lda, const F32GemmUkernel* kernel = nullptr);
+
+struct RowEpilogue {
+  const float* bias = nullptr;  // per-row (M) bias, or null
+  float lo = -std::numeric_limits<float>::infinity();
+  float hi = std::numeric_limits<float>::infinity();
+};
+
+// Packs rows [k0, k0+kc) x columns [j0, j0+nc) of B into NR-column panels (panel q at
+// dst + q*kc*nr, row-major kc x nr, columns past nc zeroed), like f32_gemm_pack_b. Lets a conv
+// pack straight from the image (implicit im2col) instead of materializing B.
+using PackBFn = std::function<void(int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr, float* dst)>;
+
+// C = A * B (+ bias per row, clamped to [lo, hi]), B [K, N] given by its packer. Parallel over
+// column chunks of C; each task packs its own B block.
+void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float* C, int64_t ldc,
+                       const RowEpilogue& epilogue = {}, const ParallelFor& parallel = nullptr);
+// B [K, N] row-major with leading dim ldb.
+void sgemm_prepacked_a(const PackedA& A, int64_t N, const float* B, int64_t ldb, float* C, int64_t ldc,
+                       const RowEpilogue& epilogue = {}, const ParallelFor& parallel = nullptr);
+
+}  // namespace kiln::kernels

@@ -1,0 +1,60 @@
+// Depthwise Conv op over kernels::depthwise_conv2d_f32 (see conv_depthwise.h).
+#include "runtime/conv_depthwise.h"
+
+#include "runtime/conv_geom.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::conv_ops {
+namespace {
+
+class DepthwiseConvOp : public gemm_ops::GemmOp {
+ public:
+  DepthwiseConvOp(const kernels::DepthwiseGeom& g, const Tensor* w, bool has_bias, const Tensor* b, float lo,
+                  float hi)
+      : g_(g), has_bias_(has_bias) {
+    if (w) weight_.assign(w->data<float>(), w->data<float>() + g.c * g.kh * g.kw);
+    if (has_bias && b) bias_.assign(b->data<float>(), b->data<float>() + g.c);
+    ep_.lo = lo;
+    ep_.hi = hi;
+  }
+  Tensor run(const std::vector<const RtValue*>& ins) override {
+    Tensor y(DType::kFloat32, {g_.n, g_.c, g_.ho, g_.wo});
+    const float* w = weight_.empty() ? ins[1]->tensor.data<float>() : weight_.data();
+    kernels::DepthwiseEpilogue ep = ep_;
+    if (has_bias_) ep.bias = bias_.empty() ? ins[2]->tensor.data<float>() : bias_.data();
+    kernels::depthwise_conv2d_f32(g_, ins[0]->tensor.data<float>(), w, y.data<float>(), ep,
+                                  [](int64_t n, std::function<void(int64_t, int64_t)> fn) {
+                                    current_thread_pool().parallel_for(n, fn);
+                                  });
+    return y;
+  }
+
+ private:
+  kernels::DepthwiseGeom g_;
+  bool has_bias_;
+  std::vector<float> weight_, bias_;  // constant operands, copied once
+  kernels::DepthwiseEpilogue ep_;
+};
+
+}  // namespace
+
+std::unique_ptr<gemm_ops::GemmOp> make_depthwise_conv_op(const kernels::DepthwiseGeom& g, const Tensor* weight,
+                                                         bool has_bias, const Tensor* bias, float clamp_lo,
+                                                         float clamp_hi) {
+  if (!kernels::depthwise_geom_ok(g)) return nullptr;
+  if (weight && (weight->dtype() != DType::kFloat32 || weight->numel() != g.c * g.kh * g.kw)) return nullptr;
+  if (bias && (bias->dtype() != DType::kFloat32 || bias->numel() != g.c)) return nullptr;
+  return std::make_unique<DepthwiseConvOp>(g, weight, has_bias, bias, clamp_lo, clamp_hi);
+}
+
+std::unique_ptr<gemm_ops::GemmOp> make_depthwise_conv_op(const gemm_ops::GemmDesc& d) {
+  std::optional<ConvGeom> cg = conv_geom(d);
+  if (!cg || cg->c <= 1 || cg->group != cg->c || cg->co != cg->c || cg->cg != 1) return nullptr;
+  kernels::DepthwiseGeom g;
+  g.n = cg->n, g.c = cg->c, g.h = cg->h, g.w = cg->w, g.kh = cg->kh, g.kw = cg->kw, g.ho = cg->ho, g.wo = cg->wo;
+  g.sh = cg->sh, g.sw = cg->sw, g.dh = cg->dh, g.dw = cg->dw, g.pt = cg->pt, g.pl = cg->pl;
+  const bool has_bias = d.operands.size() > 2 && d.operands[2].present;
+  return make_depthwise_conv_op(g, d.operands[1].constant, has_bias, has_bias ? d.operands[2].constant : nullptr);
+}
+
+}  // namespace kiln::conv_ops

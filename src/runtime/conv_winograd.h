@@ -1,0 +1,20 @@
+// Conv 2-D 3x3, stride 1, dilation 1, group 1, constant weights, by Winograd F(4x4, 3x3)
+// (kernels/x86/f32_winograd.h): weights transformed and packed once, per run the input
+// transform (parallel over channels), 36 GEMMs through sgemm_prepacked_a (parallel over the 36),
+// and the output transform with bias and clamp fused (parallel over output channels).
+// Built from a GemmDesc (no Node). Tests: tests/runtime/test_conv_winograd.cc.
+#pragma once
+
+#include <limits>
+#include <memory>
+
+#include "runtime/gemm_ops.h"
+
+namespace kiln::conv_ops {
+
+// The Winograd op for a descriptor it covers, or null. clamp_lo/hi: a fused Clip/Relu.
+std::unique_ptr<gemm_ops::GemmOp> make_winograd_conv_op(const gemm_ops::GemmDesc& d,
+                                                        float clamp_lo = -std::numeric_limits<float>::infinity(),
+                                                        float clamp_hi = std::numeric_limits<float>::infinity());
+
+}  // namespace kiln::conv_ops

@@ -1,0 +1,192 @@
+// The plan executor shared by the JIT compiled executor and AOT compiled models (exec_plan.h).
+#include "runtime/exec_plan.h"
+
+#include <chrono>
+#include <cstring>
+#include <new>
+
+#include "core/error.h"
+#include "core/shape.h"
+
+namespace kiln {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int64_t kArenaAlign = 64;
+
+ErrorLocation step_location(const PlanStep& st) {
+  ErrorLocation loc;
+  loc.node = st.name;
+  loc.op = st.op;
+  return loc;
+}
+
+}  // namespace
+
+void ExecPlan::allocate_arena() {
+  arena.reset();
+  if (arena_bytes > 0) {
+    size_t bytes = static_cast<size_t>((arena_bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign);
+    void* p = std::aligned_alloc(kArenaAlign, bytes);
+    if (!p)
+      throw Error(ErrorKind::kBadInput, "out of memory allocating the " + std::to_string(arena_bytes) + "-byte arena");
+    arena.reset(static_cast<char*>(p));
+  }
+  for (auto& st : steps)
+    for (auto& a : st.args)
+      if (a.output && !a.graph_output) {
+        if (a.arena_offset < 0 || a.arena_offset > arena_bytes)
+          throw Error(ErrorKind::kInvalidModel, "plan: kernel output outside the arena");
+        a.view = Tensor::view(a.dtype, a.dims, arena.get() + a.arena_offset);
+      }
+}
+
+void ExecPlan::make_gemm_ops() {
+  for (auto& st : steps)
+    if (st.kind == PlanStep::Kind::kGemm && !st.gemm_op) make_gemm_op(st);
+}
+
+void ExecPlan::make_gemm_op(PlanStep& st) {
+  gemm_ops::GemmDesc d = st.gemm;
+  for (size_t i = 0; i < d.operands.size() && i < st.inputs.size(); ++i) {
+    const int32_t s = st.inputs[i];
+    d.operands[i].constant = nullptr;
+    if (s < 0 || slots.at(static_cast<size_t>(s)).constant < 0) continue;
+    const Tensor& c = constants.at(static_cast<size_t>(slots[static_cast<size_t>(s)].constant));
+    if (c.dims() != d.operands[i].dims || c.dtype() != d.operands[i].dtype)
+      throw Error(ErrorKind::kInvalidModel, "plan: a GEMM weight does not match its descriptor", step_location(st));
+    d.operands[i].constant = &c;
+  }
+  st.gemm_op = gemm_ops::make_gemm_op(d);
+  if (!st.gemm_op)
+    throw Error(ErrorKind::kInvalidModel, "plan: the sgemm path does not cover this step", step_location(st));
+}
+
+bool ExecPlan::has_fallback() const {
+  for (const auto& st : steps)
+    if (st.kind == PlanStep::Kind::kFallback) return true;
+  return false;
+}
+
+std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& feeds,
+                                  const std::vector<OutputBuffer>& out_buffers, const FallbackFn& fallback,
+                                  std::vector<double>* step_ms) {
+  const size_t nslots = plan.slots.size();
+  KILN_CHECK(feeds.size() == plan.inputs.size());
+  KILN_CHECK(out_buffers.empty() || out_buffers.size() == plan.outputs.size());
+  std::vector<RtValue> env(nslots);
+  for (size_t i = 0; i < plan.inputs.size(); ++i) env[static_cast<size_t>(plan.inputs[i])] = feeds[i];
+  for (size_t s = 0; s < nslots; ++s)
+    if (plan.slots[s].constant >= 0) env[s] = RtValue(plan.constants[static_cast<size_t>(plan.slots[s].constant)]);
+
+  // Caller memory for graph outputs that kernels write directly (sizes checked before any work).
+  std::vector<Tensor> dest(nslots);
+  for (size_t i = 0; i < out_buffers.size(); ++i) {
+    const OutputBuffer& b = out_buffers[i];
+    if (!b.data) continue;
+    const PlanSlot& ps = plan.slots[static_cast<size_t>(plan.outputs[i])];
+    const std::string name = i < plan.output_names.size() ? "'" + plan.output_names[i] + "'" : std::to_string(i);
+    if (!ps.tensor) throw Error(ErrorKind::kBadInput, "output " + name + " is not a tensor");
+    Tensor t = Tensor::view(ps.dtype, ps.dims, b.data);
+    if (b.bytes < t.nbytes())
+      throw Error(ErrorKind::kBadInput, "output " + name + " needs " + std::to_string(t.nbytes()) +
+                                            " bytes (" + dims_to_string(ps.dims) + "), the buffer has " +
+                                            std::to_string(b.bytes));
+    // Kernels need 64-byte aligned buffers (codegen.h); other memory gets a copy at the end.
+    if (reinterpret_cast<uintptr_t>(b.data) % 64 != 0) continue;
+    Tensor& d = dest[static_cast<size_t>(plan.outputs[i])];
+    if (!d.defined()) d = t;
+  }
+
+  const char* arena_lo = plan.arena.get();
+  const char* arena_hi = arena_lo + plan.arena_bytes;
+  std::vector<void*> buffers;
+  std::vector<const RtValue*> ins;
+  const int64_t no_scalars[1] = {0};
+  if (step_ms) step_ms->clear();
+  for (auto& st : plan.steps) {
+    auto start = step_ms ? Clock::now() : Clock::time_point();
+    if (st.kind == PlanStep::Kind::kGemm || st.kind == PlanStep::Kind::kFallback) {
+      ins.clear();
+      for (int32_t s : st.inputs) ins.push_back(s >= 0 ? &env[static_cast<size_t>(s)] : nullptr);
+      std::vector<RtValue> outs;
+      try {
+        if (st.kind == PlanStep::Kind::kGemm) {
+          if (!st.gemm_op) plan.make_gemm_op(st);  // deferred from the load (weights packed here)
+          outs.emplace_back(st.gemm_op->run(ins));
+        } else {
+          if (!fallback) throw Error(ErrorKind::kUnsupported, "this plan has no reference kernels");
+          outs = fallback(st, ins);
+        }
+      } catch (const Error& e) {
+        throw e.with_context(step_location(st));
+      } catch (const std::bad_alloc&) {
+        throw Error(ErrorKind::kBadInput, "out of memory while computing the outputs", step_location(st));
+      } catch (const std::exception& e) {
+        throw Error(ErrorKind::kInternal, e.what(), step_location(st));
+      }
+      for (size_t i = 0; i < st.outputs.size() && i < outs.size(); ++i) {
+        int32_t so = st.outputs[i];
+        if (so < 0) continue;
+        size_t s = static_cast<size_t>(so);
+        RtValue& r = outs[i];
+        if (r.is_tensor()) {
+          // A kernel may return a view of its input; arena memory is reused, so copy it out.
+          const char* p = static_cast<const char*>(r.tensor.raw());
+          if (p && p >= arena_lo && p < arena_hi) r.tensor = r.tensor.clone();
+          if (plan.slots[s].tensor && r.tensor.dims() != plan.slots[s].dims)
+            throw Error(ErrorKind::kUnsupported,
+                        "output shape depends on input values (" + dims_to_string(r.tensor.dims()) + " vs planned " +
+                            dims_to_string(plan.slots[s].dims) + "); use --engine interp",
+                        step_location(st));
+        }
+        env[s] = std::move(r);
+      }
+    } else {
+      buffers.resize(st.args.size());
+      for (size_t k = 0; k < st.args.size(); ++k) {
+        PlanArg& a = st.args[k];
+        if (a.output) {
+          Tensor t;
+          if (!a.graph_output) t = a.view;
+          else if (dest[static_cast<size_t>(a.slot)].defined()) t = dest[static_cast<size_t>(a.slot)];
+          else t = Tensor(a.dtype, a.dims);
+          buffers[k] = t.raw();
+          env[static_cast<size_t>(a.slot)] = RtValue(std::move(t));
+        } else if (a.constant >= 0) {
+          buffers[k] = plan.constants[static_cast<size_t>(a.constant)].raw();
+        } else {
+          const RtValue& v = env[static_cast<size_t>(a.slot)];
+          KILN_CHECK(v.is_tensor());
+          buffers[k] = v.tensor.raw();
+        }
+      }
+      if (st.kind == PlanStep::Kind::kKernel) plan.kernels[static_cast<size_t>(st.kernel)](buffers.data(), no_scalars);
+    }
+    if (step_ms) step_ms->push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    for (int32_t s : st.free_after) env[static_cast<size_t>(s)] = RtValue();
+  }
+  std::vector<RtValue> out;
+  for (size_t i = 0; i < plan.outputs.size(); ++i) {
+    RtValue r = env[static_cast<size_t>(plan.outputs[i])];
+    const OutputBuffer* b = i < out_buffers.size() && out_buffers[i].data ? &out_buffers[i] : nullptr;
+    if (r.is_tensor()) {
+      const char* p = static_cast<const char*>(r.tensor.raw());
+      if (b) {
+        // Outputs not written in place (sgemm, fallbacks, inputs passed through) are copied.
+        if (p != b->data) {
+          Tensor t = Tensor::view(r.tensor.dtype(), r.tensor.dims(), b->data);
+          if (r.tensor.nbytes() > b->bytes) throw Error(ErrorKind::kBadInput, "output buffer too small");
+          if (r.tensor.nbytes() > 0) std::memcpy(b->data, p, r.tensor.nbytes());
+          r.tensor = t;
+        }
+      } else if (p && p >= arena_lo && p < arena_hi) {
+        r.tensor = r.tensor.clone();
+      }
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace kiln

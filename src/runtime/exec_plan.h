@@ -1,0 +1,101 @@
+// The exportable execution plan and its executor: value slots, constants, steps (generated
+// kernels, sgemm GemmOps, reference-kernel fallbacks) and the arena, as plain data without the
+// IR. The compiled executor (JIT) and ahead-of-time compiled models (AOT, runtime/plan_io.h)
+// run the same ExecPlan through the same execute_plan; they differ only in where the kernel
+// function pointers come from (JitModule lookup vs the model library's table) and in whether
+// fallback steps can exist (JIT only, through a callback). No dependency beyond core, kernels
+// and the thread pool, so it is part of the runtime-only library (libkiln_runtime).
+// Tests: tests/runtime/test_compiled_executor.cc, tests/capi/test_c_api.cc
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/value.h"
+#include "runtime/gemm_ops.h"
+
+namespace kiln {
+
+// Generated kernel ABI (codegen/llvm/codegen.h).
+using PlanKernelFn = void (*)(void* const* buffers, const int64_t* scalars);
+
+// One argument of a kernel step.
+struct PlanArg {
+  int32_t slot = -1;      // value slot read (inputs) or written (outputs)
+  int32_t constant = -1;  // index into ExecPlan::constants (constant inputs; slot is -1)
+  bool output = false;
+  bool graph_output = false;  // caller memory or a fresh tensor per run
+  int64_t arena_offset = -1;  // outputs that are not graph outputs
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> dims;
+  Tensor view;  // arena view (bound by ExecPlan::allocate_arena; not serialized)
+};
+
+struct PlanStep {
+  enum class Kind : int32_t { kKernel = 0, kGemm = 1, kFallback = 2, kEmpty = 3 };
+  Kind kind = Kind::kFallback;
+  std::string name;  // kernel name or node name (profiles, error messages)
+  std::string op;    // "Conv", "Add+Relu", ...
+  int32_t kernel = -1;             // kKernel: index into ExecPlan::kernels
+  std::vector<PlanArg> args;       // kKernel, kEmpty (outputs only)
+  std::vector<int32_t> inputs;     // kGemm, kFallback: input slots (-1 for absent inputs)
+  std::vector<int32_t> outputs;    // kGemm, kFallback: output slots (-1 for absent outputs)
+  int32_t node = -1;               // kFallback: node index (the JIT's callback runs it)
+  gemm_ops::GemmDesc gemm;         // kGemm (operand `constant` pointers valid only while making)
+  std::shared_ptr<gemm_ops::GemmOp> gemm_op;  // kGemm, made from `gemm` (not serialized)
+  std::vector<int32_t> free_after;  // slots whose last use is this step
+};
+
+struct PlanSlot {
+  bool tensor = false;  // false: a non-tensor value (sequences; fallback steps only)
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> dims;
+  int32_t constant = -1;  // index into ExecPlan::constants when the value is a constant
+};
+
+struct ExecPlan {
+  std::vector<PlanSlot> slots;
+  std::vector<int32_t> inputs;   // slots fed per run, in feed order
+  std::vector<int32_t> outputs;  // slots returned, in output order
+  std::vector<std::string> input_names, output_names;
+  std::vector<Tensor> constants;  // JIT: the initializers; AOT: views into the model's blob
+  std::vector<PlanStep> steps;
+  std::vector<std::string> kernel_names;  // parallel to kernels
+  std::vector<PlanKernelFn> kernels;
+  int64_t arena_bytes = 0;
+  std::unique_ptr<char, decltype(&std::free)> arena{nullptr, &std::free};
+
+  // Allocates the arena and binds the kernel outputs' views into it.
+  void allocate_arena();
+  // Makes every kGemm step's GemmOp from its descriptor and the constants (kInvalidModel when
+  // a descriptor is not covered: a plan for a different build).
+  // execute_plan makes the ones still missing on their first run.
+  void make_gemm_ops();
+  void make_gemm_op(PlanStep& step);
+  bool has_fallback() const;
+};
+
+// Caller memory for one output (data null: a fresh tensor).
+struct OutputBuffer {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
+// Runs a kFallback step: `ins` parallel to step.inputs (null for absent ones); returns values
+// parallel to step.outputs.
+using FallbackFn = std::function<std::vector<RtValue>(const PlanStep& step, const std::vector<const RtValue*>& ins)>;
+
+// Runs the plan on `feeds` (parallel to plan.inputs) on the calling thread's current pool.
+// `out_buffers` (empty, or parallel to plan.outputs) receive the outputs when given (kBadInput
+// when one is smaller than the output): kernels write 64-byte aligned ones in place, others get
+// a copy; returned values then view them. Feeds must be 64-byte aligned (kernel ABI). Per-step
+// wall times go to `step_ms` when not null. Not reentrant for one plan (the arena is shared).
+std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& feeds,
+                                  const std::vector<OutputBuffer>& out_buffers, const FallbackFn& fallback,
+                                  std::vector<double>* step_ms = nullptr);
+
+}  // namespace kiln

@@ -1,0 +1,64 @@
+// GemmDesc from an IR Node: the IR-facing half of runtime/gemm_ops.h (the ops themselves need
+// no IR, so that ahead-of-time compiled models can rebuild them from a serialized plan).
+#include "ir/graph.h"
+#include "runtime/gemm_ops.h"
+
+namespace kiln::gemm_ops {
+namespace {
+
+int64_t attr_int(const Node& n, const std::string& k, int64_t def) {
+  const Attribute* a = n.attr(k);
+  return a && a->kind == Attribute::Kind::kInt ? a->i : def;
+}
+float attr_float(const Node& n, const std::string& k, float def) {
+  const Attribute* a = n.attr(k);
+  if (a && a->kind == Attribute::Kind::kInt) return static_cast<float>(a->i);
+  return a && a->kind == Attribute::Kind::kFloat ? a->f : def;
+}
+std::vector<int64_t> attr_ints(const Node& n, const std::string& k, std::vector<int64_t> def) {
+  const Attribute* a = n.attr(k);
+  return a && a->kind == Attribute::Kind::kInts ? a->ints : def;
+}
+std::string attr_string(const Node& n, const std::string& k, const std::string& def) {
+  const Attribute* a = n.attr(k);
+  return a && a->kind == Attribute::Kind::kString ? a->s : def;
+}
+
+}  // namespace
+
+std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Operand>& ins,
+                                            const std::vector<int64_t>& out_dims, DType out_dtype) {
+  if (!n.domain.empty() && n.domain != "ai.onnx") return std::nullopt;
+  if (n.outputs.size() != 1) return std::nullopt;
+  GemmDesc d;
+  if (n.op_type == "MatMul") {
+    d.kind = GemmKind::kMatMul;
+  } else if (n.op_type == "Gemm") {
+    d.kind = GemmKind::kGemm;
+    d.trans_a = attr_int(n, "transA", 0) != 0;
+    d.trans_b = attr_int(n, "transB", 0) != 0;
+    d.alpha = attr_float(n, "alpha", 1.0f);
+    d.beta = attr_float(n, "beta", 1.0f);
+  } else if (n.op_type == "Conv") {
+    d.kind = GemmKind::kConv;
+    d.group = attr_int(n, "group", 1);
+    d.strides = attr_ints(n, "strides", {1, 1});
+    d.dilations = attr_ints(n, "dilations", {1, 1});
+    d.pads = attr_ints(n, "pads", {0, 0, 0, 0});
+    d.auto_pad = attr_string(n, "auto_pad", "NOTSET");
+  } else {
+    return std::nullopt;
+  }
+  d.operands = ins;
+  d.out_dims = out_dims;
+  d.out_dtype = out_dtype;
+  return d;
+}
+
+std::unique_ptr<GemmOp> make_gemm_op(const Node& n, const std::vector<Operand>& ins,
+                                     const std::vector<int64_t>& out_dims, DType out_dtype) {
+  std::optional<GemmDesc> d = gemm_desc_from_node(n, ins, out_dims, out_dtype);
+  return d ? make_gemm_op(*d) : nullptr;
+}
+
+}  // namespace kiln::gemm_ops

@@ -1,0 +1,321 @@
+// ExecPlan <-> blob (see plan_io.h).
+#include "runtime/plan_io.h"
+
+#include <cstring>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace kiln {
+namespace {
+
+// Ahead-of-time models rebuild their GemmOps from serialized descriptors: a field added to
+// GemmDesc or Operand must be written and read here (and kPlanBlobVersion bumped), else
+// compiled models would silently lose it. These asserts catch additions (x86-64 layout).
+static_assert(sizeof(gemm_ops::GemmDesc) == 184 && sizeof(gemm_ops::Operand) == 40,
+              "GemmDesc/Operand changed: serialize the new fields in plan_io.cc and bump kPlanBlobVersion");
+
+constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};
+constexpr uint64_t kAlign = 64;
+
+uint64_t align_up(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+class Writer {
+ public:
+  template <typename T>
+  void pod(T v) {
+    out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  }
+  void str(const std::string& s) {
+    pod<uint32_t>(static_cast<uint32_t>(s.size()));
+    out += s;
+  }
+  template <typename T>
+  void vec(const std::vector<T>& v) {
+    pod<uint32_t>(static_cast<uint32_t>(v.size()));
+    for (const T& x : v) pod<T>(x);
+  }
+  void strs(const std::vector<std::string>& v) {
+    pod<uint32_t>(static_cast<uint32_t>(v.size()));
+    for (const auto& s : v) str(s);
+  }
+  std::string out;
+};
+
+class Reader {
+ public:
+  Reader(const char* p, size_t n) : p_(p), n_(n) {}
+  template <typename T>
+  T pod() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, p_ + at_, sizeof(T));
+    at_ += sizeof(T);
+    return v;
+  }
+  uint32_t count(size_t elem_bytes) {
+    uint32_t k = pod<uint32_t>();
+    need(static_cast<size_t>(k) * elem_bytes);  // a corrupt count cannot allocate much
+    return k;
+  }
+  std::string str() {
+    uint32_t k = count(1);
+    std::string s(p_ + at_, k);
+    at_ += k;
+    return s;
+  }
+  template <typename T>
+  std::vector<T> vec() {
+    uint32_t k = count(sizeof(T));
+    std::vector<T> v(k);
+    for (auto& x : v) x = pod<T>();
+    return v;
+  }
+  std::vector<std::string> strs() {
+    uint32_t k = count(4);
+    std::vector<std::string> v(k);
+    for (auto& s : v) s = str();
+    return v;
+  }
+
+ private:
+  void need(size_t k) {
+    if (k > n_ - at_) throw Error(ErrorKind::kInvalidModel, "compiled model: the plan is truncated");
+  }
+  const char* p_;
+  size_t n_;
+  size_t at_ = 0;
+};
+
+[[noreturn]] void corrupt(const std::string& what) {
+  throw Error(ErrorKind::kInvalidModel, "compiled model: corrupt plan (" + what + ")");
+}
+
+DType read_dtype(Reader& r) {
+  int32_t d = r.pod<int32_t>();
+  if (d != 0 && !dtype_is_valid(d)) corrupt("dtype " + std::to_string(d));  // 0: absent operands
+  return static_cast<DType>(d);
+}
+
+void write_dims(Writer& w, const std::vector<int64_t>& d) { w.vec<int64_t>(d); }
+std::vector<int64_t> read_dims(Reader& r) {
+  auto d = r.vec<int64_t>();
+  for (int64_t x : d)
+    if (x < 0) corrupt("negative dim");
+  return d;
+}
+
+}  // namespace
+
+uint64_t write_plan_blob(const ExecPlan& plan, const std::string& path) {
+  Writer w;
+  w.pod<uint32_t>(static_cast<uint32_t>(plan.slots.size()));
+  for (const auto& s : plan.slots) {
+    w.pod<uint8_t>(s.tensor ? 1 : 0);
+    w.pod<int32_t>(static_cast<int32_t>(s.dtype));
+    write_dims(w, s.dims);
+    w.pod<int32_t>(s.constant);
+  }
+  w.vec<int32_t>(plan.inputs);
+  w.vec<int32_t>(plan.outputs);
+  w.strs(plan.input_names);
+  w.strs(plan.output_names);
+  w.strs(plan.kernel_names);
+  w.pod<int64_t>(plan.arena_bytes);
+  w.pod<uint32_t>(static_cast<uint32_t>(plan.steps.size()));
+  for (const auto& st : plan.steps) {
+    w.pod<int32_t>(static_cast<int32_t>(st.kind));
+    w.str(st.name);
+    w.str(st.op);
+    w.pod<int32_t>(st.kernel);
+    w.pod<uint32_t>(static_cast<uint32_t>(st.args.size()));
+    for (const auto& a : st.args) {
+      w.pod<int32_t>(a.slot);
+      w.pod<int32_t>(a.constant);
+      w.pod<uint8_t>(a.output ? 1 : 0);
+      w.pod<uint8_t>(a.graph_output ? 1 : 0);
+      w.pod<int64_t>(a.arena_offset);
+      w.pod<int32_t>(static_cast<int32_t>(a.dtype));
+      write_dims(w, a.dims);
+    }
+    w.vec<int32_t>(st.inputs);
+    w.vec<int32_t>(st.outputs);
+    w.pod<int32_t>(st.node);
+    const gemm_ops::GemmDesc& g = st.gemm;
+    w.pod<int32_t>(static_cast<int32_t>(g.kind));
+    w.pod<uint8_t>(g.trans_a ? 1 : 0);
+    w.pod<uint8_t>(g.trans_b ? 1 : 0);
+    w.pod<float>(g.alpha);
+    w.pod<float>(g.beta);
+    w.pod<int64_t>(g.group);
+    w.vec<int64_t>(g.strides);
+    w.vec<int64_t>(g.dilations);
+    w.vec<int64_t>(g.pads);
+    w.str(g.auto_pad);
+    w.pod<uint32_t>(static_cast<uint32_t>(g.operands.size()));
+    for (const auto& o : g.operands) {
+      w.pod<uint8_t>(o.present ? 1 : 0);
+      w.pod<int32_t>(static_cast<int32_t>(o.dtype));
+      write_dims(w, o.dims);
+    }
+    write_dims(w, g.out_dims);
+    w.pod<int32_t>(static_cast<int32_t>(g.out_dtype));
+    w.vec<int32_t>(st.free_after);
+  }
+  // Constants: a table here, the bytes after the plan at 64-byte aligned offsets.
+  // Offsets are relative to the data section, which starts after the plan (header field).
+  w.pod<uint32_t>(static_cast<uint32_t>(plan.constants.size()));
+  uint64_t offset = 0;
+  std::vector<uint64_t> offsets;
+  for (const Tensor& c : plan.constants) {
+    offsets.push_back(offset);
+    w.pod<int32_t>(static_cast<int32_t>(c.dtype()));
+    write_dims(w, c.dims());
+    w.pod<uint64_t>(offset);
+    w.pod<uint64_t>(c.nbytes());
+    offset = align_up(offset + c.nbytes());
+  }
+  const uint64_t plan_bytes = w.out.size();
+  const uint64_t data_start = align_up(64 + plan_bytes);
+  const uint64_t total = data_start + offset;
+
+  std::string header(64, '\0');
+  std::memcpy(header.data(), kMagic, 8);
+  uint32_t version = kPlanBlobVersion;
+  std::memcpy(header.data() + 8, &version, 4);
+  std::memcpy(header.data() + 16, &plan_bytes, 8);
+  std::memcpy(header.data() + 24, &total, 8);
+  std::memcpy(header.data() + 32, &data_start, 8);
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorKind::kUsage, "cannot write '" + path + "'");
+  f.write(header.data(), 64);
+  f.write(w.out.data(), static_cast<std::streamsize>(plan_bytes));
+  std::string pad(static_cast<size_t>(data_start - 64 - plan_bytes), '\0');
+  f.write(pad.data(), static_cast<std::streamsize>(pad.size()));
+  uint64_t at = data_start;
+  for (size_t i = 0; i < plan.constants.size(); ++i) {
+    const Tensor& c = plan.constants[i];
+    std::string gap(static_cast<size_t>(data_start + offsets[i] - at), '\0');
+    f.write(gap.data(), static_cast<std::streamsize>(gap.size()));
+    if (c.nbytes() > 0) f.write(static_cast<const char*>(c.raw()), static_cast<std::streamsize>(c.nbytes()));
+    at = data_start + offsets[i] + c.nbytes();
+  }
+  std::string tail(static_cast<size_t>(total - at), '\0');
+  f.write(tail.data(), static_cast<std::streamsize>(tail.size()));
+  f.flush();
+  if (!f) throw Error(ErrorKind::kUsage, "error writing '" + path + "'");
+  return total;
+}
+
+ExecPlan read_plan_blob(const void* data, size_t size) {
+  const char* base = static_cast<const char*>(data);
+  if (size < 64 || std::memcmp(base, kMagic, 8) != 0)
+    throw Error(ErrorKind::kInvalidModel, "compiled model: no kiln plan (bad magic)");
+  uint32_t version;
+  uint64_t plan_bytes, total, data_start;
+  std::memcpy(&version, base + 8, 4);
+  std::memcpy(&plan_bytes, base + 16, 8);
+  std::memcpy(&total, base + 24, 8);
+  std::memcpy(&data_start, base + 32, 8);
+  if (version != kPlanBlobVersion)
+    throw Error(ErrorKind::kInvalidModel, "compiled model: plan format " + std::to_string(version) +
+                                              ", this runtime reads format " + std::to_string(kPlanBlobVersion) +
+                                              " (recompile the model)");
+  if (total > size || plan_bytes > size - 64 || data_start % kAlign != 0 || data_start > total) throw Error(ErrorKind::kInvalidModel, "compiled model: the plan is truncated");
+  Reader r(base + 64, static_cast<size_t>(plan_bytes));
+  ExecPlan p;
+  p.slots.resize(r.count(4));
+  for (auto& s : p.slots) {
+    s.tensor = r.pod<uint8_t>() != 0;
+    int32_t d = r.pod<int32_t>();
+    if (s.tensor && !dtype_is_valid(d)) corrupt("slot dtype");
+    s.dtype = static_cast<DType>(d);
+    s.dims = read_dims(r);
+    s.constant = r.pod<int32_t>();
+  }
+  const int32_t nslots = static_cast<int32_t>(p.slots.size());
+  auto check_slot = [&](int32_t s, bool allow_absent) {
+    if (s < (allow_absent ? -1 : 0) || s >= nslots) corrupt("slot index");
+  };
+  p.inputs = r.vec<int32_t>();
+  p.outputs = r.vec<int32_t>();
+  for (int32_t s : p.inputs) check_slot(s, false);
+  for (int32_t s : p.outputs) check_slot(s, false);
+  p.input_names = r.strs();
+  p.output_names = r.strs();
+  if (p.input_names.size() != p.inputs.size() || p.output_names.size() != p.outputs.size()) corrupt("names");
+  p.kernel_names = r.strs();
+  p.arena_bytes = r.pod<int64_t>();
+  if (p.arena_bytes < 0) corrupt("arena size");
+  p.steps.resize(r.count(4));
+  for (auto& st : p.steps) {
+    int32_t kind = r.pod<int32_t>();
+    if (kind < 0 || kind > 3) corrupt("step kind");
+    st.kind = static_cast<PlanStep::Kind>(kind);
+    st.name = r.str();
+    st.op = r.str();
+    st.kernel = r.pod<int32_t>();
+    if (st.kind == PlanStep::Kind::kKernel && (st.kernel < 0 || st.kernel >= static_cast<int32_t>(p.kernel_names.size())))
+      corrupt("kernel index");
+    st.args.resize(r.count(4));
+    for (auto& a : st.args) {
+      a.slot = r.pod<int32_t>();
+      a.constant = r.pod<int32_t>();
+      a.output = r.pod<uint8_t>() != 0;
+      a.graph_output = r.pod<uint8_t>() != 0;
+      a.arena_offset = r.pod<int64_t>();
+      a.dtype = read_dtype(r);
+      a.dims = read_dims(r);
+      if (a.constant < 0) check_slot(a.slot, false);
+    }
+    st.inputs = r.vec<int32_t>();
+    st.outputs = r.vec<int32_t>();
+    for (int32_t s : st.inputs) check_slot(s, true);
+    for (int32_t s : st.outputs) check_slot(s, true);
+    st.node = r.pod<int32_t>();
+    gemm_ops::GemmDesc& g = st.gemm;
+    int32_t gk = r.pod<int32_t>();
+    if (gk < 0 || gk > 2) corrupt("gemm kind");
+    g.kind = static_cast<gemm_ops::GemmKind>(gk);
+    g.trans_a = r.pod<uint8_t>() != 0;
+    g.trans_b = r.pod<uint8_t>() != 0;
+    g.alpha = r.pod<float>();
+    g.beta = r.pod<float>();
+    g.group = r.pod<int64_t>();
+    g.strides = r.vec<int64_t>();
+    g.dilations = r.vec<int64_t>();
+    g.pads = r.vec<int64_t>();
+    g.auto_pad = r.str();
+    g.operands.resize(r.count(5));
+    for (auto& o : g.operands) {
+      o.present = r.pod<uint8_t>() != 0;
+      o.dtype = read_dtype(r);
+      o.dims = read_dims(r);
+    }
+    g.out_dims = read_dims(r);
+    g.out_dtype = read_dtype(r);
+    st.free_after = r.vec<int32_t>();
+    for (int32_t s : st.free_after) check_slot(s, false);
+    if (st.kind == PlanStep::Kind::kGemm && (st.inputs.size() != g.operands.size() || st.outputs.size() != 1))
+      corrupt("gemm step");
+  }
+  p.constants.resize(r.count(4));
+  for (auto& c : p.constants) {
+    DType dt = read_dtype(r);
+    std::vector<int64_t> dims = read_dims(r);
+    uint64_t off = r.pod<uint64_t>(), nbytes = r.pod<uint64_t>();
+    if (off % kAlign != 0 || off > total - data_start || nbytes > total - data_start - off) corrupt("constant offset");
+    off += data_start;
+    c = Tensor::view(dt, std::move(dims), const_cast<char*>(base + off));
+    if (c.nbytes() != nbytes) corrupt("constant size");
+  }
+  const int32_t nconst = static_cast<int32_t>(p.constants.size());
+  for (const auto& s : p.slots)
+    if (s.constant < -1 || s.constant >= nconst) corrupt("constant index");
+  for (const auto& st : p.steps)
+    for (const auto& a : st.args)
+      if (a.constant < -1 || a.constant >= nconst) corrupt("constant index");
+  return p;
+}
+
+}  // namespace kiln

@@ -1,0 +1,366 @@
+// The C API (include/kiln/c_api.h) through the full library (kiln_capi): load errors (missing,
+// garbage, truncated library), metadata, run-time argument errors (status + message, no crash),
+// ONNX models, and an ahead-of-time compiled library (driver/aot.h) made here from a small
+// model, whose outputs must be bit-identical to the JIT compiled executor's, also when run from
+// several threads at once; and the runtime-only library's refusal of ONNX files.
+#include <dlfcn.h>
+#include <elf.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <unistd.h>
+
+#include "driver/aot.h"
+#include "frontend/onnx/onnx_io.h"
+#include "ir/text.h"
+#include "kiln/c_api.h"
+#include "pass/pass.h"
+#include "runtime/compiled_executor.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string rand_const(const std::vector<int64_t>& dims, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> uni(-1.0, 1.0);
+  std::ostringstream os;
+  int64_t n = 1;
+  os << "const f32[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    os << (i ? "," : "") << dims[i];
+    n *= dims[i];
+  }
+  os << "] [";
+  for (int64_t i = 0; i < n; ++i) os << (i ? ", " : "") << uni(rng);
+  os << "]";
+  return os.str();
+}
+
+// Conv (sgemm) -> Relu (a kernel; graph output y) -> Mul and a Gemm (graph output z).
+std::string model_text() {
+  std::mt19937_64 rng(11);
+  return "graph @g(%x: f32[1,3,8,8]) -> (%y: f32[1,4,8,8], %z: f32[1,5]) {\n"
+         "  %w = " + rand_const({4, 3, 3, 3}, rng) + "\n"
+         "  %b = " + rand_const({4}, rng) + "\n"
+         "  %g = " + rand_const({5, 256}, rng) + "\n"
+         "  %s = const i64[2] [1, 256]\n"
+         "  %c = Conv(%x, %w, %b) {pads=[1, 1, 1, 1]} : f32[1,4,8,8]\n"
+         "  %y = Relu(%c) : f32[1,4,8,8]\n"
+         "  %m = Mul(%y, %y) : f32[1,4,8,8]\n"
+         "  %f = Reshape(%m, %s) : f32[1,256]\n"
+         "  %z = Gemm(%f, %g) {transB=1} : f32[1,5]\n"
+         "  return %y, %z\n"
+         "}";
+}
+
+class CApi : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("kiln_capi_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    Model m = parse_model(model_text());
+    std::string bytes = serialize_onnx_model(m);
+    std::ofstream(dir_ / "small.onnx", std::ios::binary) << bytes;
+    AotOptions o;
+    compile_shared_library((dir_ / "small.onnx").string(), (dir_ / "small.so").string(), o);
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  static std::string path(const char* name) { return (dir_ / name).string(); }
+
+  // The JIT compiled executor's outputs for input x, on the same pass pipeline as the export.
+  static std::vector<Tensor> jit_outputs(const std::vector<float>& x) {
+    Model m = load_onnx_model(path("small.onnx"));
+    PassContext ctx;
+    run_passes(m, default_pipeline(), ctx);
+    CompiledExecutor ex(m);
+    Tensor t(DType::kFloat32, {1, 3, 8, 8});
+    std::memcpy(t.raw(), x.data(), t.nbytes());
+    std::vector<Tensor> out;
+    for (auto& v : ex.run({RtValue(t)})) out.push_back(v.tensor);
+    return out;
+  }
+
+  static fs::path dir_;
+};
+fs::path CApi::dir_;
+
+std::vector<float> input_values() {
+  std::vector<float> x(3 * 8 * 8);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+  return x;
+}
+
+kiln_tensor tensor(kiln_dtype dt, std::vector<int64_t> dims, void* data, size_t bytes) {
+  kiln_tensor t{};
+  t.dtype = dt;
+  t.rank = static_cast<int32_t>(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) t.dims[i] = dims[i];
+  t.data = data;
+  t.size_bytes = bytes;
+  return t;
+}
+
+// Runs model on x; returns the status, filling y and z.
+kiln_status run_small(kiln_model* model, std::vector<float>& x, std::vector<float>& y, std::vector<float>& z) {
+  y.assign(4 * 8 * 8, 0.0f);
+  z.assign(5, 0.0f);
+  kiln_tensor in = tensor(KILN_DTYPE_FLOAT32, {1, 3, 8, 8}, x.data(), x.size() * 4);
+  kiln_tensor out[2] = {tensor(KILN_DTYPE_FLOAT32, {}, y.data(), y.size() * 4),
+                        tensor(KILN_DTYPE_FLOAT32, {}, z.data(), z.size() * 4)};
+  return kiln_run(model, &in, 1, out, 2);
+}
+
+TEST_F(CApi, VersionAndNames) {
+  EXPECT_EQ(kiln_api_version(), KILN_C_API_VERSION);
+  EXPECT_STREQ(kiln_status_name(KILN_ERROR_BAD_INPUT), "bad input");
+  EXPECT_EQ(kiln_dtype_size(KILN_DTYPE_FLOAT32), 4u);
+  EXPECT_EQ(kiln_dtype_size(KILN_DTYPE_UNDEFINED), 0u);
+}
+
+TEST_F(CApi, LoadErrors) {
+  kiln_model* m = reinterpret_cast<kiln_model*>(0x1);
+  EXPECT_EQ(kiln_model_load_file(path("missing.so").c_str(), nullptr, &m), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_NE(std::string(kiln_last_error()).find("missing.so"), std::string::npos) << kiln_last_error();
+  EXPECT_EQ(kiln_model_load_file(nullptr, nullptr, &m), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_model_load_file(path("small.so").c_str(), nullptr, nullptr), KILN_ERROR_INVALID_ARGUMENT);
+
+  std::ofstream(path("garbage.onnx"), std::ios::binary) << "this is not a model at all";
+  EXPECT_EQ(kiln_model_load_file(path("garbage.onnx").c_str(), nullptr, &m), KILN_ERROR_INVALID_MODEL);
+  EXPECT_STRNE(kiln_last_error(), "");
+
+  std::ofstream(path("garbage.so"), std::ios::binary) << "\x7f" "ELF and then nothing that makes sense";
+  EXPECT_EQ(kiln_model_load_file(path("garbage.so").c_str(), nullptr, &m), KILN_ERROR_INVALID_MODEL);
+
+  // Truncated library: cut inside its loaded segments (the tail of the file may hold only
+  // symbols and debug info, which a library can do without), and down to its headers.
+  std::ifstream f(path("small.so"), std::ios::binary);
+  std::string so((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, so.data(), sizeof eh);
+  size_t loaded_end = 0;
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, so.data() + eh.e_phoff + static_cast<size_t>(i) * sizeof ph, sizeof ph);
+    if (ph.p_type == PT_LOAD) loaded_end = std::max<size_t>(loaded_end, ph.p_offset + ph.p_filesz);
+  }
+  ASSERT_GT(loaded_end, 4096u);
+  for (size_t keep : {loaded_end - 1, loaded_end / 2, size_t{4096}, size_t{100}}) {
+    std::ofstream(path("truncated.so"), std::ios::binary) << so.substr(0, keep);
+    EXPECT_EQ(kiln_model_load_file(path("truncated.so").c_str(), nullptr, &m), KILN_ERROR_INVALID_MODEL) << keep;
+    EXPECT_NE(std::string(kiln_last_error()).find("truncated"), std::string::npos) << kiln_last_error();
+    EXPECT_EQ(kiln_model_load_memory(so.data(), keep, nullptr, &m), KILN_ERROR_INVALID_MODEL) << keep;
+  }
+  // A shared library that is not a kiln model.
+  Dl_info libm;
+  ASSERT_NE(dladdr(dlsym(RTLD_DEFAULT, "cos"), &libm), 0);
+  EXPECT_EQ(kiln_model_load_file(libm.dli_fname, nullptr, &m), KILN_ERROR_INVALID_MODEL) << libm.dli_fname;
+  EXPECT_NE(std::string(kiln_last_error()).find("not a kiln compiled model"), std::string::npos) << kiln_last_error();
+
+  EXPECT_EQ(kiln_model_load_embedded(nullptr, &m), KILN_ERROR_UNSUPPORTED);
+  kiln_options bad = KILN_OPTIONS_INIT;
+  bad.threads = -1;
+  EXPECT_EQ(kiln_model_load_file(path("small.so").c_str(), &bad, &m), KILN_ERROR_INVALID_ARGUMENT);
+}
+
+void check_metadata(kiln_model* m) {
+  ASSERT_EQ(kiln_model_num_inputs(m), 1u);
+  ASSERT_EQ(kiln_model_num_outputs(m), 2u);
+  kiln_tensor_info info;
+  ASSERT_EQ(kiln_model_input_info(m, 0, &info), KILN_OK);
+  EXPECT_STREQ(info.name, "x");
+  EXPECT_EQ(info.dtype, KILN_DTYPE_FLOAT32);
+  EXPECT_EQ(std::vector<int64_t>(info.dims, info.dims + info.rank), (std::vector<int64_t>{1, 3, 8, 8}));
+  ASSERT_EQ(kiln_model_output_info(m, 1, &info), KILN_OK);
+  EXPECT_STREQ(info.name, "z");
+  EXPECT_EQ(std::vector<int64_t>(info.dims, info.dims + info.rank), (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(kiln_model_output_info(m, 2, &info), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("out of range"), std::string::npos);
+}
+
+void check_run_errors(kiln_model* m) {
+  std::vector<float> x = input_values(), y(256), z(5);
+  kiln_tensor in = tensor(KILN_DTYPE_FLOAT32, {1, 3, 8, 8}, x.data(), x.size() * 4);
+  kiln_tensor out[2] = {tensor(KILN_DTYPE_FLOAT32, {}, y.data(), y.size() * 4),
+                        tensor(KILN_DTYPE_FLOAT32, {}, z.data(), z.size() * 4)};
+  // Output too small.
+  out[1].size_bytes = 16;
+  EXPECT_EQ(kiln_run(m, &in, 1, out, 2), KILN_ERROR_BAD_INPUT);
+  EXPECT_NE(std::string(kiln_last_error()).find("needs 20 bytes"), std::string::npos) << kiln_last_error();
+  out[1].size_bytes = 20;
+  // Wrong output dtype.
+  out[0].dtype = KILN_DTYPE_INT32;
+  EXPECT_EQ(kiln_run(m, &in, 1, out, 2), KILN_ERROR_BAD_INPUT);
+  EXPECT_NE(std::string(kiln_last_error()).find("dtype"), std::string::npos) << kiln_last_error();
+  out[0].dtype = KILN_DTYPE_FLOAT32;
+  // Input: wrong shape, too few bytes, wrong dtype, NULL data; wrong counts.
+  in.dims[2] = 9;
+  EXPECT_EQ(kiln_run(m, &in, 1, out, 2), KILN_ERROR_BAD_INPUT);
+  EXPECT_NE(std::string(kiln_last_error()).find("shape"), std::string::npos) << kiln_last_error();
+  in.dims[2] = 8;
+  in.size_bytes = 100;
+  EXPECT_EQ(kiln_run(m, &in, 1, out, 2), KILN_ERROR_BAD_INPUT);
+  in.size_bytes = x.size() * 4;
+  in.dtype = KILN_DTYPE_FLOAT64;
+  EXPECT_EQ(kiln_run(m, &in, 1, out, 2), KILN_ERROR_BAD_INPUT);
+  in.dtype = KILN_DTYPE_FLOAT32;
+  in.data = nullptr;
+  EXPECT_EQ(kiln_run(m, &in, 1, out, 2), KILN_ERROR_INVALID_ARGUMENT);
+  in.data = x.data();
+  EXPECT_EQ(kiln_run(m, &in, 0, out, 2), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_run(m, &in, 1, out, 1), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_run(m, nullptr, 1, out, 2), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kiln_run(nullptr, &in, 1, out, 2), KILN_ERROR_INVALID_ARGUMENT);
+  // And then a good run.
+  EXPECT_EQ(kiln_run(m, &in, 1, out, 2), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(out[1].rank, 2);
+  EXPECT_EQ(out[1].dims[1], 5);
+}
+
+TEST_F(CApi, CompiledLibraryMatchesJitBitForBit) {
+  kiln_model* m = nullptr;
+  kiln_options o = KILN_OPTIONS_INIT;
+  o.pack_weights_at_load = 1;  // the memory load below packs lazily (the default)
+  o.threads = 2;
+  ASSERT_EQ(kiln_model_load_file(path("small.so").c_str(), &o, &m), KILN_OK) << kiln_last_error();
+  check_metadata(m);
+  check_run_errors(m);
+  std::vector<float> x = input_values(), y, z;
+  ASSERT_EQ(run_small(m, x, y, z), KILN_OK) << kiln_last_error();
+  std::vector<Tensor> want = jit_outputs(x);
+  ASSERT_EQ(want.size(), 2u);
+  EXPECT_EQ(std::memcmp(want[0].raw(), y.data(), y.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(want[1].raw(), z.data(), z.size() * 4), 0);
+
+  // Several threads on one model: same bits.
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 5; ++rep) {
+        std::vector<float> xi = input_values(), yi, zi;
+        ok[static_cast<size_t>(t)] += run_small(m, xi, yi, zi) == KILN_OK && yi == y && zi == z;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok, (std::vector<int>{5, 5, 5, 5}));
+  kiln_model_free(m);
+
+  // From memory (memfd), and through CompiledLibrary.
+  std::ifstream f(path("small.so"), std::ios::binary);
+  std::string so((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(kiln_model_load_memory(so.data(), so.size(), nullptr, &m), KILN_OK) << kiln_last_error();
+  std::vector<float> y2, z2;
+  ASSERT_EQ(run_small(m, x, y2, z2), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(y2, y);
+  EXPECT_EQ(z2, z);
+  kiln_model_free(m);
+  auto lib = CompiledLibrary::open(path("small.so"));
+  Tensor xt(DType::kFloat32, {1, 3, 8, 8});
+  std::memcpy(xt.raw(), x.data(), xt.nbytes());
+  auto outs = lib->run({xt});
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_EQ(std::memcmp(outs[1].raw(), z.data(), z.size() * 4), 0);
+}
+
+TEST_F(CApi, OnnxModel) {
+  kiln_model* m = nullptr;
+  ASSERT_EQ(kiln_model_load_file(path("small.onnx").c_str(), nullptr, &m), KILN_OK) << kiln_last_error();
+  check_metadata(m);
+  check_run_errors(m);
+  std::vector<float> x = input_values(), y, z;
+  ASSERT_EQ(run_small(m, x, y, z), KILN_OK) << kiln_last_error();
+  std::vector<Tensor> want = jit_outputs(x);
+  EXPECT_EQ(std::memcmp(want[0].raw(), y.data(), y.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(want[1].raw(), z.data(), z.size() * 4), 0);
+  kiln_model_free(m);
+  std::ifstream f(path("small.onnx"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(kiln_model_load_memory(bytes.data(), bytes.size(), nullptr, &m), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(run_small(m, x, y, z), KILN_OK) << kiln_last_error();
+  EXPECT_EQ(std::memcmp(want[1].raw(), z.data(), z.size() * 4), 0);
+  kiln_model_free(m);
+}
+
+TEST_F(CApi, CompiledExecutorWritesCallerOutputs) {
+  Model m = load_onnx_model(path("small.onnx"));
+  PassContext ctx;
+  run_passes(m, default_pipeline(), ctx);
+  CompiledExecutor ex(m);
+  std::vector<float> x = input_values(), y(256), z(5);
+  Tensor t(DType::kFloat32, {1, 3, 8, 8});
+  std::memcpy(t.raw(), x.data(), t.nbytes());
+  auto got = ex.run({RtValue(t)}, {OutputBuffer{y.data(), y.size() * 4}, OutputBuffer{z.data(), z.size() * 4}});
+  EXPECT_EQ(got[0].tensor.raw(), y.data());
+  EXPECT_EQ(got[1].tensor.raw(), z.data());
+  auto want = ex.run({RtValue(t)});
+  EXPECT_EQ(std::memcmp(want[0].tensor.raw(), y.data(), y.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(want[1].tensor.raw(), z.data(), z.size() * 4), 0);
+  try {
+    ex.run({RtValue(t)}, {OutputBuffer{y.data(), 8}, OutputBuffer{}});
+    ADD_FAILURE() << "no error for a small output buffer";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+  }
+}
+
+TEST_F(CApi, RuntimeOnlyLibraryRefusesOnnx) {
+  void* dl = dlopen(KILN_RUNTIME_SHARED, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(dl, nullptr) << dlerror();
+  auto load = reinterpret_cast<decltype(&kiln_model_load_file)>(dlsym(dl, "kiln_model_load_file"));
+  auto last_error = reinterpret_cast<decltype(&kiln_last_error)>(dlsym(dl, "kiln_last_error"));
+  auto run = reinterpret_cast<decltype(&kiln_run)>(dlsym(dl, "kiln_run"));
+  auto free_model = reinterpret_cast<decltype(&kiln_model_free)>(dlsym(dl, "kiln_model_free"));
+  ASSERT_TRUE(load && last_error && run && free_model);
+  EXPECT_EQ(dlsym(dl, "kiln_parallel_for"), nullptr);  // only the C API is exported
+  kiln_model* m = nullptr;
+  EXPECT_EQ(load(path("small.onnx").c_str(), nullptr, &m), KILN_ERROR_UNSUPPORTED);
+  EXPECT_NE(std::string(last_error()).find("runtime-only library"), std::string::npos) << last_error();
+  ASSERT_EQ(load(path("small.so").c_str(), nullptr, &m), KILN_OK) << last_error();
+  std::vector<float> x = input_values(), y(256), z(5);
+  kiln_tensor in = tensor(KILN_DTYPE_FLOAT32, {1, 3, 8, 8}, x.data(), x.size() * 4);
+  kiln_tensor out[2] = {tensor(KILN_DTYPE_FLOAT32, {}, y.data(), y.size() * 4),
+                        tensor(KILN_DTYPE_FLOAT32, {}, z.data(), z.size() * 4)};
+  EXPECT_EQ(run(m, &in, 1, out, 2), KILN_OK) << last_error();
+  std::vector<Tensor> want = jit_outputs(x);
+  EXPECT_EQ(std::memcmp(want[1].raw(), z.data(), z.size() * 4), 0);
+  free_model(m);
+}
+
+TEST(Aot, FallbackNodesCannotBeExported) {
+  fs::path dir = fs::temp_directory_path() / ("kiln_aot_fallback_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  // TopK runs on its reference kernel.
+  Model m = parse_model(R"(graph @g(%x: f32[1,10]) -> (%v: f32[1,3], %i: i64[1,3]) {
+    %k = const i64[1] [3]
+    %v, %i = TopK(%x, %k) : f32[1,3], i64[1,3]
+    return %v, %i
+  })");
+  std::ofstream((dir / "topk.onnx").string(), std::ios::binary) << serialize_onnx_model(m);
+  try {
+    compile_shared_library((dir / "topk.onnx").string(), (dir / "topk.so").string(), AotOptions());
+    ADD_FAILURE() << "exported a model with a reference-kernel node";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("ahead-of-time export of TopK (node"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("reference kernel"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir / "topk.so"));
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,120 @@
+// Depthwise conv kernels (kernels/x86/f32_depthwise.h) against a double-precision naive
+// reference: odd H/W, W below and around the vector width, pads 0-2 (asymmetric), strides 1-3,
+// dilation, kernels 1x1 to 7x7, bias / no bias, clamp epilogue, batch > 1, 1 and 2 threads.
+// The AVX-512 kernel is skipped on CPUs without it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "kernels/x86/f32_depthwise.h"
+
+namespace kiln::kernels {
+namespace {
+
+using Kernel = void (*)(const DepthwiseGeom&, const float*, const float*, float*, const DepthwiseEpilogue&,
+                        const ParallelFor&);
+
+// Splits [0, n) into two halves run on two threads.
+void two_threads(int64_t n, std::function<void(int64_t, int64_t)> fn) {
+  std::thread t([&] { fn(0, n / 2); });
+  fn(n / 2, n);
+  t.join();
+}
+
+struct Case {
+  int64_t n, c, h, w, k_h, k_w, s_h, s_w, d_h, d_w, pt, pl, pb, pr;
+  bool bias, clamp;
+};
+
+void check(const Case& cs, Kernel kernel, bool threaded) {
+  DepthwiseGeom g;
+  g.n = cs.n, g.c = cs.c, g.h = cs.h, g.w = cs.w, g.kh = cs.k_h, g.kw = cs.k_w;
+  g.sh = cs.s_h, g.sw = cs.s_w, g.dh = cs.d_h, g.dw = cs.d_w, g.pt = cs.pt, g.pl = cs.pl;
+  g.ho = (cs.h + cs.pt + cs.pb - (cs.k_h - 1) * cs.d_h - 1) / cs.s_h + 1;
+  g.wo = (cs.w + cs.pl + cs.pr - (cs.k_w - 1) * cs.d_w - 1) / cs.s_w + 1;
+  ASSERT_TRUE(depthwise_geom_ok(g));
+  std::mt19937 rng(static_cast<unsigned>(cs.h * 131 + cs.w * 7 + cs.k_w));
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> x(g.n * g.c * g.h * g.w), w(g.c * g.kh * g.kw), b(g.c);
+  for (auto& v : x) v = dist(rng);
+  for (auto& v : w) v = dist(rng);
+  for (auto& v : b) v = dist(rng);
+  DepthwiseEpilogue ep;
+  if (cs.bias) ep.bias = b.data();
+  if (cs.clamp) ep.lo = -0.25f, ep.hi = 0.5f;
+  std::vector<float> y(g.n * g.c * g.ho * g.wo, 1e30f);
+  kernel(g, x.data(), w.data(), y.data(), ep, threaded ? ParallelFor(two_threads) : ParallelFor());
+  for (int64_t p = 0; p < g.n * g.c; ++p)
+    for (int64_t oy = 0; oy < g.ho; ++oy)
+      for (int64_t ox = 0; ox < g.wo; ++ox) {
+        const int64_t ch = p % g.c;
+        double acc = cs.bias ? b[ch] : 0.0;
+        for (int64_t i = 0; i < g.kh; ++i)
+          for (int64_t j = 0; j < g.kw; ++j) {
+            const int64_t iy = oy * g.sh - g.pt + i * g.dh, ix = ox * g.sw - g.pl + j * g.dw;
+            if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w)
+              acc += double(x[(p * g.h + iy) * g.w + ix]) * w[(ch * g.kh + i) * g.kw + j];
+          }
+        if (cs.clamp) acc = std::min(std::max(acc, -0.25), 0.5);
+        const float got = y[(p * g.ho + oy) * g.wo + ox];
+        ASSERT_NEAR(got, acc, 1e-4) << "plane " << p << " at (" << oy << ", " << ox << ") of " << g.ho << "x"
+                                    << g.wo << ", input " << g.h << "x" << g.w << ", kernel " << g.kh << "x"
+                                    << g.kw << ", stride " << g.sh << "," << g.sw;
+      }
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v = {
+      // MobileNet-like 3x3, pad 1, stride 1 and 2, with bias + clamp (ReLU6-style).
+      {1, 32, 112, 112, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true, true},
+      {1, 19, 15, 15, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true},
+      {2, 5, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false},
+      // W smaller than, equal to, and just above the vector width; odd sizes.
+      {1, 3, 5, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
+      {1, 3, 9, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true},
+      {1, 3, 9, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
+      {1, 2, 33, 65, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, true, false},
+      {1, 2, 31, 79, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, false, false},
+      // No padding, asymmetric padding, stride 3, dilation 2, 1x1 and 7x7, non-square kernels.
+      {1, 4, 12, 12, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, true, false},
+      {1, 4, 12, 13, 3, 3, 1, 2, 1, 1, 0, 1, 2, 0, true, false},
+      {1, 3, 20, 37, 3, 3, 3, 3, 1, 1, 1, 2, 0, 1, false, false},
+      {1, 3, 20, 37, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, true, false},
+      {1, 3, 20, 37, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, true, true},
+      {1, 6, 9, 10, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true, false},
+      {1, 6, 9, 10, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, false, false},
+      {1, 3, 14, 14, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, true, false},
+      {1, 3, 11, 40, 1, 5, 1, 1, 1, 1, 0, 2, 0, 2, true, false},
+      {1, 3, 11, 40, 5, 1, 1, 2, 1, 1, 2, 0, 2, 0, false, true},
+      // A 1x1 input with padding (only the centre tap sees data), and a single output row.
+      {1, 17, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
+      {3, 2, 3, 50, 3, 3, 1, 1, 1, 1, 0, 1, 0, 1, true, false},
+  };
+  return v;
+}
+
+TEST(Depthwise, GenericMatchesReference) {
+  for (const Case& c : cases()) {
+    check(c, depthwise_conv2d_f32_generic, false);
+    check(c, depthwise_conv2d_f32_generic, true);
+  }
+}
+
+TEST(Depthwise, Avx512MatchesReference) {
+  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  for (const Case& c : cases()) {
+    check(c, depthwise_conv2d_f32_avx512f, false);
+    check(c, depthwise_conv2d_f32_avx512f, true);
+  }
+}
+
+TEST(Depthwise, DispatchMatchesReference) {
+  for (const Case& c : cases()) check(c, depthwise_conv2d_f32, true);
+}
+
+}  // namespace
+}  // namespace kiln::kernels
