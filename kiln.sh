@@ -19,6 +19,9 @@ APT_PACKAGES=(cmake ninja-build ccache g++ clang libclang-rt-14-dev pkg-config
 TEST_APT_PACKAGES=(python3-torch python3-torchvision python3-onnx chromium)
 PIP_PACKAGES=(numpy onnx onnxruntime pytest)
 
+# ccache: the Python package's build dir (build/python) reuses the preset's objects.
+export CCACHE_NOHASHDIR=true
+
 log() { printf '\033[1m[kiln]\033[0m %s\n' "$*" >&2; }
 
 apt_install() {
@@ -68,6 +71,8 @@ case "$cmd" in
     log "running tests"
     export KILN_PYTHON="$VENV/bin/python"
     ctest --test-dir "build/$PRESET" --output-on-failure -j 2 "$@"
+    log "testing the Python package (pip install . into a clean virtualenv, then pytest)"
+    scripts/test_python_package.sh
     ;;
   *)
     echo "usage: ./kiln.sh [setup|build|demo|test]" >&2

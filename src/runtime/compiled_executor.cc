@@ -85,6 +85,9 @@ struct CompiledExecutor::Plan {
   std::vector<tir::PrimFunc> funcs;
   std::unique_ptr<codegen::JitModule> module;
   CompileStats stats;
+  // Shapes in this plan's signature depend on input values (a fallback step disagreed with the
+  // learned shapes once): runs with this signature go to the reference interpreter.
+  bool value_dependent = false;
 };
 
 CompiledExecutor::CompiledExecutor(const Model& model, CompiledOptions opts) : model_(model), opts_(opts) {
@@ -96,6 +99,7 @@ CompiledExecutor::CompiledExecutor(const Model& model, CompiledOptions opts) : m
   io.profile = opts.profile;
   auto interp = std::make_unique<Interpreter>(model, io);
   if (has_subgraphs(*model.graph)) interp_ = std::move(interp);
+  else reference_ = std::move(interp);
 }
 
 CompiledExecutor::~CompiledExecutor() = default;
@@ -122,22 +126,9 @@ std::vector<RtValue> CompiledExecutor::run(const std::vector<RtValue>& feeds_in,
     throw Error(ErrorKind::kUsage, "the model has " + std::to_string(g.outputs.size()) + " outputs, got " +
                                        std::to_string(outputs.size()) + " output buffers");
   if (interp_) {
-    auto out = interp_->run(feeds_in);
-    timings_ = interp_->timings();
     stats_ = CompileStats();
     stats_.fallback_nodes = static_cast<int>(g.nodes.size());
-    for (size_t i = 0; i < outputs.size() && i < out.size(); ++i) {
-      if (!outputs[i].data) continue;
-      if (!out[i].is_tensor())
-        throw Error(ErrorKind::kBadInput, "output '" + g.outputs[i]->name + "' is not a tensor");
-      const Tensor& t = out[i].tensor;
-      if (t.nbytes() > outputs[i].bytes)
-        throw Error(ErrorKind::kBadInput, "output '" + g.outputs[i]->name + "' needs " + std::to_string(t.nbytes()) +
-                                              " bytes, the buffer has " + std::to_string(outputs[i].bytes));
-      if (t.nbytes() > 0) std::memcpy(outputs[i].data, t.raw(), t.nbytes());
-      out[i].tensor = Tensor::view(t.dtype(), t.dims(), outputs[i].data);
-    }
-    return out;
+    return run_reference(*interp_, feeds_in, outputs);
   }
   if (feeds_in.size() != g.inputs.size())
     throw Error(ErrorKind::kBadInput, "the model has " + std::to_string(g.inputs.size()) + " inputs, got " +
@@ -162,8 +153,38 @@ std::vector<RtValue> CompiledExecutor::run(const std::vector<RtValue>& feeds_in,
   Plan& plan = *cache_.front().second;
   last_plan_ = &plan;
   stats_ = plan.stats;
-  ScopedThreadPool scope(pool_.get());
-  return execute(plan, feeds, outputs);
+  if (!plan.value_dependent) {
+    try {
+      ScopedThreadPool scope(pool_.get());
+      return execute(plan, feeds, outputs);
+    } catch (const PlanShapeMismatch& e) {
+      // NonZero, Unique, ... with the same input shapes but other values: the learned shapes do
+      // not hold, so this signature runs on the reference interpreter from now on.
+      log(std::string("value-dependent shapes, running on the interpreter: ") + e.what());
+      plan.value_dependent = true;
+    }
+  }
+  stats_.fallback_nodes += stats_.generated_nodes + stats_.gemm_nodes;
+  stats_.generated_nodes = stats_.gemm_nodes = 0;
+  return run_reference(*reference_, feeds, outputs);
+}
+
+std::vector<RtValue> CompiledExecutor::run_reference(Interpreter& interp, const std::vector<RtValue>& feeds,
+                                                     const std::vector<OutputBuffer>& outputs) {
+  const Graph& g = *model_.graph;
+  auto out = interp.run(feeds);
+  timings_ = interp.timings();
+  for (size_t i = 0; i < outputs.size() && i < out.size(); ++i) {
+    if (!outputs[i].data) continue;
+    if (!out[i].is_tensor()) throw Error(ErrorKind::kBadInput, "output '" + g.outputs[i]->name + "' is not a tensor");
+    const Tensor& t = out[i].tensor;
+    if (t.nbytes() > outputs[i].bytes)
+      throw Error(ErrorKind::kBadInput, "output '" + g.outputs[i]->name + "' needs " + std::to_string(t.nbytes()) +
+                                            " bytes, the buffer has " + std::to_string(outputs[i].bytes));
+    if (t.nbytes() > 0) std::memcpy(outputs[i].data, t.raw(), t.nbytes());
+    out[i].tensor = Tensor::view(t.dtype(), t.dims(), outputs[i].data);
+  }
+  return out;
 }
 
 // ---- plan building ---------------------------------------------------------------------------
@@ -223,39 +244,25 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     return out;
   };
 
-  // S1: a reference run learns every value's dtype and dims.
+  // S1: a reference run learns every value's dtype and dims (same errors as the interpreter).
   auto t0 = Clock::now();
-  {
-    std::vector<RtValue> env(nslots);
-    for (size_t i = 0; i < g.inputs.size(); ++i) env[static_cast<size_t>(slot_of[g.inputs[i]])] = feeds[i];
-    for (size_t s = 0; s < nslots; ++s)
-      if (values[s]->is_constant()) env[s] = RtValue(values[s]->initializer);
-    for (const auto& n : g.nodes) {
-      const OpSchema* schema = reg.find(n->domain, n->op_type, model_.opset(n->domain));
-      KILN_CHECK(schema != nullptr);
-      plan->schemas.push_back(schema);
-      std::vector<const RtValue*> ins;
-      for (const Value* v : n->inputs) ins.push_back(v ? &env[static_cast<size_t>(slot_of[v])] : nullptr);
-      std::vector<RtValue> outs;
-      try {
-        outs = evaluate_node(*n, *schema, model_.opset(n->domain), ins);
-      } catch (const Error& e) {
-        throw e.with_context(node_location(*n));
-      } catch (const std::bad_alloc&) {
-        throw Error(ErrorKind::kBadInput, "out of memory while computing the outputs", node_location(*n));
-      } catch (const std::exception& e) {
-        throw Error(ErrorKind::kInternal, e.what(), node_location(*n));
-      }
-      for (size_t i = 0; i < n->outputs.size() && i < outs.size(); ++i)
-        if (n->outputs[i]) env[static_cast<size_t>(slot_of[n->outputs[i]])] = std::move(outs[i]);
-    }
-    for (size_t s = 0; s < nslots; ++s)
-      if (env[s].is_tensor()) {
-        ex.slots[s].tensor = true;
-        ex.slots[s].dims = env[s].tensor.dims();
-        ex.slots[s].dtype = env[s].tensor.dtype();
-      }
+  for (const auto& n : g.nodes) {
+    const OpSchema* schema = reg.find(n->domain, n->op_type, model_.opset(n->domain));
+    KILN_CHECK(schema != nullptr);
+    plan->schemas.push_back(schema);
   }
+  auto learn = [&](const Value* v, const RtValue& r) {
+    auto it = slot_of.find(v);
+    if (it == slot_of.end() || !r.is_tensor()) return;
+    PlanSlot& ps = ex.slots[static_cast<size_t>(it->second)];
+    ps.tensor = true;
+    ps.dims = r.tensor.dims();
+    ps.dtype = r.tensor.dtype();
+  };
+  for (size_t i = 0; i < g.inputs.size(); ++i) learn(g.inputs[i], feeds[i]);
+  for (size_t s = 0; s < nslots; ++s)
+    if (values[s]->is_constant()) learn(values[s], RtValue(values[s]->initializer));
+  reference_->run(feeds, [&](const Value& v, const RtValue& r) { learn(&v, r); });
   plan->stats.shapes_ms = ms_since(t0);
 
   // Consumers of each value (node indices); graph outputs count as a consumer "after the end".

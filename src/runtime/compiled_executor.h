@@ -88,11 +88,15 @@ class CompiledExecutor {
   std::unique_ptr<Plan> build_plan(const std::vector<RtValue>& feeds);
   std::vector<RtValue> execute(Plan& plan, const std::vector<RtValue>& feeds,
                                const std::vector<OutputBuffer>& outputs);
+  // The whole run on the reference interpreter (nested graphs, value-dependent shapes).
+  std::vector<RtValue> run_reference(Interpreter& interp, const std::vector<RtValue>& feeds,
+                                     const std::vector<OutputBuffer>& outputs);
 
   const Model& model_;
   CompiledOptions opts_;
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<Interpreter> interp_;  // models with nested graphs
+  std::unique_ptr<Interpreter> interp_;     // models with nested graphs: every run
+  std::unique_ptr<Interpreter> reference_;  // other models: runs whose plan cannot hold (see run)
   std::list<std::pair<std::string, std::unique_ptr<Plan>>> cache_;  // most recent first
   const Plan* last_plan_ = nullptr;
   CompileStats stats_;

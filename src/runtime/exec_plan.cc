@@ -135,10 +135,10 @@ std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& fe
           const char* p = static_cast<const char*>(r.tensor.raw());
           if (p && p >= arena_lo && p < arena_hi) r.tensor = r.tensor.clone();
           if (plan.slots[s].tensor && r.tensor.dims() != plan.slots[s].dims)
-            throw Error(ErrorKind::kUnsupported,
-                        "output shape depends on input values (" + dims_to_string(r.tensor.dims()) + " vs planned " +
-                            dims_to_string(plan.slots[s].dims) + "); use --engine interp",
-                        step_location(st));
+            throw PlanShapeMismatch(ErrorKind::kUnsupported,
+                                    "output shape depends on input values (" + dims_to_string(r.tensor.dims()) +
+                                        " vs planned " + dims_to_string(plan.slots[s].dims) + ")",
+                                    step_location(st));
         }
         env[s] = std::move(r);
       }

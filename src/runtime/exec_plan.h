@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/value.h"
 #include "runtime/gemm_ops.h"
 
@@ -77,6 +78,13 @@ struct ExecPlan {
   void make_gemm_ops();
   void make_gemm_op(PlanStep& step);
   bool has_fallback() const;
+};
+
+// A fallback step produced a shape other than the planned one: the model's shapes depend on
+// input values, so the plan (built for the shapes of one run) does not fit this run.
+class PlanShapeMismatch : public Error {
+ public:
+  using Error::Error;
 };
 
 // Caller memory for one output (data null: a fresh tensor).

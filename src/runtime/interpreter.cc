@@ -177,6 +177,15 @@ const Interpreter::GraphPlan& Interpreter::plan_for(const Graph& g) {
   return *it->second;
 }
 
+std::vector<RtValue> Interpreter::run(const std::vector<RtValue>& feeds, const ValueObserver& observe) {
+  struct Reset {
+    const ValueObserver*& slot;
+    ~Reset() { slot = nullptr; }
+  } reset{observe_};
+  observe_ = &observe;
+  return run(feeds);
+}
+
 std::vector<RtValue> Interpreter::run(const std::vector<RtValue>& feeds) {
   const Graph& g = *model_.graph;
   if (feeds.size() != g.inputs.size())
@@ -282,6 +291,7 @@ void Interpreter::run_node(const Node& node, const OpSchema& schema, Env& env) {
       throw Error(ErrorKind::kInternal, "kernel did not produce output #" + std::to_string(i),
                   node_location(node));
     if (all_fixed && r.is_tensor() && is_float(r.tensor.dtype()) && may_fix_outputs(node)) env.fixed.insert(v);
+    if (observe_ && !env.parent) (*observe_)(*v, r);
     env.values[v] = std::move(r);
   }
 }

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -42,6 +43,10 @@ class Interpreter {
   // Runs the main graph. `feeds` is parallel to inputs(); a None entry uses the initializer
   // default (error if there is none). Checks dtypes and static dims of the feeds (kBadInput).
   std::vector<RtValue> run(const std::vector<RtValue>& feeds);
+  // Same, calling `observe` with every value of the main graph that a node computes, before it
+  // may be freed (the compiled executor learns shapes this way).
+  using ValueObserver = std::function<void(const Value& value, const RtValue& computed)>;
+  std::vector<RtValue> run(const std::vector<RtValue>& feeds, const ValueObserver& observe);
   const std::vector<NodeTiming>& timings() const { return timings_; }
 
  private:
@@ -57,6 +62,7 @@ class Interpreter {
   std::mt19937_64 rng_;
   std::unordered_map<const Graph*, std::unique_ptr<GraphPlan>> plans_;
   std::vector<NodeTiming> timings_;
+  const ValueObserver* observe_ = nullptr;  // during run(feeds, observe)
 };
 
 // Checks that a fed value matches the declared type of a graph input (kBadInput otherwise).

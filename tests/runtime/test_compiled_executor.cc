@@ -111,6 +111,33 @@ TEST(CompiledExecutor, Reduction) {
   EXPECT_EQ(s.fallback_nodes, 0);
 }
 
+// NonZero's output shape depends on the values: a second input of the same shape with another
+// number of non-zeros cannot use the learned plan, and runs on the interpreter instead.
+TEST(CompiledExecutor, ValueDependentShapesFallBackToTheInterpreter) {
+  Model m = prepare(R"(model ir=8 opsets={"": 13}
+  graph @g(%x: f32[6]) -> (%y: f32[?]) {
+    %shape = const i64[1] [-1]
+    %nz = NonZero(%x) : i64[1,?]
+    %flat = Reshape(%nz, %shape) : i64[?]
+    %f = Cast(%flat) {to=1} : f32[?]
+    %y = Add(%f, %f) : f32[?]
+    return %y
+  })");
+  Interpreter interp(m);
+  CompiledExecutor exec(m);
+  auto feed = [](std::vector<float> v) {
+    Tensor t(DType::kFloat32, {6});
+    for (size_t i = 0; i < v.size(); ++i) t.set_double(static_cast<int64_t>(i), v[i]);
+    return std::vector<RtValue>{RtValue(t)};
+  };
+  auto a = feed({1, 0, 2, 0, 0, 3}), b = feed({0, 0, 0, 0, 5, 0});
+  expect_close(exec.run(a), interp.run(a), "three non-zeros");
+  expect_close(exec.run(b), interp.run(b), "one non-zero");
+  expect_close(exec.run(a), interp.run(a), "three non-zeros again");
+  EXPECT_EQ(exec.cached_plans(), 1u);
+  EXPECT_EQ(exec.stats().generated_nodes, 0);  // that signature now runs on the interpreter
+}
+
 TEST(CompiledExecutor, Softmax) {
   auto s = check(R"(model ir=8 opsets={"": 13}
   graph @g(%x: f32[3,9]) -> (%y: f32[3,9], %z: f32[3,9]) {

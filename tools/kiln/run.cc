@@ -18,7 +18,7 @@ struct RunArgs {
   std::string model;
   std::vector<std::string> inputs;
   std::string output_dir;
-  std::string engine = "interp";
+  std::string engine = "compiled";
   int threads = 1;
   uint64_t seed = 0;
   int repeat = 1;
@@ -150,7 +150,7 @@ void add_run_command(CLI::App& app, Action& action) {
                   "input value file (.pb TensorProto/SequenceProto/OptionalProto binds by its embedded name, "
                   "otherwise by position; .npy binds by position); repeatable");
   cmd->add_option("-o,--output-dir", args->output_dir, "write each output as DIR/<name>.pb and .npy");
-  cmd->add_option("--engine", args->engine, "interp (reference interpreter) or compiled")
+  cmd->add_option("--engine", args->engine, "compiled (default: generated kernels and microkernels, falling back to reference kernels per node) or interp (the reference interpreter)")
       ->capture_default_str()->check(CLI::IsMember({"interp", "compiled"}));
   cmd->add_option("--threads", args->threads, "worker threads (the interpreter uses one)")
       ->capture_default_str()->check(CLI::Range(1, 1024));
