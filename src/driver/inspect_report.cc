@@ -33,8 +33,9 @@ nlohmann::json type_json(const Type& t) {
   return j;
 }
 
-// Values for the named dims of the model's inputs: 1 unless `given` says otherwise.
-std::map<std::string, int64_t> dim_bindings(const Graph& g, const std::map<std::string, int64_t>& given) {
+}  // namespace
+
+std::map<std::string, int64_t> bind_input_dims(const Graph& g, const std::map<std::string, int64_t>& given) {
   std::map<std::string, int64_t> out;
   for (const std::string& s : dim_symbols(g)) out[s] = 1;
   for (const auto& [name, v] : given) {
@@ -46,40 +47,62 @@ std::map<std::string, int64_t> dim_bindings(const Graph& g, const std::map<std::
   return out;
 }
 
-}  // namespace
-
-std::string inspect_report_json(const std::string& path, const InspectReportOptions& opts, int indent) {
-  Model m = load_onnx_model(path);
-  ModelInfo info = analyze_model(m);
-  const Graph& g = *m.graph;
-  // As in the CLI: the pipeline runs on a second copy so that the facts above describe the model
-  // as stored; the memory plan comes from a third copy with the named dims bound, re-run while
-  // folding makes progress.
-  Model opt = load_onnx_model(path);
-  PassContext ctx;
-  run_passes(opt, default_pipeline(), ctx);
-  const size_t nodes_after = analyze_model(opt).node_count;
-  const auto bindings = dim_bindings(g, opts.dims);
-  MemoryInfo mem;
-  Model bound = load_onnx_model(path);
-  bind_dims(bound, bindings);
-  for (int round = 0; round < 64; ++round) {
-    PassContext bound_ctx;
-    run_passes(bound, default_pipeline(), bound_ctx);
-    MemoryInfo next = analyze_memory(bound, bindings);
-    bool progress = round == 0 || next.unplanned_values < mem.unplanned_values;
-    mem = next;
-    if (!progress) break;
+InspectReport inspect_model(const std::string& path, const InspectReportOptions& opts) {
+  InspectReport r;
+  r.path = path;
+  r.model = load_onnx_model(path);
+  r.info = analyze_model(r.model);
+  const auto bindings = bind_input_dims(*r.model.graph, opts.dims);
+  // The pipeline runs on a second copy so that `info` describes the model as stored. The memory
+  // plan comes from a third copy whose named dims are bound before the pipeline runs, so that
+  // shapes computed from them (Shape -> Range, ...) become static too; the pipeline runs again
+  // while it makes progress (folding a Shape whose input became static takes one more round per
+  // transformer layer).
+  if (opts.optimize) {
+    r.optimized = load_onnx_model(path);
+    PassContext ctx;
+    run_passes(r.optimized, default_pipeline(), ctx);
+    r.pass_stats = ctx.stats;
+    r.nodes_after = analyze_model(r.optimized).node_count;
+    Model bound = load_onnx_model(path);
+    bind_dims(bound, bindings);
+    for (int round = 0; round < 64; ++round) {
+      PassContext bound_ctx;
+      run_passes(bound, default_pipeline(), bound_ctx);
+      MemoryInfo next = analyze_memory(bound, bindings);
+      bool progress = round == 0 || next.unplanned_values < r.memory.unplanned_values;
+      r.memory = next;
+      if (!progress) break;
+    }
   }
-  CompileModelResult compiled;
   if (opts.compile) {
     CompileModelOptions copts;
     copts.dims = bindings;
-    compiled = compile_model(load_onnx_model(path), copts);
+    try {
+      r.compile = compile_model(load_onnx_model(path), copts);
+      r.compiled = true;
+    } catch (const Error& e) {
+      r.compile_error = e.what();
+    }
   }
+  return r;
+}
 
+std::string inspect_report_json(const std::string& path, const InspectReportOptions& opts, int indent) {
+  InspectReportOptions o = opts;
+  o.optimize = true;
+  return inspect_report_json(inspect_model(path, o), opts.passes, indent);
+}
+
+std::string inspect_report_json(const InspectReport& r, bool passes, int indent) {
+  const Model& m = r.model;
+  const ModelInfo& info = r.info;
+  const Graph& g = *m.graph;
+  const MemoryInfo& mem = r.memory;
+  const CompileModelResult& compiled = r.compile;
+  const size_t nodes_after = r.nodes_after;
   nlohmann::json j;
-  j["model"] = path;
+  j["model"] = r.path;
   j["ir_version"] = m.ir_version;
   j["producer"] = m.producer_name + (m.producer_version.empty() ? "" : " " + m.producer_version);
   nlohmann::json opsets = nlohmann::json::object();
@@ -111,7 +134,8 @@ std::string inspect_report_json(const std::string& path, const InspectReportOpti
   j["unplanned_values"] = mem.unplanned_values;
   j["in_place_values"] = mem.in_place;
   j["dim_bindings"] = mem.dim_bindings;
-  if (opts.compile) {
+  if (!r.compile_error.empty()) j["compile_error"] = r.compile_error;
+  if (r.compiled) {
     j["generated_nodes"] = compiled.stats.generated_nodes;
     j["microkernel_nodes"] = compiled.stats.gemm_nodes;
     j["fallback_nodes"] = compiled.stats.fallback_nodes;
@@ -119,9 +143,9 @@ std::string inspect_report_json(const std::string& path, const InspectReportOpti
     j["kernels"] = compiled.stats.kernels;
     j["compile_ms"] = compiled.stats.total_ms;
   }
-  if (opts.passes) {
+  if (passes) {
     nlohmann::json list = nlohmann::json::array();
-    for (const PassStat& st : ctx.stats)
+    for (const PassStat& st : r.pass_stats)
       list.push_back({{"pass", st.pass}, {"ms", st.ms}, {"nodes", st.nodes_after}, {"op_histogram", st.histogram_after}});
     j["passes"] = list;
   }

@@ -1,14 +1,11 @@
 // `kiln optimize IN.onnx -o OUT.onnx [--passes LIST] [--disable LIST] [--print-ir-after NAME|all]
 // [--dump-dir DIR] [--time] [--verify]`: runs graph passes and writes the result as ONNX.
-#include <chrono>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
 
 #include "commands.h"
-#include "core/error.h"
-#include "frontend/onnx/onnx_io.h"
-#include "pass/pass.h"
+#include "driver/optimize_model.h"
 
 namespace kiln::cli {
 namespace {
@@ -35,47 +32,24 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-std::string known_passes() {
-  std::string s;
-  for (const auto& p : all_passes()) s += (s.empty() ? "" : ", ") + p.name;
-  return s;
-}
-
 int optimize_command(const OptimizeArgs& a) {
-  std::vector<std::string> names = a.passes.empty() ? default_pipeline() : split_list(a.passes);
-  PassContext ctx;
-  for (const auto& d : split_list(a.disable)) {
-    if (!find_pass(d)) throw Error(ErrorKind::kUsage, "--disable: unknown pass '" + d + "' (passes: " + known_passes() + ")");
-    ctx.disabled.insert(d);
-  }
-  for (const auto& n : names)
-    if (!find_pass(n)) throw Error(ErrorKind::kUsage, "--passes: unknown pass '" + n + "' (passes: " + known_passes() + ")");
-  if (!a.print_ir_after.empty() && a.print_ir_after != "all" && !find_pass(a.print_ir_after))
-    throw Error(ErrorKind::kUsage, "--print-ir-after: unknown pass '" + a.print_ir_after + "' (passes: " + known_passes() + ")");
-  ctx.verify = a.verify;
-  ctx.time = a.time;
-  ctx.print_ir_after = a.print_ir_after;
-  ctx.dump_dir = a.dump_dir;
-  ctx.log = &std::cout;  // --time and --print-ir-after output
-
-  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  auto t0 = std::chrono::steady_clock::now();
-  Model m = load_onnx_model(a.model);
-  const size_t before = m.graph->node_count_recursive();
-  auto t1 = std::chrono::steady_clock::now();
-  std::cout << "model: " << a.model << " (" << before << " nodes)\n";
-  if (a.time) std::cout << std::fixed << std::setprecision(3) << "load: " << ms(t1 - t0) << " ms\n";
-  run_passes(m, names, ctx);  // with --time, one line per pass: name, ms, nodes after
-  auto t2 = std::chrono::steady_clock::now();
-  save_onnx_model(m, a.output);
-  auto t3 = std::chrono::steady_clock::now();
-  const size_t after = m.graph->node_count_recursive();
-
+  OptimizeModelOptions opts;
+  opts.passes = split_list(a.passes);
+  opts.disable = split_list(a.disable);
+  opts.verify = a.verify;
+  opts.time = a.time;
+  opts.print_ir_after = a.print_ir_after;
+  opts.dump_dir = a.dump_dir;
+  opts.log = &std::cout;  // --time and --print-ir-after output
+  OptimizeModelResult r = optimize_model_file(a.model, a.output, opts);
   std::string ran;
-  for (const auto& st : ctx.stats) ran += (ran.empty() ? "" : ", ") + st.pass;
+  for (const auto& st : r.passes) ran += (ran.empty() ? "" : ", ") + st.pass;
+  std::cout << "model: " << a.model << " (" << r.nodes_before << " nodes)\n";
   std::cout << "passes: " << (ran.empty() ? "(none)" : ran) << "\n";
-  std::cout << "nodes: " << before << " -> " << after << "\n";
-  if (a.time) std::cout << "passes: " << ms(t2 - t1) << " ms, save: " << ms(t3 - t2) << " ms\n";
+  std::cout << "nodes: " << r.nodes_before << " -> " << r.nodes_after << "\n";
+  if (a.time)
+    std::cout << std::fixed << std::setprecision(3) << "load: " << r.load_ms << " ms, passes: " << r.passes_ms
+              << " ms, save: " << r.save_ms << " ms\n";
   std::cout << "wrote " << a.output << "\n";
   return 0;
 }
