@@ -1,9 +1,6 @@
 // Conv 2-D through sgemm_prepacked_a with implicit im2col (see conv_gemm.h).
 #include "runtime/conv_gemm.h"
 
-#include <cstdlib>
-#include <string>
-
 #include "kernels/x86/f32_gemm_prepacked_a.h"
 #include "runtime/conv_geom.h"
 #include "kernels/x86/f32_im2col.h"
@@ -74,14 +71,6 @@ std::unique_ptr<gemm_ops::GemmOp> make_gemm_conv_op(const gemm_ops::GemmDesc& d,
   const Tensor* b = has_bias ? d.operands[2].constant : nullptr;
   if (b && (b->dtype() != DType::kFloat32 || b->numel() != g->co)) return nullptr;
   return std::make_unique<GemmConvOp>(*g, *w, has_bias, b, clamp_lo, clamp_hi);
-}
-
-bool legacy_requested() {
-  static const bool legacy = [] {
-    const char* e = std::getenv("KILN_CONV_OPS");
-    return e && std::string(e) == "legacy";
-  }();
-  return legacy;
 }
 
 }  // namespace kiln::conv_ops

@@ -18,8 +18,4 @@ std::unique_ptr<gemm_ops::GemmOp> make_gemm_conv_op(const gemm_ops::GemmDesc& d,
                                                     float clamp_lo = -std::numeric_limits<float>::infinity(),
                                                     float clamp_hi = std::numeric_limits<float>::infinity());
 
-// True when KILN_CONV_OPS=legacy: make_gemm_op then skips the ops of runtime/conv_*.h (for
-// A/B measurements against the im2col ConvOp and the generated depthwise kernel).
-bool legacy_requested();
-
 }  // namespace kiln::conv_ops

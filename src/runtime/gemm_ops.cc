@@ -6,8 +6,7 @@
 #include <string>
 
 #include "kernels/x86/f32_gemm.h"
-#include "runtime/conv_depthwise.h"
-#include "runtime/conv_gemm.h"
+#include "runtime/conv_select.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::gemm_ops {
@@ -300,12 +299,8 @@ std::unique_ptr<GemmOp> make_gemm_op(const GemmDesc& d) {
     case GemmKind::kMatMul: return make_matmul(d.operands, d.out_dims);
     case GemmKind::kGemm: return make_gemm(d);
     case GemmKind::kConv:
-      // Depthwise and constant-weight group-1 convs have dedicated ops (runtime/conv_*.h);
-      // KILN_CONV_OPS=legacy keeps the im2col ConvOp and the generated depthwise kernel (A/B runs).
-      if (!conv_ops::legacy_requested()) {
-        if (auto op = conv_ops::make_depthwise_conv_op(d)) return op;
-        if (auto op = conv_ops::make_gemm_conv_op(d)) return op;
-      }
+      // Depthwise and constant-weight group-1 convs have dedicated ops (runtime/conv_select.h).
+      if (auto op = conv_ops::make_conv_op(d)) return op;
       return make_conv(d);
   }
   return nullptr;

@@ -93,10 +93,9 @@ void winograd_f43_input(const WinogradGeom& g, const float* x, int64_t c0, int64
   const int64_t th = g.tiles_h(), tw = g.tiles_w(), tiles = th * tw;
   const int64_t strip = tw * 4 + 2;  // padded columns one tile row reads
   const int64_t ld = (strip + 15) / 16 * 16;
-  std::vector<float> buf(static_cast<size_t>(12 * ld + 36 * tw));
-  float* rows = buf.data();         // 6 padded input rows
-  float* t = rows + 6 * ld;         // 6 row-transformed rows
-  float* vt = t + 6 * ld;           // 36 x tw for one tile row
+  std::vector<float> buf(static_cast<size_t>(12 * ld));
+  float* rows = buf.data();  // 6 padded input rows
+  float* t = rows + 6 * ld;  // 6 row-transformed rows
   const float* r[6];
   for (int i = 0; i < 6; ++i) r[i] = rows + i * ld;
   // Columns of the strip that hold input: x' = ix + pl for ix in [0, w).
@@ -116,9 +115,7 @@ void winograd_f43_input(const WinogradGeom& g, const float* x, int64_t c0, int64
         std::memset(dst + lead + body, 0, sizeof(float) * static_cast<size_t>(strip - lead - body));
       }
       rows_bt(r, strip, t, ld);
-      cols_bt(t, ld, tw, vt, tw);
-      for (int e = 0; e < 36; ++e)
-        std::memcpy(v + (e * g.c + ci) * tiles + ty * tw, vt + e * tw, sizeof(float) * static_cast<size_t>(tw));
+      cols_bt(t, ld, tw, v + ci * tiles + ty * tw, g.c * tiles);
     }
   }
 }
