@@ -3,13 +3,12 @@
 //   chain:  y = relu((x*a + b) * x - c) over 64M floats (5 elementwise ops, one fused kernel),
 //           bytes = read + written (8 per element; copy counts the same way);
 //   reduce: ReduceSum over the last axis of [65536, 1024] floats, bytes = read (4 per element).
-// Each figure is the best of --reps runs (default 5). The engine's graph outputs are fresh
-// tensors per run; glibc maps large blocks anew each time, so the first-touch page faults of
-// the 256 MiB chain output are part of a run. The "reuse" rows set M_MMAP_THRESHOLD so that
-// malloc recycles the block (what a caller with a steady workload sees after warm-up).
+// Each figure is the best of --reps runs (default 5). "fresh" rows let the engine allocate the
+// graph output per run (glibc maps large blocks anew each time, so the first-touch page faults
+// of the 256 MiB chain output are part of a run); "caller" rows pass a preallocated output
+// buffer (CompiledExecutor::run with OutputBuffer, as the C API and a steady caller do), which
+// is what memcpy's destination is too.
 // Usage: kiln_bandwidth [--reps R] [--print-kernels]  (the TIR of the kernels, 1-thread plans)
-#include <malloc.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -63,19 +62,22 @@ struct EngineResult {
   int kernels = 0, generated = 0, fallback = 0;
 };
 
-// Best GB/s of the compiled engine on `m` with input `x`; `bytes` per run.
+// Best GB/s of the compiled engine on `m` with input `x`; `bytes` per run. `into`: the output
+// goes to this caller buffer instead of a fresh tensor.
 EngineResult engine_gbs(const kiln::Model& m, const kiln::Tensor& x, double bytes, int threads, int reps,
-                        bool print_kernels) {
+                        bool print_kernels, const kiln::Tensor* into) {
   kiln::CompiledOptions opts;
   opts.threads = threads;
   kiln::CompiledExecutor exec(m, opts);
   std::vector<kiln::RtValue> feeds{kiln::RtValue(x)};
-  exec.run(feeds);  // builds the plan
+  std::vector<kiln::OutputBuffer> outs;
+  if (into) outs.push_back({into->raw(), into->nbytes()});
+  exec.run(feeds, outs);  // builds the plan
   if (print_kernels) std::printf("%s", exec.kernels_text().c_str());
   EngineResult r;
   for (int i = 0; i < reps; ++i) {
     auto t0 = Clock::now();
-    auto out = exec.run(feeds);
+    auto out = exec.run(feeds, outs);
     r.gbs = std::max(r.gbs, bytes / seconds_since(t0) * 1e-9);
   }
   r.kernels = exec.stats().kernels;
@@ -126,20 +128,21 @@ int main(int argc, char** argv) {
     copy[t] = copy_gbs(t, reps);
     std::printf("%-22s %7d %9.2f %8s\n", "memcpy (r+w)", t, copy[t], "");
   }
+  kiln::Tensor chain_out = kiln::Tensor::uninitialized(kiln::DType::kFloat32, {kN});
+  kiln::Tensor reduce_out = kiln::Tensor::uninitialized(kiln::DType::kFloat32, {kRows});
   for (int mode = 0; mode < 2; ++mode) {
-    if (mode == 1) {
-      mallopt(M_MMAP_THRESHOLD, 1 << 30);
-      mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    }
-    const char* suffix = mode == 0 ? "" : ", reuse";
+    const bool caller = mode == 1;
+    const char* suffix = caller ? ", caller" : ", fresh";
     for (int t : {1, 2}) {
-      EngineResult r = engine_gbs(chain, xc, 8.0 * kN, t, reps, print_kernels && t == 1 && mode == 0);
+      EngineResult r = engine_gbs(chain, xc, 8.0 * kN, t, reps, print_kernels && t == 1 && mode == 0,
+                                  caller ? &chain_out : nullptr);
       std::printf("%-22s %7d %9.2f %7.0f%%  %d kernel(s), %d generated, %d fallback\n",
                   (std::string("chain (r+w") + suffix + ")").c_str(), t, r.gbs, 100 * r.gbs / copy[t], r.kernels,
                   r.generated, r.fallback);
     }
     for (int t : {1, 2}) {
-      EngineResult r = engine_gbs(reduce, xr, 4.0 * kN, t, reps, print_kernels && t == 1 && mode == 0);
+      EngineResult r = engine_gbs(reduce, xr, 4.0 * kN, t, reps, print_kernels && t == 1 && mode == 0,
+                                  caller ? &reduce_out : nullptr);
       std::printf("%-22s %7d %9.2f %7.0f%%  %d kernel(s), %d generated, %d fallback\n",
                   (std::string("reduce (r") + suffix + ")").c_str(), t, r.gbs, 100 * r.gbs / copy[t], r.kernels,
                   r.generated, r.fallback);

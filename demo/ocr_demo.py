@@ -77,7 +77,7 @@ def main():
     meta = {p.key: p.value for p in onnx.load(MODEL, load_external_data=False).metadata_props}
     charset = ["<blank>"] + meta["character"].splitlines() + [" "]
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1  # the interpreter runs on one thread: compare like with like
+    so.intra_op_num_threads = 1  # kiln runs on one thread here: compare like with like
     sess = ort.InferenceSession(MODEL, so, providers=["CPUExecutionProvider"])
     print(f"model: {os.path.relpath(MODEL, ROOT)} (PP-OCRv4 text recognition, {len(charset)} classes)")
     worst = 0.0
@@ -88,8 +88,9 @@ def main():
             inp = os.path.join(tmp, "x.npy")
             np.save(inp, x)
             out_dir = os.path.join(tmp, "out")
-            run = subprocess.run([args.kiln, "run", MODEL, "--input", inp, "--output-dir", out_dir,
-                                  "--repeat", str(args.repeat)], capture_output=True, text=True)
+            run = subprocess.run([args.kiln, "run", MODEL, "--engine", "compiled", "--optimize", "--input", inp,
+                                  "--output-dir", out_dir, "--repeat", str(args.repeat)],
+                                 capture_output=True, text=True)
             if run.returncode != 0:
                 sys.stderr.write(run.stderr)
                 return run.returncode
@@ -108,11 +109,13 @@ def main():
             ort_text, _ = ctc_decode(want, charset)
             diff = float(np.abs(got - want).max())
             worst = max(worst, diff)
-            agree = text == ort_text and np.allclose(got, want, rtol=1e-4, atol=1e-5)
+            # The tolerance of kiln bench and the real-model tests: float32 sums in another order
+            # (vectorized reductions, GEMM blocking) differ from ORT's by a few ulps.
+            agree = text == ort_text and np.allclose(got, want, rtol=1e-3, atol=1e-4)
             all_agree &= agree
             print(f"\n{os.path.relpath(path, ROOT)}  ({x.shape[3]}x{x.shape[2]} px)")
             print(f"  text:        \"{text.strip()}\"  (confidence {score:.3f})")
-            print(f"  kiln:        {kiln_ms:.1f} ms (interpreter, median of {args.repeat})   onnxruntime: {ort_ms:.1f} ms (1 thread)")
+            print(f"  kiln:        {kiln_ms:.1f} ms (compiled engine, median of {args.repeat} runs, the first compiles)   onnxruntime: {ort_ms:.1f} ms (1 thread)")
             print(f"  agreement:   {'yes' if agree else 'NO'}  (max |kiln - onnxruntime| = {diff:.2e}, same text: {text == ort_text})")
     print(f"\n{'all outputs agree with ONNX Runtime' if all_agree else 'MISMATCH against ONNX Runtime'} "
           f"(max abs difference {worst:.2e})")

@@ -14,7 +14,7 @@ namespace kiln {
 
 class Storage {
  public:
-  Storage(DType dtype, int64_t count) : dtype_(dtype), count_(count), owned_(true) {
+  Storage(DType dtype, int64_t count, bool zeroed = true) : dtype_(dtype), count_(count), owned_(true) {
     size_t bytes = static_cast<size_t>(count) * dtype_size(dtype);
     size_t rounded = (bytes + Tensor::kAlignment - 1) / Tensor::kAlignment * Tensor::kAlignment;
     if (rounded == 0) rounded = Tensor::kAlignment;
@@ -23,7 +23,7 @@ class Storage {
     if (dtype == DType::kString) {
       auto* s = static_cast<std::string*>(ptr_);
       for (int64_t i = 0; i < count; ++i) new (s + i) std::string();
-    } else {
+    } else if (zeroed) {
       std::memset(ptr_, 0, rounded);
     }
   }
@@ -52,15 +52,19 @@ void throw_unsupported_dtype(DType t, const char* what) {
               std::string("element type ") + std::string(dtype_name(t)) + " is not supported by " + what);
 }
 
-Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(std::move(dims)) {
+Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : Tensor(dtype, std::move(dims), true) {}
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> dims, bool zeroed) : dtype_(dtype), dims_(std::move(dims)) {
   if (dtype_size(dtype) == 0)
     throw Error(ErrorKind::kUnsupported, "cannot allocate a tensor of element type " +
                                              std::string(dtype_name(dtype)));
   numel_ = checked_numel(dims_);
   if (numel_ > (int64_t{1} << 40) / static_cast<int64_t>(dtype_size(dtype)))
     throw Error(ErrorKind::kBadInput, "tensor of shape " + dims_to_string(dims_) + " is too large to allocate");
-  storage_ = std::make_shared<Storage>(dtype, numel_);
+  storage_ = std::make_shared<Storage>(dtype, numel_, zeroed);
 }
+
+Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> dims) { return Tensor(dtype, std::move(dims), false); }
 
 Tensor Tensor::view(DType dtype, std::vector<int64_t> dims, void* data) {
   Tensor t;

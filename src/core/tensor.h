@@ -24,6 +24,9 @@ class Tensor {
   Tensor(DType dtype, std::vector<int64_t> dims);
   // Borrows `data`; the caller keeps it alive while the tensor (or copies) exist.
   static Tensor view(DType dtype, std::vector<int64_t> dims, void* data);
+  // Allocated but not zeroed (strings are still constructed): for outputs a kernel overwrites
+  // entirely, where zeroing would be a whole extra pass over memory.
+  static Tensor uninitialized(DType dtype, std::vector<int64_t> dims);
   template <class T>
   static Tensor scalar(DType dtype, T value);
 
@@ -55,6 +58,7 @@ class Tensor {
   bool same_as(const Tensor& o) const;
 
  private:
+  Tensor(DType dtype, std::vector<int64_t> dims, bool zeroed);
   DType dtype_ = DType::kUndefined;
   std::vector<int64_t> dims_;
   int64_t numel_ = 0;

@@ -18,7 +18,7 @@ class DepthwiseConvOp : public gemm_ops::GemmOp {
     ep_.hi = hi;
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
-    Tensor y(DType::kFloat32, {g_.n, g_.c, g_.ho, g_.wo});
+    Tensor y = Tensor::uninitialized(DType::kFloat32, {g_.n, g_.c, g_.ho, g_.wo});
     const float* w = weight_.empty() ? ins[1]->tensor.data<float>() : weight_.data();
     kernels::DepthwiseEpilogue ep = ep_;
     if (has_bias_) ep.bias = bias_.empty() ? ins[2]->tensor.data<float>() : bias_.data();

@@ -25,7 +25,7 @@ class GemmConvOp : public gemm_ops::GemmOp {
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
     const ConvGeom& g = g_;
-    Tensor y(DType::kFloat32, {g.n, g.co, g.ho, g.wo});
+    Tensor y = Tensor::uninitialized(DType::kFloat32, {g.n, g.co, g.ho, g.wo});
     kernels::RowEpilogue ep = ep_;
     if (has_bias_) ep.bias = bias_.empty() ? ins[2]->tensor.data<float>() : bias_.data();
     kernels::ParallelFor par = [](int64_t n, std::function<void(int64_t, int64_t)> fn) {

@@ -150,7 +150,7 @@ std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& fe
           Tensor t;
           if (!a.graph_output) t = a.view;
           else if (dest[static_cast<size_t>(a.slot)].defined()) t = dest[static_cast<size_t>(a.slot)];
-          else t = Tensor(a.dtype, a.dims);
+          else t = Tensor::uninitialized(a.dtype, a.dims);  // the kernel writes every element
           buffers[k] = t.raw();
           env[static_cast<size_t>(a.slot)] = RtValue(std::move(t));
         } else if (a.constant >= 0) {

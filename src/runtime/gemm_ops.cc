@@ -59,7 +59,7 @@ class MatMulOp : public GemmOp {
     b_.init(false, K, N, b);
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
-    Tensor y(DType::kFloat32, out_);
+    Tensor y = Tensor::uninitialized(DType::kFloat32, out_);
     auto par = pool_parallel();
     const PackedB& pb = b_.get(fdata(ins[1]), scratch_, par);
     kernels::sgemm_packed(false, rows_, fdata(ins[0]), k_, 1.0f, pb, 0.0f, y.data<float>(), b_.n, par);
@@ -94,7 +94,7 @@ class GemmNodeOp : public GemmOp {
     }
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
-    Tensor y(DType::kFloat32, {m_, n_});
+    Tensor y = Tensor::uninitialized(DType::kFloat32, {m_, n_});
     float* out = y.data<float>();
     auto par = pool_parallel();
     const PackedB& pb = b_.get(fdata(ins[1]), scratch_, par);

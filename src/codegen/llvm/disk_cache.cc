@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include "codegen_revision.h"  // KILN_CODEGEN_REVISION (generated, src/CMakeLists.txt)
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -97,7 +99,8 @@ std::string disk_cache_dir(const TargetOptions& target) {
 
 std::string disk_cache_key(const std::vector<tir::PrimFunc>& funcs, const TargetOptions& target,
                            const std::string& resolved) {
-  std::string k = std::string(kFormat) + "\nllvm " LLVM_VERSION_STRING "\nhost " + host_cpu_description() +
+  std::string k = std::string(kFormat) + "\ncodegen " KILN_CODEGEN_REVISION "\nllvm " LLVM_VERSION_STRING
+                  "\nhost " + host_cpu_description() +
                   "\ntarget cpu=" + target.cpu + " features=" + target.features +
                   " opt=" + std::to_string(target.opt_level) + "\nresolved " + resolved + "\n";
   for (const tir::PrimFunc& f : funcs) k += "kernel " + f.name + "\n" + tir::print(f) + "\n";
