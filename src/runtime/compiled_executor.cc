@@ -19,6 +19,7 @@
 #include "runtime/gemm_ops.h"
 #include "te/te.h"
 #include "tir/printer.h"
+#include "tir/rewrite.h"
 
 namespace kiln {
 namespace {
@@ -70,6 +71,17 @@ bool log_enabled() {
 void log(const std::string& msg) {
   if (log_enabled()) std::fprintf(stderr, "kiln compiled: %s\n", msg.c_str());
 }
+// Vector loads whose index is not a ramp or a broadcast (gathers: one load per lane).
+int count_gathers(const tir::PrimFunc& f) {
+  int n = 0;
+  tir::visit_exprs(f.body, [&](const tir::Expr& e) {
+    if (e->kind != tir::ExprKind::kLoad || e->type.lanes == 1 || e->operands.empty()) return;
+    tir::ExprKind k = e->operands.back()->kind;
+    if (k != tir::ExprKind::kRamp && k != tir::ExprKind::kBroadcast) ++n;
+  });
+  return n;
+}
+
 constexpr int64_t kArenaAlign = 64;
 
 // TIR buffers need at least one dim: rank-0 values are lowered as shape [1].
@@ -386,28 +398,30 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
         st.args.push_back(make_out_arg(v));
       }
       std::string name = "k" + std::to_string(kernel_count);
-      auto build = [&](bool rules) {
+      // Default schedule rules. kFlat: fuse all loops of an elementwise/injective output,
+      // vectorize by 16, parallel outer when large; reductions: fuse the spatial loops and run
+      // them in parallel when there is work. kRows: fuse the outer loops into one parallel loop
+      // and vectorize the trailing loops (at least 16 elements) with a tail; picked when the flat
+      // vector loop would gather (Concat, Slice, Pad over small inner dims: per-lane index
+      // division) and the rows form gathers less.
+      enum class Rules { kNone, kFlat, kRows };
+      auto build = [&](Rules rules) {
         te::Schedule s(out_tensors);
         std::unordered_set<const te::TensorNode*> outs;
         for (auto& t : out_tensors) outs.insert(t.get());
         for (const auto& t : computes)
           if (!outs.count(t.get()) && t->reduce_axes.empty()) s.compute_inline(t->name);
-        if (rules)
+        if (rules != Rules::kNone)
           for (const auto& t : out_tensors) {
-            // Elementwise/injective: fuse all loops, vectorize by 16, parallel outer when large.
-            // Reductions: fuse the spatial loops and run them in parallel when there is work.
             size_t r = t->shape.size();
             if (r == 0) continue;
-            std::string loop = "i0";
+            std::vector<int64_t> dims;
             int64_t n = 1;
             for (const auto& e : t->shape) {
               int64_t d = 1;
               tir::is_const_int(e, &d);
+              dims.push_back(d);
               n *= d;
-            }
-            for (size_t k = 1; k < r; ++k) {
-              s.fuse(t->name, loop, "i" + std::to_string(k));
-              loop += ".i" + std::to_string(k) + ".fused";
             }
             int64_t work = n;
             for (const auto& ax : t->reduce_axes) {
@@ -416,6 +430,26 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
               work *= d;
             }
             bool par = work >= (1 << 15) && n >= 2;
+            auto fuse_range = [&](size_t from, size_t to) {  // axes [from, to) -> one loop
+              std::string loop = "i" + std::to_string(from);
+              for (size_t k = from + 1; k < to; ++k) {
+                s.fuse(t->name, loop, "i" + std::to_string(k));
+                loop += ".i" + std::to_string(k) + ".fused";
+              }
+              return loop;
+            };
+            if (rules == Rules::kRows && t->reduce_axes.empty()) {
+              size_t split = r;
+              int64_t inner = 1;
+              while (split > 1 && inner < 16) inner *= dims[--split];
+              if (split == 0 || inner < 16) continue;
+              std::string outer = fuse_range(0, split), row = fuse_range(split, r);
+              s.split(t->name, row, 16);
+              s.vectorize(t->name, row + ".inner");
+              if (par) s.parallel(t->name, outer);
+              continue;
+            }
+            std::string loop = fuse_range(0, r);
             if (t->reduce_axes.empty() && n % 16 == 0 && n >= 16) {
               s.split(t->name, loop, 16);
               s.vectorize(t->name, loop + ".inner");
@@ -428,11 +462,15 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       };
       tir::PrimFunc f;
       try {
-        f = build(opts_.schedule);
+        f = build(opts_.schedule ? Rules::kFlat : Rules::kNone);
+        if (opts_.schedule && count_gathers(f) > 0) {
+          tir::PrimFunc rows = build(Rules::kRows);
+          if (count_gathers(rows) < count_gathers(f)) f = std::move(rows);
+        }
       } catch (const Error& e) {
         if (!opts_.schedule) throw;
         log("schedule rules failed for " + name + ": " + e.what());
-        f = build(false);
+        f = build(Rules::kNone);
       }
       plan->funcs.push_back(std::move(f));
       st.kind = PlanStep::Kind::kKernel;
