@@ -8,71 +8,20 @@
 #include <random>
 
 #include "runtime/conv_winograd.h"
+#include "conv_test_util.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln {
 namespace {
 
-struct Case {
-  int64_t n, c, h, w, co, kh, kw;
-  std::vector<int64_t> strides, dilations, pads;
-  std::string auto_pad;
-  bool bias, clamp;
-};
+using conv_test::Case;
 
 void check(const Case& cs, int threads) {
-  const int64_t eh = (cs.kh - 1) * cs.dilations[0] + 1, ew = (cs.kw - 1) * cs.dilations[1] + 1;
-  int64_t ho, wo, pt, pl;
-  if (cs.auto_pad == "SAME_UPPER") {
-    ho = (cs.h + cs.strides[0] - 1) / cs.strides[0], wo = (cs.w + cs.strides[1] - 1) / cs.strides[1];
-    pt = std::max<int64_t>(0, (ho - 1) * cs.strides[0] + eh - cs.h) / 2;
-    pl = std::max<int64_t>(0, (wo - 1) * cs.strides[1] + ew - cs.w) / 2;
-  } else {
-    ho = (cs.h + cs.pads[0] + cs.pads[2] - eh) / cs.strides[0] + 1;
-    wo = (cs.w + cs.pads[1] + cs.pads[3] - ew) / cs.strides[1] + 1;
-    pt = cs.pads[0], pl = cs.pads[1];
-  }
-  std::mt19937 rng(static_cast<unsigned>(cs.c * 97 + cs.co * 13 + cs.h));
-  std::uniform_real_distribution<float> dist(-1, 1);
-  Tensor x(DType::kFloat32, {cs.n, cs.c, cs.h, cs.w}), w(DType::kFloat32, {cs.co, cs.c, cs.kh, cs.kw}),
-      b(DType::kFloat32, {cs.co});
-  for (Tensor* t : {&x, &w, &b})
-    for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = dist(rng);
-  gemm_ops::GemmDesc d;
-  d.kind = gemm_ops::GemmKind::kConv;
-  d.strides = cs.strides, d.dilations = cs.dilations, d.pads = cs.pads, d.auto_pad = cs.auto_pad;
-  d.out_dims = {cs.n, cs.co, ho, wo};
-  d.out_dtype = DType::kFloat32;
-  d.operands.push_back({true, DType::kFloat32, x.dims(), nullptr});
-  d.operands.push_back({true, DType::kFloat32, w.dims(), &w});
-  if (cs.bias) d.operands.push_back({true, DType::kFloat32, b.dims(), &b});
-  auto op = cs.clamp ? conv_ops::make_winograd_conv_op(d, -0.5f, 0.75f) : conv_ops::make_winograd_conv_op(d);
-  ASSERT_TRUE(op);
-  ThreadPool pool(threads);
-  ScopedThreadPool scoped(&pool);
-  RtValue xv(x);
-  Tensor y = op->run({&xv, nullptr, nullptr});
-  ASSERT_EQ(y.dims(), d.out_dims);
-  for (int64_t img = 0; img < cs.n; ++img)
-    for (int64_t o = 0; o < cs.co; ++o)
-      for (int64_t oy = 0; oy < ho; ++oy)
-        for (int64_t ox = 0; ox < wo; ++ox) {
-          double s = cs.bias ? b.data<float>()[o] : 0.0;
-          for (int64_t c = 0; c < cs.c; ++c)
-            for (int64_t i = 0; i < cs.kh; ++i)
-              for (int64_t j = 0; j < cs.kw; ++j) {
-                const int64_t iy = oy * cs.strides[0] - pt + i * cs.dilations[0];
-                const int64_t ix = ox * cs.strides[1] - pl + j * cs.dilations[1];
-                if (iy < 0 || iy >= cs.h || ix < 0 || ix >= cs.w) continue;
-                s += double(x.data<float>()[((img * cs.c + c) * cs.h + iy) * cs.w + ix]) *
-                     w.data<float>()[((o * cs.c + c) * cs.kh + i) * cs.kw + j];
-              }
-          if (cs.clamp) s = std::min(std::max(s, -0.5), 0.75);
-          const float got = y.data<float>()[((img * cs.co + o) * ho + oy) * wo + ox];
-          ASSERT_NEAR(got, s, 2e-4 * (1 + std::abs(s)) + 2e-5 * cs.c) << "image " << img << " channel " << o << " at " << oy
-                                                           << "," << ox << " (case c=" << cs.c << " co=" << cs.co
-                                                           << " " << cs.kh << "x" << cs.kw << ")";
-        }
+  conv_test::check_conv(cs, threads,
+                        [](const gemm_ops::GemmDesc& d, bool clamp) {
+                          return clamp ? conv_ops::make_winograd_conv_op(d, -0.5f, 0.75f) : conv_ops::make_winograd_conv_op(d);
+                        },
+                        2e-4, 2e-5);
 }
 
 TEST(ConvWinograd, MatchesReference) {
