@@ -24,26 +24,14 @@
 #include "kiln/c_api.h"
 #include "pass/pass.h"
 #include "runtime/compiled_executor.h"
+#include "../common/random_const.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string rand_const(const std::vector<int64_t>& dims, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> uni(-1.0, 1.0);
-  std::ostringstream os;
-  int64_t n = 1;
-  os << "const f32[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    os << (i ? "," : "") << dims[i];
-    n *= dims[i];
-  }
-  os << "] [";
-  for (int64_t i = 0; i < n; ++i) os << (i ? ", " : "") << uni(rng);
-  os << "]";
-  return os.str();
-}
+using test::rand_const;
 
 // Conv (sgemm) -> Relu (a kernel; graph output y) -> Mul and a Gemm (graph output z).
 std::string model_text() {

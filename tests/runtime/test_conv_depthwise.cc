@@ -13,24 +13,12 @@
 #include "runtime/compiled_executor.h"
 #include "runtime/conv_depthwise.h"
 #include "runtime/interpreter.h"
+#include "../common/random_const.h"
 
 namespace kiln {
 namespace {
 
-std::string rand_const(const std::vector<int64_t>& dims, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> uni(-1.0, 1.0);
-  std::ostringstream os;
-  int64_t n = 1;
-  os << "const f32[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    os << (i ? "," : "") << dims[i];
-    n *= dims[i];
-  }
-  os << "] [";
-  for (int64_t i = 0; i < n; ++i) os << (i ? ", " : "") << uni(rng);
-  os << "]";
-  return os.str();
-}
+using test::rand_const;
 
 std::string dims_text(const std::vector<int64_t>& d) {
   std::ostringstream os;

@@ -13,6 +13,7 @@
 #include "runtime/compiled_executor.h"
 #include "runtime/conv_select.h"
 #include "runtime/interpreter.h"
+#include "../common/random_const.h"
 
 namespace kiln {
 namespace {
@@ -47,18 +48,7 @@ TEST(ConvSelect, ChoosesByShape) {
 }
 
 std::string rand_const(const std::vector<int64_t>& dims, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> uni(-1.0, 1.0);
-  std::ostringstream os;
-  int64_t n = 1;
-  os << "const f32[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    os << (i ? "," : "") << dims[i];
-    n *= dims[i];
-  }
-  os << "] [";
-  for (int64_t i = 0; i < n; ++i) os << (i ? ", " : "") << uni(rng) * 0.2;
-  os << "]";
-  return os.str();
+  return test::rand_const(dims, rng, 0.2);
 }
 
 TEST(ConvSelect, LargeConvInExecutorMatchesInterpreter) {
