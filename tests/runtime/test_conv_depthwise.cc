@@ -14,6 +14,7 @@
 #include "runtime/conv_depthwise.h"
 #include "runtime/interpreter.h"
 #include "../common/random_const.h"
+#include "../common/engines_agree.h"
 
 namespace kiln {
 namespace {
@@ -26,43 +27,7 @@ std::string dims_text(const std::vector<int64_t>& d) {
   return os.str();
 }
 
-// Both engines on random inputs; allclose(rtol 1e-4, atol 1e-5). Returns the compiled stats.
-CompileStats check_model(const std::string& text, int threads) {
-  Model m = parse_model(text);
-  PassContext ctx;
-  run_passes(m, {"shape-inference", "fusion"}, ctx);
-  std::mt19937_64 rng(11);
-  std::uniform_real_distribution<double> uni(-1.0, 1.0);
-  std::vector<RtValue> feeds;
-  for (const Value* v : m.graph->inputs) {
-    Tensor t(v->type.dtype, v->type.shape->sizes());
-    for (int64_t i = 0; i < t.numel(); ++i) t.set_double(i, uni(rng));
-    feeds.emplace_back(std::move(t));
-  }
-  Interpreter interp(m);
-  auto want = interp.run(feeds);
-  CompiledOptions opts;
-  opts.threads = threads;
-  CompiledExecutor exec(m, opts);
-  for (int rep = 0; rep < 2; ++rep) {
-    auto got = exec.run(feeds);
-    EXPECT_EQ(got.size(), want.size());
-    for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
-      const Tensor& a = got[k].tensor;
-      const Tensor& b = want[k].tensor;
-      EXPECT_EQ(a.dims(), b.dims());
-      if (a.dims() != b.dims()) continue;
-      for (int64_t i = 0; i < a.numel(); ++i) {
-        double x = a.get_double(i), y = b.get_double(i);
-        if (std::fabs(x - y) > 1e-5 + 1e-4 * std::fabs(y)) {
-          ADD_FAILURE() << "output " << k << " [" << i << "]: " << x << " vs " << y << "\n" << text;
-          return exec.stats();
-        }
-      }
-    }
-  }
-  return exec.stats();
-}
+CompileStats check_model(const std::string& text, int threads) { return test::engines_agree(text, threads, 11); }
 
 struct DwCase {
   std::vector<int64_t> x;  // N, C, H, W

@@ -12,6 +12,7 @@
 #include "runtime/compiled_executor.h"
 #include "runtime/interpreter.h"
 #include "../common/random_const.h"
+#include "../common/engines_agree.h"
 
 namespace kiln {
 namespace {
@@ -19,44 +20,7 @@ namespace {
 // "const f32[dims] [random values]" text.
 using test::rand_const;
 
-// Runs the model through both engines (compiled twice: cached plan) and compares with
-// allclose(rtol 1e-4, atol 1e-5); returns the compiled stats.
-CompileStats check_gemm(const std::string& text, int threads = 4) {
-  Model m = parse_model(text);
-  PassContext ctx;
-  run_passes(m, {"shape-inference", "fusion"}, ctx);
-  std::mt19937_64 rng(7);
-  std::uniform_real_distribution<double> uni(-1.0, 1.0);
-  std::vector<RtValue> feeds;
-  for (const Value* v : m.graph->inputs) {
-    Tensor t(v->type.dtype, v->type.shape->sizes());
-    for (int64_t i = 0; i < t.numel(); ++i) t.set_double(i, uni(rng));
-    feeds.emplace_back(std::move(t));
-  }
-  Interpreter interp(m);
-  auto want = interp.run(feeds);
-  CompiledOptions opts;
-  opts.threads = threads;
-  CompiledExecutor exec(m, opts);
-  for (int rep = 0; rep < 2; ++rep) {
-    auto got = exec.run(feeds);
-    EXPECT_EQ(got.size(), want.size());
-    for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
-      const Tensor& a = got[k].tensor;
-      const Tensor& b = want[k].tensor;
-      EXPECT_EQ(a.dims(), b.dims());
-      if (a.dims() != b.dims()) continue;
-      for (int64_t i = 0; i < a.numel(); ++i) {
-        double x = a.get_double(i), y = b.get_double(i);
-        if (std::fabs(x - y) > 1e-5 + 1e-4 * std::fabs(y)) {
-          ADD_FAILURE() << "output " << k << " [" << i << "]: " << x << " vs " << y << "\n" << text;
-          return exec.stats();
-        }
-      }
-    }
-  }
-  return exec.stats();
-}
+CompileStats check_gemm(const std::string& text, int threads = 4) { return test::engines_agree(text, threads, 7); }
 
 TEST(CompiledExecutorGemm, Conv1x1WithBias) {
   std::mt19937_64 rng(1);

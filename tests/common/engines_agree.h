@@ -1,0 +1,59 @@
+// Runs a text-IR model through the reference interpreter and the compiled executor (twice: the
+// second run uses the cached plan) on seeded random inputs and checks allclose(rtol 1e-4,
+// atol 1e-5); for the compiled-executor tests of ops with fast paths.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ir/text.h"
+#include "pass/pass.h"
+#include "runtime/compiled_executor.h"
+#include "runtime/interpreter.h"
+
+namespace kiln::test {
+
+// Returns the compiled executor's stats of the plan it used.
+inline CompileStats engines_agree(const std::string& text, int threads, uint64_t seed) {
+  Model m = parse_model(text);
+  PassContext ctx;
+  run_passes(m, {"shape-inference", "fusion"}, ctx);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uni(-1.0, 1.0);
+  std::vector<RtValue> feeds;
+  for (const Value* v : m.graph->inputs) {
+    Tensor t(v->type.dtype, v->type.shape->sizes());
+    for (int64_t i = 0; i < t.numel(); ++i) t.set_double(i, uni(rng));
+    feeds.emplace_back(std::move(t));
+  }
+  Interpreter interp(m);
+  auto want = interp.run(feeds);
+  CompiledOptions opts;
+  opts.threads = threads;
+  CompiledExecutor exec(m, opts);
+  for (int rep = 0; rep < 2; ++rep) {
+    auto got = exec.run(feeds);
+    EXPECT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
+      const Tensor& a = got[k].tensor;
+      const Tensor& b = want[k].tensor;
+      EXPECT_EQ(a.dims(), b.dims());
+      if (a.dims() != b.dims()) continue;
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        double x = a.get_double(i), y = b.get_double(i);
+        if (std::fabs(x - y) > 1e-5 + 1e-4 * std::fabs(y)) {
+          ADD_FAILURE() << "output " << k << " [" << i << "]: " << x << " vs " << y << "\n" << text;
+          return exec.stats();
+        }
+      }
+    }
+  }
+  return exec.stats();
+}
+
+}  // namespace kiln::test
