@@ -208,13 +208,14 @@ def inspect(
     path: PathLike,
     *,
     dims: Optional[Mapping[str, int]] = None,
-    engine: str = "interp",
+    engine: str = "compiled",
     passes: bool = False,
 ) -> Dict[str, Any]:
     """The facts of ``kiln inspect --json PATH`` as a dict: IR version, opsets, inputs and
     outputs, op histogram, parameters, unsupported nodes, node counts before/after the default
     pipeline and its memory plan. ``dims`` binds named input dims for the memory plan (as
-    ``--dim``); ``engine="compiled"`` also compiles and reports the kernels; ``passes=True``
+    ``--dim``); ``engine="compiled"`` (the default, as the CLI) also compiles and reports
+    generated/microkernel/fallback nodes and kernels, ``engine="interp"`` skips that; ``passes=True``
     adds per-pass statistics."""
     if engine not in ("interp", "compiled"):
         raise _usage_error(f"unknown engine '{engine}' (expected interp or compiled)")
