@@ -27,13 +27,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-ErrorLocation node_location(const Node& n) {
-  ErrorLocation loc;
-  loc.node = n.display_name();
-  loc.op = n.qualified_op();
-  return loc;
-}
-
 bool has_subgraphs(const Graph& g) {
   for (const auto& n : g.nodes)
     for (const auto& [k, a] : n->attrs)

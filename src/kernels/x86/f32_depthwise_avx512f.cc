@@ -116,7 +116,9 @@ inline void tile(const TileArgs& a, int64_t oy0, int64_t ox0, __mmask16 last) {
     for (int v = 0; v < V; ++v) {
       __m512 o = acc[r][v];
       // max(lo, o) / min(hi, o) return o when o is NaN, so NaN propagates like the reference.
-      if (a.clamp) o = _mm512_min_ps(a.hi, _mm512_max_ps(a.lo, o));
+      // Full-mask forms: GCC 12 warns (falsely) that plain _mm512_min/max_ps read an
+      // uninitialized passthrough.
+      if (a.clamp) o = _mm512_maskz_min_ps(__mmask16(0xFFFF), a.hi, _mm512_maskz_max_ps(__mmask16(0xFFFF), a.lo, o));
       if (v == V - 1) _mm512_mask_storeu_ps(dst + 16 * v, last, o);
       else _mm512_storeu_ps(dst + 16 * v, o);
     }
