@@ -193,7 +193,7 @@ FedArray array_to_value(const std::string& input, py::array a) {
       if (py::isinstance<py::bytes>(item)) s[i++] = item.cast<std::string>();
       else if (py::isinstance<py::str>(item)) s[i++] = item.cast<std::string>();
       else raise(ErrorKind::kBadInput, "input '" + input + "': an object array must hold str or bytes, found " +
-                                           std::string(py::str(item.get_type().attr("__name__"))));
+                                           std::string(py::str(py::type::handle_of(item).attr("__name__"))));
     }
     out.value = RtValue(std::move(t));
     out.copied = true;
@@ -355,7 +355,7 @@ class PySession {
       }
       if (!py::isinstance<py::array>(obj))
         raise(ErrorKind::kBadInput, "input '" + name + "': expected a NumPy array, got " +
-                                        std::string(py::str(obj.get_type().attr("__name__"))));
+                                        std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
       py::array a = py::reinterpret_borrow<py::array>(obj);
       FedArray f = array_to_value(name, a);
       if (f.copied) copied.push_back(name);
@@ -368,7 +368,7 @@ class PySession {
     if (py::isinstance<py::dict>(feeds)) {
       for (auto [key, obj] : py::reinterpret_borrow<py::dict>(feeds)) {
         if (!py::isinstance<py::str>(key))
-          raise(ErrorKind::kUsage, "feed names must be str, got " + std::string(py::str(key.get_type().attr("__name__"))));
+          raise(ErrorKind::kUsage, "feed names must be str, got " + std::string(py::str(py::type::handle_of(key).attr("__name__"))));
         std::string name = key.cast<std::string>();
         int idx = index_of(name);
         if (idx < 0 || (graph_inputs[static_cast<size_t>(idx)]->initializer.defined() &&
