@@ -16,6 +16,7 @@
 #include <new>
 
 #include "capi/model_impl.h"
+#include "capi/model_library.h"
 #include "core/error.h"
 #include "core/shape.h"
 #include "runtime/plan_io.h"
@@ -141,35 +142,12 @@ class PlanModel : public ModelImpl {
 
 // ---- another compiled model library: its own C API, forwarded -----------------------------------
 
-struct ForwardApi {
-  int (*api_version)();
-  const char* (*last_error)();
-  kiln_status (*load_embedded)(const kiln_options*, kiln_model**);
-  void (*free)(kiln_model*);
-  size_t (*num_inputs)(const kiln_model*);
-  size_t (*num_outputs)(const kiln_model*);
-  kiln_status (*input_info)(const kiln_model*, size_t, kiln_tensor_info*);
-  kiln_status (*output_info)(const kiln_model*, size_t, kiln_tensor_info*);
-  kiln_status (*run)(kiln_model*, const kiln_tensor*, size_t, kiln_tensor*, size_t);
-};
 
 class ForwardModel : public ModelImpl {
  public:
   ForwardModel(void* dl, const std::string& what, const kiln_options* options) : dl_(dl) {
-    auto sym = [&](const char* name) {
-      void* p = dlsym(dl_, name);
-      if (!p) fail(KILN_ERROR_INVALID_MODEL, what + " is not a kiln compiled model (no " + name + ")");
-      return p;
-    };
-    api_.api_version = reinterpret_cast<int (*)()>(sym("kiln_api_version"));
-    api_.last_error = reinterpret_cast<const char* (*)()>(sym("kiln_last_error"));
-    api_.load_embedded = reinterpret_cast<decltype(api_.load_embedded)>(sym("kiln_model_load_embedded"));
-    api_.free = reinterpret_cast<decltype(api_.free)>(sym("kiln_model_free"));
-    api_.num_inputs = reinterpret_cast<decltype(api_.num_inputs)>(sym("kiln_model_num_inputs"));
-    api_.num_outputs = reinterpret_cast<decltype(api_.num_outputs)>(sym("kiln_model_num_outputs"));
-    api_.input_info = reinterpret_cast<decltype(api_.input_info)>(sym("kiln_model_input_info"));
-    api_.output_info = reinterpret_cast<decltype(api_.output_info)>(sym("kiln_model_output_info"));
-    api_.run = reinterpret_cast<decltype(api_.run)>(sym("kiln_run"));
+    if (const char* missing = bind_model_library(dl_, &api_))
+      fail(KILN_ERROR_INVALID_MODEL, what + " is not a kiln compiled model (no " + missing + ")");
     if (api_.api_version() != KILN_C_API_VERSION)
       fail(KILN_ERROR_UNSUPPORTED, what + " was compiled for C API version " + std::to_string(api_.api_version()) +
                                        ", this library is version " + std::to_string(KILN_C_API_VERSION));
@@ -199,7 +177,7 @@ class ForwardModel : public ModelImpl {
     if (s != KILN_OK) fail(s, api_.last_error());
   }
   void* dl_;
-  ForwardApi api_{};
+  ModelLibraryApi api_{};
   kiln_model* inner_ = nullptr;
 };
 

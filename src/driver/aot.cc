@@ -8,6 +8,8 @@
 //   library's own calls inside it (two models in one process never mix runtimes).
 #include "driver/aot.h"
 
+#include "capi/model_library.h"
+
 #include <dlfcn.h>
 #include <sys/wait.h>
 
@@ -253,16 +255,8 @@ bool is_shared_library_file(const std::string& path) {
 
 // ---- CompiledLibrary -----------------------------------------------------------------------------
 
-struct CompiledLibrary::Api {
+struct CompiledLibrary::Api : ModelLibraryApi {
   void* dl = nullptr;
-  const char* (*last_error)() = nullptr;
-  kiln_status (*load_embedded)(const kiln_options*, kiln_model**) = nullptr;
-  void (*free)(kiln_model*) = nullptr;
-  size_t (*num_inputs)(const kiln_model*) = nullptr;
-  size_t (*num_outputs)(const kiln_model*) = nullptr;
-  kiln_status (*input_info)(const kiln_model*, size_t, kiln_tensor_info*) = nullptr;
-  kiln_status (*output_info)(const kiln_model*, size_t, kiln_tensor_info*) = nullptr;
-  kiln_status (*run)(kiln_model*, const kiln_tensor*, size_t, kiln_tensor*, size_t) = nullptr;
 
   void check(kiln_status s) const {
     if (s == KILN_OK) return;
@@ -286,20 +280,9 @@ std::unique_ptr<CompiledLibrary> CompiledLibrary::open(const std::string& path, 
   lib->api_ = std::make_unique<Api>();
   Api& a = *lib->api_;
   a.dl = dl;
-  auto sym = [&](const char* name) {
-    void* s = dlsym(dl, name);
-    if (!s) throw Error(ErrorKind::kInvalidModel, "'" + path + "' is not a kiln compiled model (no " + name + ")");
-    return s;
-  };
-  a.last_error = reinterpret_cast<decltype(a.last_error)>(sym("kiln_last_error"));
-  a.load_embedded = reinterpret_cast<decltype(a.load_embedded)>(sym("kiln_model_load_embedded"));
-  a.free = reinterpret_cast<decltype(a.free)>(sym("kiln_model_free"));
-  a.num_inputs = reinterpret_cast<decltype(a.num_inputs)>(sym("kiln_model_num_inputs"));
-  a.num_outputs = reinterpret_cast<decltype(a.num_outputs)>(sym("kiln_model_num_outputs"));
-  a.input_info = reinterpret_cast<decltype(a.input_info)>(sym("kiln_model_input_info"));
-  a.output_info = reinterpret_cast<decltype(a.output_info)>(sym("kiln_model_output_info"));
-  a.run = reinterpret_cast<decltype(a.run)>(sym("kiln_run"));
-  auto api_version = reinterpret_cast<int (*)()>(sym("kiln_api_version"));
+  if (const char* missing = bind_model_library(dl, &a))
+    throw Error(ErrorKind::kInvalidModel, "'" + path + "' is not a kiln compiled model (no " + missing + ")");
+  auto api_version = a.api_version;
   if (api_version() != KILN_C_API_VERSION)
     throw Error(ErrorKind::kUnsupported, "'" + path + "' was built for C API version " +
                                              std::to_string(api_version()) + ", this kiln has " +
