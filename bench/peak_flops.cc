@@ -135,11 +135,11 @@ int main(int argc, char** argv) {
       for (int r = 0; r < reps + 1; ++r) {
         auto t0 = Clock::now();
         kiln::kernels::sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(),
-                             n, parallel, {}, &k);
+                             n, parallel, {}, &k, threads);
         const double t = seconds_since(t0);
         t0 = Clock::now();
         kiln::kernels::sgemm_packed(false, n, a.data(), n, 1.0f, packed, 0.0f, c.data(), n,
-                                    parallel);
+                                    parallel, {}, threads);
         const double tp = seconds_since(t0);
         if (r > 0) times.push_back(t), times_packed.push_back(tp);  // first run is warm-up
       }

@@ -19,7 +19,8 @@ void two_threads(int64_t n, std::function<void(int64_t, int64_t)> fn) {
   t.join();
 }
 
-void check(int64_t m, int64_t n, int64_t k, bool bias, bool clamp, const F32GemmUkernel& uk, bool threaded) {
+void check(int64_t m, int64_t n, int64_t k, bool bias, bool clamp, const F32GemmUkernel& uk, bool threaded,
+           int threads = 0) {
   std::mt19937 rng(static_cast<unsigned>(m * 1009 + n * 31 + k));
   std::uniform_real_distribution<float> dist(-1, 1);
   const int64_t lda = k + 3, ldb = n + 5, ldc = n + 2;
@@ -31,7 +32,8 @@ void check(int64_t m, int64_t n, int64_t k, bool bias, bool clamp, const F32Gemm
   RowEpilogue ep;
   if (bias) ep.bias = bv.data();
   if (clamp) ep.lo = -0.5f, ep.hi = 1.0f;
-  sgemm_prepacked_a(pa, n, b.data(), ldb, c.data(), ldc, ep, threaded ? ParallelFor(two_threads) : ParallelFor());
+  sgemm_prepacked_a(pa, n, b.data(), ldb, c.data(), ldc, ep, threaded ? ParallelFor(two_threads) : ParallelFor(),
+                    threads);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double s = bias ? bv[i] : 0.0;
@@ -50,6 +52,22 @@ TEST(SgemmPrepackedA, MatchesReference) {
         for (int64_t k : {1, 27, 257}) check(m, n, k, (m + n) % 2 == 0, n % 3 == 0, uk, (m + k) % 2 == 1);
     check(37, 41, 0, true, true, uk, false);
   }
+}
+
+// Splits into row groups that cut M blocks and into column chunks, for thread counts 1-3.
+TEST(SgemmPrepackedA, SplitsOverThreads) {
+  const F32GemmUkernel& uk = f32_gemm_default();
+  for (int threads : {1, 2, 3})
+    for (int64_t m : {int64_t{600}, int64_t{2 * uk.mc + 3}})
+      for (int64_t n : {1, 49, 1100}) check(m, n, 300, true, threads == 2, uk, true, threads);
+  const double a_cost = gemm_split_stream_ns(4.0 * 512 * 4608), b_cost = 4.0 * 4608 * 49 / 8.0;
+  const GemmSplit one = choose_gemm_split(512, 49, 4608, uk, 1, a_cost, b_cost);
+  EXPECT_EQ(one.chunks, 1);
+  EXPECT_EQ(one.groups, 1);
+  // Small N and a large A: threads share A's rows rather than re-streaming all of it.
+  const GemmSplit two = choose_gemm_split(512, 49, 4608, uk, 2, a_cost, b_cost);
+  EXPECT_EQ(two.chunks, 1);
+  EXPECT_GE(two.groups, 2);
 }
 
 }  // namespace

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
+
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -72,6 +75,60 @@ void run_parallel(const ParallelFor& parallel, int64_t n,
 const F32GemmUkernel& f32_gemm_default() {
   static const F32GemmUkernel* chosen = choose_default();
   return *chosen;
+}
+
+double gemm_split_compute_ns(int64_t M, int64_t N, int64_t K) {
+  return 2.0 * double(M) * double(N) * double(K) / 100.0;  // ~100 GFLOP/s per thread
+}
+
+double gemm_split_stream_ns(double bytes) { return double(bytes) <= double(l2_cache_bytes()) / 2 ? 0.0 : bytes / 10.0; }
+
+int64_t l2_cache_bytes() {
+  static const int64_t bytes = [] {
+    const long s = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return s > 0 ? std::clamp<int64_t>(s, int64_t{256} << 10, int64_t{8} << 20) : int64_t{1} << 20;
+  }();
+  return bytes;
+}
+
+const F32GemmUkernel& f32_gemm_for_rows(int64_t M, const F32GemmUkernel& base) {
+  // Padded rows decide (a 1% handicap for short kernels breaks near-ties toward more rows
+  // per B panel load); only kernels that read the same packed B qualify.
+  const F32GemmUkernel* best = &base;
+  double best_rows = std::numeric_limits<double>::infinity();
+  for (const auto& k : f32_gemm_ukernels()) {
+    if (k.isa != base.isa || k.nr != base.nr || k.kc != base.kc) continue;
+    const double rows = double(ceil_div(std::max<int64_t>(M, 1), k.mr) * k.mr) * (k.mr < 12 ? 1.01 : 1.0);
+    if (rows < best_rows) {
+      best = &k;
+      best_rows = rows;
+    }
+  }
+  return *best;
+}
+
+GemmSplit choose_gemm_split(int64_t M, int64_t N, int64_t K, const F32GemmUkernel& uk, int threads,
+                            double chunk_cost, double group_cost) {
+  const int64_t T = threads <= 0 ? 4 : threads;
+  const int64_t panels = ceil_div(N, uk.nr), upanels = ceil_div(M, uk.mr);
+  const int64_t kc = std::max<int64_t>(1, std::min<int64_t>(uk.kc, K));
+  const int64_t max_chunk_panels = std::max<int64_t>(1, l2_cache_bytes() / 2 / (kc * uk.nr * 4));
+  const int64_t min_chunks = ceil_div(panels, max_chunk_panels);
+  const double compute = gemm_split_compute_ns(M, N, K);
+  GemmSplit best;
+  double best_cost = std::numeric_limits<double>::infinity();
+  for (int64_t c = min_chunks; c <= std::min(panels, min_chunks + 4 * T); ++c)
+    for (int64_t g = 1; g <= std::min(upanels, 4 * T); ++g) {
+      const int64_t tasks = c * g;
+      // The largest task's share of the compute, times the rounds each thread runs.
+      const double largest = double(ceil_div(panels, c)) / double(panels) * double(ceil_div(upanels, g)) / double(upanels);
+      const double cost = compute * largest * double(ceil_div(tasks, T)) + (chunk_cost * double(c) + group_cost * double(g)) / double(T);
+      if (cost < best_cost * 0.999) {
+        best = {c, g};
+        best_cost = cost;
+      }
+    }
+  return best;
 }
 
 namespace {
@@ -153,6 +210,7 @@ PackedB pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
                const F32GemmUkernel* kernel, const ParallelFor& parallel) {
   PackedB packed;
   packed.kernel = kernel ? kernel : &f32_gemm_default();
+  packed.pinned = kernel != nullptr;
   packed.k = K;
   packed.n = N;
   const int64_t nr = packed.kernel->nr, kcb = packed.kernel->kc;
@@ -172,9 +230,9 @@ PackedB pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
 
 void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float alpha,
                   const PackedB& B, float beta, float* C, int64_t ldc, const ParallelFor& parallel,
-                  const GemmEpilogue& epilogue) {
+                  const GemmEpilogue& epilogue, int threads) {
   KILN_CHECK(B.kernel != nullptr, "sgemm_packed: B is not packed");
-  const F32GemmUkernel& uk = *B.kernel;
+  const F32GemmUkernel& uk = B.pinned ? *B.kernel : f32_gemm_for_rows(M, *B.kernel);
   const int64_t N = B.n, K = B.k, mr = uk.mr, nr = uk.nr;
   if (M <= 0 || N <= 0) return;
   if (K == 0) {
@@ -187,63 +245,53 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
       }
     return;
   }
-  // M blocks of equal size (a multiple of MR); N split into chunks of panels for parallelism.
+  // A is packed once, in parallel, into [M block][K][mc] (M blocks of mc rows, a multiple of MR,
+  // sized for L2); then each task (a column chunk x a row group of whole micro-panels, see
+  // choose_gemm_split) walks K blocks, its M blocks, its B panels (L1) and its micro-panels.
   const int64_t mblocks = ceil_div(M, uk.mc);
   const int64_t mc = std::min(ceil_div(ceil_div(M, mblocks), mr) * mr, ceil_div(M, mr) * mr);
-  const int64_t panels = ceil_div(N, nr);
-  const int64_t nchunks = std::clamp<int64_t>(ceil_div(16, mblocks), 1, panels);
-  const int64_t chunk_panels = ceil_div(panels, nchunks);
-  const int64_t tasks = mblocks * ceil_div(panels, chunk_panels);
-  const int64_t nchunks_real = ceil_div(panels, chunk_panels);
-  // With one N chunk per M block each task packs its A block right before use (it stays in
-  // cache). With several, the chunks of one M block would each repack the same A block, so all
-  // of A is packed once up front, in parallel, into `shared_a` ([M block][K] at stride mc).
-  const bool prepack = nchunks_real > 1;
-  thread_local std::vector<float> shared_a;
-  if (prepack) {
-    shared_a.resize(static_cast<size_t>(mblocks * mc * K));
-    const int64_t kblocks = ceil_div(K, static_cast<int64_t>(uk.kc));
-    float* dst = shared_a.data();
-    run_parallel(parallel, mblocks * kblocks, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
-        const int64_t i0 = (t / kblocks) * mc, k0 = (t % kblocks) * uk.kc;
-        if (i0 >= M) continue;
-        const int64_t kc = std::min<int64_t>(uk.kc, K - k0);
-        const float* a_src = trans_a ? A + k0 * lda + i0 : A + i0 * lda + k0;
-        f32_gemm_pack_a(trans_a, std::min(mc, M - i0), kc, a_src, lda, alpha, static_cast<int>(mr),
-                        dst + (i0 / mc) * mc * K + k0 * mc);
-      }
-    });
-  }
-  const float* packed_a = shared_a.data();
-  run_parallel(parallel, tasks, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> a_buf;
-    if (!prepack) a_buf.resize(static_cast<size_t>(mc * uk.kc));
+  const int64_t kblocks = ceil_div(K, static_cast<int64_t>(uk.kc));
+  thread_local std::vector<float> packed_a_buf;
+  packed_a_buf.resize(static_cast<size_t>(mblocks * mc * K));
+  float* const packed_a = packed_a_buf.data();  // (tasks on other threads must not name the thread_local)
+  run_parallel(parallel, mblocks * kblocks, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t i0 = (t / nchunks_real) * mc;
-      if (i0 >= M) continue;
-      const int64_t rows = std::min(mc, M - i0);
-      const int64_t q0 = (t % nchunks_real) * chunk_panels;
-      const int64_t q1 = std::min(panels, q0 + chunk_panels);
+      const int64_t i0 = (t / kblocks) * mc, k0 = (t % kblocks) * uk.kc;
+      const int64_t kc = std::min<int64_t>(uk.kc, K - k0);
+      const float* a_src = trans_a ? A + k0 * lda + i0 : A + i0 * lda + k0;
+      f32_gemm_pack_a(trans_a, std::min(mc, M - i0), kc, a_src, lda, alpha, static_cast<int>(mr),
+                      packed_a + (i0 / mc) * mc * K + k0 * mc);
+    }
+  });
+  const int64_t panels = ceil_div(N, nr), upanels = ceil_div(M, mr);
+  // Another column chunk re-reads packed A, another row group re-reads B (each free in L2).
+  const GemmSplit split = choose_gemm_split(M, N, K, uk, parallel ? threads : 1,
+                                            gemm_split_stream_ns(4.0 * double(mblocks * mc) * double(K)),
+                                            gemm_split_stream_ns(4.0 * double(K) * double(panels * nr)));
+  const int64_t chunks = split.chunks, groups = split.groups;
+  const float* a_packed = packed_a;
+  run_parallel(parallel, chunks * groups, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t chunk = t / groups, group = t % groups;
+      const int64_t q0 = chunk * panels / chunks, q1 = (chunk + 1) * panels / chunks;
+      const int64_t m_begin = group * upanels / groups * mr;
+      const int64_t m_end = std::min(M, (group + 1) * upanels / groups * mr);
       for (int64_t k0 = 0; k0 < K; k0 += uk.kc) {
         const int64_t kc = std::min<int64_t>(uk.kc, K - k0);
         const bool last = k0 + kc >= K;
-        const float* a_block = packed_a + (i0 / mc) * mc * K + k0 * mc;
-        if (!prepack) {
-          const float* a_src = trans_a ? A + k0 * lda + i0 : A + i0 * lda + k0;
-          f32_gemm_pack_a(trans_a, rows, kc, a_src, lda, alpha, static_cast<int>(mr), a_buf.data());
-          a_block = a_buf.data();
-        }
         F32GemmParams params;
         params.beta = k0 == 0 ? beta : 1.0f;
         params.relu = last && epilogue.relu;
-        for (int64_t q = q0; q < q1; ++q) {
-          const int64_t j0 = q * nr, cols = std::min(nr, N - j0);
-          const float* b_panel = B.data.data() + B.panel_offset(k0, q);
-          params.bias = last && epilogue.bias ? epilogue.bias + j0 : nullptr;
-          for (int64_t ii = 0; ii < rows; ii += mr) {
-            uk.fn(std::min(mr, rows - ii), cols, kc, a_block + ii * kc, b_panel,
-                  C + (i0 + ii) * ldc + j0, ldc, params);
+        for (int64_t i0 = m_begin / mc * mc; i0 < m_end; i0 += mc) {
+          const int64_t r_begin = std::max(i0, m_begin) - i0, rows = std::min(i0 + mc, m_end) - i0;
+          const float* a_block = a_packed + (i0 / mc) * mc * K + k0 * mc;
+          for (int64_t q = q0; q < q1; ++q) {
+            const int64_t j0 = q * nr, cols = std::min(nr, N - j0);
+            const float* b_panel = B.data.data() + B.panel_offset(k0, q);
+            params.bias = last && epilogue.bias ? epilogue.bias + j0 : nullptr;
+            for (int64_t ii = r_begin; ii < rows; ii += mr)
+              uk.fn(std::min(mr, rows - ii), cols, kc, a_block + ii * kc, b_panel, C + (i0 + ii) * ldc + j0, ldc,
+                    params);
           }
         }
       }
@@ -254,10 +302,10 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
            int64_t ldc, const ParallelFor& parallel, const GemmEpilogue& epilogue,
-           const F32GemmUkernel* kernel) {
+           const F32GemmUkernel* kernel, int threads) {
   if (M <= 0 || N <= 0) return;
   const PackedB packed = pack_b(trans_b, K, N, B, ldb, kernel, parallel);
-  sgemm_packed(trans_a, M, A, lda, alpha, packed, beta, C, ldc, parallel, epilogue);
+  sgemm_packed(trans_a, M, A, lda, alpha, packed, beta, C, ldc, parallel, epilogue, threads);
 }
 
 }  // namespace kiln::kernels

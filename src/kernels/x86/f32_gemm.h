@@ -67,9 +67,30 @@ const F32GemmUkernel& f32_gemm_default();
 // Parallel hook: run fn(begin, end) over a partition of [0, n). nullptr runs serially.
 using ParallelFor = std::function<void(int64_t n, std::function<void(int64_t, int64_t)>)>;
 
+// How a GEMM's C splits into parallel tasks: `chunks` column chunks (each streams the A rows of
+// its task again) x `groups` row groups of whole MR micro-panels (each packs its chunk's B block).
+struct GemmSplit {
+  int64_t chunks = 1, groups = 1;
+};
+// The split with the lowest estimated time on `threads` threads (<= 0: unknown, taken as 4):
+// the largest task's compute times the rounds of tasks per thread, plus `chunk_cost` per column
+// chunk and `group_cost` per row group (ns: operands re-streamed or re-packed), shared by the
+// threads; a chunk's B block (KC x columns) fits in half of L2. One thread gets the fewest
+// chunks and one group. The cost helpers below give the rough per-thread rates.
+GemmSplit choose_gemm_split(int64_t M, int64_t N, int64_t K, const F32GemmUkernel& uk, int threads,
+                            double chunk_cost, double group_cost);
+double gemm_split_compute_ns(int64_t M, int64_t N, int64_t K);
+// Streaming `bytes` again from beyond L2 (0 when they fit in half of L2).
+double gemm_split_stream_ns(double bytes);
+// Of the kernels that read the same packed B as `base` (ISA, NR, KC), the one that pads M least.
+const F32GemmUkernel& f32_gemm_for_rows(int64_t M, const F32GemmUkernel& base = f32_gemm_default());
+// This CPU's L2 size per core in bytes (sysconf; 1 MiB when unknown).
+int64_t l2_cache_bytes();
+
 // op(B) (K x N) packed into NR-column panels per K block; pack once for constant weights.
 struct PackedB {
   const F32GemmUkernel* kernel = nullptr;
+  bool pinned = false;  // packed for an explicitly chosen kernel: sgemm_packed uses exactly it
   int64_t k = 0, n = 0;
   std::vector<float> data;  // [k block][n panel][kc][NR], zero-padded
   int64_t panel_offset(int64_t k0, int64_t panel) const;
@@ -82,18 +103,21 @@ void f32_gemm_pack_a(bool trans_a, int64_t mc, int64_t kc, const float* a, int64
 void f32_gemm_pack_b(bool trans_b, int64_t kc, int64_t nc, const float* b, int64_t ldb, int nr,
                      float* out);
 
+// `kernel` null: the default kernel's layout, and sgemm_packed picks the kernel that pads M
+// least among those sharing it (f32_gemm_for_rows); else exactly `kernel` is used.
 PackedB pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
                const F32GemmUkernel* kernel = nullptr, const ParallelFor& parallel = nullptr);
 
-// C = alpha*op(A)*op(B) + beta*C, then + bias and relu per epilogue; B pre-packed.
+// C = alpha*op(A)*op(B) + beta*C, then + bias and relu per epilogue; B pre-packed. `threads`:
+// how many workers `parallel` spreads over (0: unknown, taken as 4), to balance the split.
 void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float alpha,
                   const PackedB& B, float beta, float* C, int64_t ldc,
-                  const ParallelFor& parallel = nullptr, const GemmEpilogue& epilogue = {});
+                  const ParallelFor& parallel = nullptr, const GemmEpilogue& epilogue = {}, int threads = 0);
 
 // Row-major SGEMM: C[M,N] = alpha*op(A)[M,K]*op(B)[K,N] + beta*C (+ epilogue).
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
            int64_t ldc, const ParallelFor& parallel = nullptr, const GemmEpilogue& epilogue = {},
-           const F32GemmUkernel* kernel = nullptr);
+           const F32GemmUkernel* kernel = nullptr, int threads = 0);
 
 }  // namespace kiln::kernels

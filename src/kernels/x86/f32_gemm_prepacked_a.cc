@@ -1,7 +1,8 @@
 // SGEMM with a pre-packed A (see f32_gemm_prepacked_a.h). Blocking: a task owns a chunk of
-// NC columns of C; per K block it packs its B block (KC x NC, in L2) and walks every M block of
-// the pre-packed A, running the microkernel over MR x NR tiles; the per-row epilogue is applied
-// to each tile right after its last K block, while it is still in L1.
+// NC columns of C and a group of A's M blocks; per K block it packs its B block (KC x NC, in L2)
+// and walks its M blocks of the pre-packed A, running the microkernel over MR x NR tiles; the
+// per-row epilogue is applied to each tile right after its last K block, while it is still in L1.
+// The chunk/group split comes from choose_gemm_split (f32_gemm.h).
 #include "kernels/x86/f32_gemm_prepacked_a.h"
 
 #include <algorithm>
@@ -13,15 +14,25 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Bias + clamp over a rows x cols tile of C. Cloned for AVX-512 (picked at load time) so the
-// epilogue of short-K GEMMs does not cost more than their microkernel calls.
+// Bias (+ residual) + clamp over a rows x cols tile of C; `res` is the residual's matching
+// tile (leading dim ldr) or null. Cloned for AVX-512 (picked at load time) so the epilogue of
+// short-K GEMMs does not cost more than their microkernel calls.
 __attribute__((target_clones("avx512f", "default"))) void row_epilogue(float* c, int64_t ldc, int64_t rows,
                                                                        int64_t cols, const float* bias,
-                                                                       float lo, float hi, bool clamp) {
+                                                                       float lo, float hi, bool clamp,
+                                                                       const float* res = nullptr,
+                                                                       int64_t ldr = 0) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = c + r * ldc;
     const float b = bias ? bias[r] : 0.0f;
-    if (clamp) {
+    if (res) {
+      const float* rr = res + r * ldr;
+      if (clamp) {
+        for (int64_t j = 0; j < cols; ++j) row[j] = std::min(std::max(row[j] + b + rr[j], lo), hi);
+      } else {
+        for (int64_t j = 0; j < cols; ++j) row[j] = row[j] + b + rr[j];
+      }
+    } else if (clamp) {
       for (int64_t j = 0; j < cols; ++j) row[j] = std::min(std::max(row[j] + b, lo), hi);
     } else {
       for (int64_t j = 0; j < cols; ++j) row[j] += b;
@@ -33,7 +44,7 @@ __attribute__((target_clones("avx512f", "default"))) void row_epilogue(float* c,
 
 PackedA pack_a(int64_t M, int64_t K, const float* A, int64_t lda, const F32GemmUkernel* kernel) {
   PackedA p;
-  p.kernel = kernel ? kernel : &f32_gemm_default();
+  p.kernel = kernel ? kernel : &f32_gemm_for_rows(M);
   p.m = M;
   p.k = K;
   const int64_t mr = p.kernel->mr;
@@ -51,17 +62,17 @@ PackedA pack_a(int64_t M, int64_t K, const float* A, int64_t lda, const F32GemmU
 }
 
 void sgemm_prepacked_a(const PackedA& A, int64_t N, const float* B, int64_t ldb, float* C, int64_t ldc,
-                       const RowEpilogue& ep, const ParallelFor& parallel) {
+                       const RowEpilogue& ep, const ParallelFor& parallel, int threads) {
   sgemm_prepacked_a(
       A, N,
       [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr, float* dst) {
         f32_gemm_pack_b(false, kc, nc, B + k0 * ldb + j0, ldb, nr, dst);
       },
-      C, ldc, ep, parallel);
+      C, ldc, ep, parallel, threads);
 }
 
 void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float* C, int64_t ldc,
-                       const RowEpilogue& ep, const ParallelFor& parallel) {
+                       const RowEpilogue& ep, const ParallelFor& parallel, int threads) {
   KILN_CHECK(A.kernel != nullptr, "sgemm_prepacked_a: A is not packed");
   const F32GemmUkernel& uk = *A.kernel;
   const int64_t M = A.m, K = A.k, mr = uk.mr, nr = uk.nr;
@@ -69,20 +80,16 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
   const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
   if (K == 0) {
     for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
-    row_epilogue(C, ldc, M, N, ep.bias, ep.lo, ep.hi, clamp);
+    row_epilogue(C, ldc, M, N, ep.bias, ep.lo, ep.hi, clamp, ep.residual, ep.ldr);
     return;
   }
-  // Column chunks of near-equal panel counts (they differ by at most one): at most 8 panels
-  // (256 columns for NR = 32) each, at least 4 chunks when N allows and an even count, so that
-  // the pool's threads get balanced shares of small images.
-  const int64_t panels = ceil_div(N, nr);
-  int64_t chunks = std::max(ceil_div(panels, 8), std::min<int64_t>(panels, 4));
-  if (chunks % 2 == 1 && chunks < panels) ++chunks;
+  const int64_t panels = ceil_div(N, nr), upanels = ceil_div(M, mr);
+  // Another column chunk streams A again (unless it stays in L2); another row group packs the
+  // chunk's B block again (~8 GB/s).
+  const GemmSplit split = choose_gemm_split(M, N, K, uk, parallel ? threads : 1, gemm_split_stream_ns(4.0 * double(M) * double(K)),
+                                            4.0 * double(K) * double(N) / 8.0);
+  const int64_t chunks = split.chunks, mgroups = split.groups;
   const int64_t max_chunk_panels = ceil_div(panels, chunks);
-  // Narrow C (small images: few chunks) also splits the M blocks into groups, so that threads
-  // share the rows; each group packs the chunk's B block itself (small next to its GEMM work).
-  const int64_t mblocks = ceil_div(M, A.mc);
-  const int64_t mgroups = chunks >= 4 ? 1 : std::min(mblocks, ceil_div(4, chunks));
   auto task = [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> b_buf;
     b_buf.resize(static_cast<size_t>(uk.kc * max_chunk_panels * nr));
@@ -90,26 +97,28 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
       const int64_t chunk = t / mgroups, group = t % mgroups;
       const int64_t j0 = chunk * panels / chunks * nr;
       const int64_t nc = std::min((chunk + 1) * panels / chunks * nr, N) - j0;
-      const int64_t m_begin = group * mblocks / mgroups * A.mc;
-      const int64_t m_end = std::min(M, (group + 1) * mblocks / mgroups * A.mc);
+      // Rows [m_begin, m_end) of this group: whole micro-panels, possibly parts of M blocks.
+      const int64_t m_begin = group * upanels / mgroups * mr;
+      const int64_t m_end = std::min(M, (group + 1) * upanels / mgroups * mr);
       for (int64_t k0 = 0; k0 < K; k0 += uk.kc) {
         const int64_t kc = std::min<int64_t>(uk.kc, K - k0);
         const bool last = k0 + kc >= K;
         pack_b(k0, kc, j0, nc, static_cast<int>(nr), b_buf.data());
         F32GemmParams params;
         params.beta = k0 == 0 ? 0.0f : 1.0f;
-        for (int64_t i0 = m_begin; i0 < m_end; i0 += A.mc) {
-          const int64_t rows = std::min(A.mc, M - i0);
+        for (int64_t i0 = m_begin / A.mc * A.mc; i0 < m_end; i0 += A.mc) {
+          const int64_t r_begin = std::max(i0, m_begin) - i0, rows = std::min(i0 + A.mc, m_end) - i0;
           const float* a_block = A.block(i0, k0);
           for (int64_t q = 0; q * nr < nc; ++q) {
             const int64_t cols = std::min(nr, nc - q * nr);
             const float* b_panel = b_buf.data() + q * kc * nr;
-            for (int64_t ii = 0; ii < rows; ii += mr) {
+            for (int64_t ii = r_begin; ii < rows; ii += mr) {
               const int64_t mr_eff = std::min(mr, rows - ii);
               float* c = C + (i0 + ii) * ldc + j0 + q * nr;
               uk.fn(mr_eff, cols, kc, a_block + ii * kc, b_panel, c, ldc, params);
-              if (last && (ep.bias || clamp))
-                row_epilogue(c, ldc, mr_eff, cols, ep.bias ? ep.bias + i0 + ii : nullptr, ep.lo, ep.hi, clamp);
+              if (last && (ep.bias || clamp || ep.residual))
+                row_epilogue(c, ldc, mr_eff, cols, ep.bias ? ep.bias + i0 + ii : nullptr, ep.lo, ep.hi, clamp,
+                             ep.residual ? ep.residual + (i0 + ii) * ep.ldr + j0 + q * nr : nullptr, ep.ldr);
             }
           }
         }

@@ -24,10 +24,13 @@ struct PackedA {
 
 PackedA pack_a(int64_t M, int64_t K, const float* A, int64_t lda, const F32GemmUkernel* kernel = nullptr);
 
+// C = clamp(A*B + bias + residual, lo, hi), applied per tile right after its last K block.
 struct RowEpilogue {
   const float* bias = nullptr;  // per-row (M) bias, or null
   float lo = -std::numeric_limits<float>::infinity();
   float hi = std::numeric_limits<float>::infinity();
+  const float* residual = nullptr;  // [M, N] with leading dim ldr, added after the bias; or null
+  int64_t ldr = 0;
 };
 
 // Packs rows [k0, k0+kc) x columns [j0, j0+nc) of B into NR-column panels (panel q at
@@ -36,11 +39,12 @@ struct RowEpilogue {
 using PackBFn = std::function<void(int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr, float* dst)>;
 
 // C = A * B (+ bias per row, clamped to [lo, hi]), B [K, N] given by its packer. Parallel over
-// column chunks of C; each task packs its own B block.
+// column chunks x row groups of C; each task packs its own B block. `threads`: how many workers
+// `parallel` spreads over (0: unknown, assumed 4), used to balance the split.
 void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float* C, int64_t ldc,
-                       const RowEpilogue& epilogue = {}, const ParallelFor& parallel = nullptr);
+                       const RowEpilogue& epilogue = {}, const ParallelFor& parallel = nullptr, int threads = 0);
 // B [K, N] row-major with leading dim ldb.
 void sgemm_prepacked_a(const PackedA& A, int64_t N, const float* B, int64_t ldb, float* C, int64_t ldc,
-                       const RowEpilogue& epilogue = {}, const ParallelFor& parallel = nullptr);
+                       const RowEpilogue& epilogue = {}, const ParallelFor& parallel = nullptr, int threads = 0);
 
 }  // namespace kiln::kernels
