@@ -24,10 +24,16 @@ struct GemmEpilogue {
 };
 
 // Microkernel parameters for one MRxNR tile.
+// Order: acc (+ beta*C) + bias[col] + row_bias[row] + residual, then relu, then the clamp.
 struct F32GemmParams {
   float beta = 0.0f;             // 0: overwrite C (C is not read), otherwise C = acc + beta*C
   const float* bias = nullptr;  // nr entries, or null
   bool relu = false;
+  const float* row_bias = nullptr;  // mr entries (one per row of the tile), or null
+  const float* residual = nullptr;  // the tile's mr x nr block of a residual, leading dim ldr, or null
+  int64_t ldr = 0;
+  bool clamp = false;               // clamp to [lo, hi]
+  float lo = 0.0f, hi = 0.0f;
 };
 
 // Computes an mr x nr tile (mr <= MR, nr <= NR) of C from a packed A micro-panel

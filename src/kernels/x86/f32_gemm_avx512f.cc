@@ -33,6 +33,7 @@ inline void gemm_mrx32(int64_t mr, int64_t nr, int64_t kc, const float* a, const
                                                                : __mmask16((1u << (nr - 16)) - 1);
   const __m512 beta = _mm512_set1_ps(p.beta);
   const __m512 zero = _mm512_setzero_ps();
+  const __m512 lo = _mm512_set1_ps(p.lo), hi = _mm512_set1_ps(p.hi);
   __m512 bias0 = zero, bias1 = zero;
   if (p.bias) {
     bias0 = _mm512_maskz_loadu_ps(m0, p.bias);
@@ -51,9 +52,24 @@ inline void gemm_mrx32(int64_t mr, int64_t nr, int64_t kc, const float* a, const
       v0 = _mm512_add_ps(v0, bias0);
       v1 = _mm512_add_ps(v1, bias1);
     }
+    if (p.row_bias) {
+      const __m512 rb = _mm512_set1_ps(p.row_bias[i]);
+      v0 = _mm512_add_ps(v0, rb);
+      v1 = _mm512_add_ps(v1, rb);
+    }
+    if (p.residual) {
+      const float* res = p.residual + i * p.ldr;
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, res));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, res + 16));
+    }
+    // (GCC 12 warns on plain min/max of these values; full-mask forms are the same instruction.)
     if (p.relu) {
-      v0 = _mm512_maskz_max_ps(__mmask16(0xFFFF), v0, zero);  // (GCC 12: plain max warns)
+      v0 = _mm512_maskz_max_ps(__mmask16(0xFFFF), v0, zero);
       v1 = _mm512_maskz_max_ps(__mmask16(0xFFFF), v1, zero);
+    }
+    if (p.clamp) {
+      v0 = _mm512_maskz_min_ps(__mmask16(0xFFFF), _mm512_maskz_max_ps(__mmask16(0xFFFF), v0, lo), hi);
+      v1 = _mm512_maskz_min_ps(__mmask16(0xFFFF), _mm512_maskz_max_ps(__mmask16(0xFFFF), v1, lo), hi);
     }
     _mm512_mask_storeu_ps(row, m0, v0);
     _mm512_mask_storeu_ps(row + 16, m1, v1);

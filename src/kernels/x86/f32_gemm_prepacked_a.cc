@@ -1,7 +1,7 @@
 // SGEMM with a pre-packed A (see f32_gemm_prepacked_a.h). Blocking: a task owns a chunk of
 // NC columns of C and a group of A's M blocks; per K block it packs its B block (KC x NC, in L2)
 // and walks its M blocks of the pre-packed A, running the microkernel over MR x NR tiles; the
-// per-row epilogue is applied to each tile right after its last K block, while it is still in L1.
+// per-row epilogue (bias, residual, clamp) runs in the microkernel's store of the last K block.
 // The chunk/group split comes from choose_gemm_split (f32_gemm.h).
 #include "kernels/x86/f32_gemm_prepacked_a.h"
 
@@ -14,30 +14,13 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Bias (+ residual) + clamp over a rows x cols tile of C; `res` is the residual's matching
-// tile (leading dim ldr) or null. Cloned for AVX-512 (picked at load time) so the epilogue of
-// short-K GEMMs does not cost more than their microkernel calls.
-__attribute__((target_clones("avx512f", "default"))) void row_epilogue(float* c, int64_t ldc, int64_t rows,
-                                                                       int64_t cols, const float* bias,
-                                                                       float lo, float hi, bool clamp,
-                                                                       const float* res = nullptr,
-                                                                       int64_t ldr = 0) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = c + r * ldc;
-    const float b = bias ? bias[r] : 0.0f;
-    if (res) {
-      const float* rr = res + r * ldr;
-      if (clamp) {
-        for (int64_t j = 0; j < cols; ++j) row[j] = std::min(std::max(row[j] + b + rr[j], lo), hi);
-      } else {
-        for (int64_t j = 0; j < cols; ++j) row[j] = row[j] + b + rr[j];
-      }
-    } else if (clamp) {
-      for (int64_t j = 0; j < cols; ++j) row[j] = std::min(std::max(row[j] + b, lo), hi);
-    } else {
-      for (int64_t j = 0; j < cols; ++j) row[j] += b;
+// The epilogue over all of C when there is no K block to run it in (K == 0).
+void epilogue_only(float* c, int64_t ldc, int64_t rows, int64_t cols, const RowEpilogue& ep) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) {
+      float v = c[r * ldc + j] + (ep.bias ? ep.bias[r] : 0.0f) + (ep.residual ? ep.residual[r * ep.ldr + j] : 0.0f);
+      c[r * ldc + j] = std::min(std::max(v, ep.lo), ep.hi);
     }
-  }
 }
 
 }  // namespace
@@ -80,7 +63,7 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
   const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
   if (K == 0) {
     for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
-    row_epilogue(C, ldc, M, N, ep.bias, ep.lo, ep.hi, clamp, ep.residual, ep.ldr);
+    epilogue_only(C, ldc, M, N, ep);
     return;
   }
   const int64_t panels = ceil_div(N, nr), upanels = ceil_div(M, mr);
@@ -106,6 +89,10 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
         pack_b(k0, kc, j0, nc, static_cast<int>(nr), b_buf.data());
         F32GemmParams params;
         params.beta = k0 == 0 ? 0.0f : 1.0f;
+        params.clamp = last && clamp;
+        params.lo = ep.lo;
+        params.hi = ep.hi;
+        params.ldr = ep.ldr;
         for (int64_t i0 = m_begin / A.mc * A.mc; i0 < m_end; i0 += A.mc) {
           const int64_t r_begin = std::max(i0, m_begin) - i0, rows = std::min(i0 + A.mc, m_end) - i0;
           const float* a_block = A.block(i0, k0);
@@ -114,11 +101,11 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
             const float* b_panel = b_buf.data() + q * kc * nr;
             for (int64_t ii = r_begin; ii < rows; ii += mr) {
               const int64_t mr_eff = std::min(mr, rows - ii);
-              float* c = C + (i0 + ii) * ldc + j0 + q * nr;
-              uk.fn(mr_eff, cols, kc, a_block + ii * kc, b_panel, c, ldc, params);
-              if (last && (ep.bias || clamp || ep.residual))
-                row_epilogue(c, ldc, mr_eff, cols, ep.bias ? ep.bias + i0 + ii : nullptr, ep.lo, ep.hi, clamp,
-                             ep.residual ? ep.residual + (i0 + ii) * ep.ldr + j0 + q * nr : nullptr, ep.ldr);
+              if (last) {  // the epilogue runs in the microkernel's store, on the tile in registers
+                params.row_bias = ep.bias ? ep.bias + i0 + ii : nullptr;
+                params.residual = ep.residual ? ep.residual + (i0 + ii) * ep.ldr + j0 + q * nr : nullptr;
+              }
+              uk.fn(mr_eff, cols, kc, a_block + ii * kc, b_panel, C + (i0 + ii) * ldc + j0 + q * nr, ldc, params);
             }
           }
         }

@@ -17,7 +17,10 @@ inline void f32_gemm_store_tile(const float* acc, int64_t ld, int64_t mr, int64_
       float v = acc[i * ld + j];
       if (p.beta != 0.0f) v += p.beta * row[j];
       if (p.bias) v += p.bias[j];
+      if (p.row_bias) v += p.row_bias[i];
+      if (p.residual) v += p.residual[i * p.ldr + j];
       if (p.relu) v = std::max(v, 0.0f);
+      if (p.clamp) v = std::min(std::max(v, p.lo), p.hi);
       row[j] = v;
     }
   }
