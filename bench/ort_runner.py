@@ -7,8 +7,14 @@ the way kiln does (warm-up runs, then runs until --min-time seconds and at least
 writes each output as OUTPUT_DIR/<index>.npy and prints one JSON line:
 {"median_ms": ..., "min_ms": ..., "runs": ..., "load_ms": ..., "first_run_ms": ..., "ort_version": ...}
 
+With --serve it times nothing by itself: after the warm-up it writes the outputs, prints
+{"ready": true, "load_ms": ..., "first_run_ms": ..., "ort_version": ...} and then answers each
+stdin line "SECONDS RUNS" with {"times_ms": [...]} (runs for at least SECONDS and RUNS), until
+EOF. kiln bench uses it to alternate timing rounds of kiln and ONNX Runtime, so that a noisy
+machine slows both alike.
+
 Usage: ort_runner.py MODEL --input NAME=FILE.npy ... [--threads N] [--warmup W]
-                     [--min-time S] [--min-runs R] [--output-dir DIR]
+                     [--min-time S] [--min-runs R] [--output-dir DIR] [--serve]
 """
 import argparse
 import json
@@ -20,6 +26,23 @@ import numpy as np
 import onnxruntime as ort
 
 
+def write_outputs(output_dir, outs):
+    if output_dir:
+        os.makedirs(output_dir, exist_ok=True)
+        for i, o in enumerate(outs):
+            np.save(os.path.join(output_dir, f"{i}.npy"), np.ascontiguousarray(o))
+
+
+def time_runs(sess, feeds, seconds, runs):
+    times = []
+    start = time.perf_counter()
+    while len(times) < runs or time.perf_counter() - start < seconds:
+        t = time.perf_counter()
+        sess.run(None, feeds)
+        times.append((time.perf_counter() - t) * 1e3)
+    return times
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -29,6 +52,7 @@ def main():
     ap.add_argument("--min-time", type=float, default=2.0)
     ap.add_argument("--min-runs", type=int, default=10)
     ap.add_argument("--output-dir")
+    ap.add_argument("--serve", action="store_true", help="answer timing requests on stdin (see above)")
     a = ap.parse_args()
 
     so = ort.SessionOptions()
@@ -49,19 +73,19 @@ def main():
     first_ms = (time.perf_counter() - t0) * 1e3
     for _ in range(a.warmup - 1):
         sess.run(None, feeds)
-    times = []
-    start = time.perf_counter()
-    while len(times) < a.min_runs or time.perf_counter() - start < a.min_time:
-        t = time.perf_counter()
-        sess.run(None, feeds)
-        times.append((time.perf_counter() - t) * 1e3)
-    times.sort()
+    if a.serve:
+        write_outputs(a.output_dir, outs)
+        print(json.dumps({"ready": True, "load_ms": load_ms, "first_run_ms": first_ms,
+                          "ort_version": ort.__version__}), flush=True)
+        for line in sys.stdin:
+            seconds, runs = line.split()
+            times = time_runs(sess, feeds, float(seconds), int(runs))
+            print(json.dumps({"times_ms": times}), flush=True)
+        return 0
+    times = sorted(time_runs(sess, feeds, a.min_time, a.min_runs))
     n = len(times)
     median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
-    if a.output_dir:
-        os.makedirs(a.output_dir, exist_ok=True)
-        for i, o in enumerate(outs):
-            np.save(os.path.join(a.output_dir, f"{i}.npy"), np.ascontiguousarray(o))
+    write_outputs(a.output_dir, outs)
     print(json.dumps({"median_ms": median, "min_ms": times[0], "runs": n, "load_ms": load_ms,
                       "first_run_ms": first_ms, "ort_version": ort.__version__}))
     return 0

@@ -1,12 +1,14 @@
 // `kiln bench MODEL... [--threads N] [--batch B] [--dim name=V]... [--engine E]
-//              [--compare onnxruntime] [--warmup W] [--min-time S] [--min-runs R] [--json]`
+//              [--compare onnxruntime] [--warmup W] [--min-time S] [--min-runs R] [--rounds K] [--json]`
 // Per model: seeded random inputs (symbolic dims resolved by bench_common.h), warm-up runs,
 // then timed runs until --min-time seconds and at least --min-runs runs; median and min
 // latency. With --compare onnxruntime the same inputs go (as .npy files) to
-// bench/ort_runner.py, run by the project's Python (env KILN_PYTHON, else <repo>/.venv/bin/python;
-// the script from env KILN_ORT_RUNNER, else found above the kiln binary or the working
-// directory), which times ONNX Runtime the same way (intra-op threads = --threads, inter-op 1,
-// sequential) and writes its outputs back; kiln then checks that the outputs agree.
+// bench/ort_runner.py --serve, run by the project's Python (env KILN_PYTHON, else
+// <repo>/.venv/bin/python; the script from env KILN_ORT_RUNNER, else found above the kiln binary
+// or the working directory), which loads ONNX Runtime (intra-op threads = --threads, inter-op 1,
+// sequential), warms it up and writes its outputs back (kiln checks that they agree); then the
+// timed runs alternate in --rounds rounds, kiln's share then ORT's, so that a noisy shared
+// machine slows both alike.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +20,8 @@
 #include <iostream>
 #include <sstream>
 #include <thread>
+#include <memory>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_common.h"
@@ -41,6 +45,7 @@ struct BenchArgs {
   int warmup = 3;
   double min_time = 2.0;
   int min_runs = 10;
+  int rounds = 4;
   uint64_t seed = 0;
   bool optimize = false;
   bool json = false;
@@ -161,15 +166,109 @@ void compare_outputs(const std::vector<RtValue>& outs, const fs::path& dir, cons
   }
 }
 
-void run_ort(const std::vector<RtValue>& feeds, const std::vector<RtValue>& outs, const Session& s,
-             const std::string& model, const BenchArgs& a, Result& r) {
+// bench/ort_runner.py --serve as a child process: timing requests on its stdin, JSON lines back.
+class OrtServer {
+ public:
+  ~OrtServer() { close(); }
+
+  // Starts the runner; false (with the reason in `error`) when it does not come up ready.
+  bool start(const std::string& cmd, std::string& error) {
+    int to_child[2], from_child[2];
+    if (::pipe(to_child) != 0) return fail("pipe failed", error);
+    if (::pipe(from_child) != 0) {
+      ::close(to_child[0]), ::close(to_child[1]);
+      return fail("pipe failed", error);
+    }
+    pid_ = ::fork();
+    if (pid_ < 0) return fail("fork failed", error);
+    if (pid_ == 0) {
+      ::dup2(to_child[0], 0);
+      ::dup2(from_child[1], 1);
+      ::dup2(from_child[1], 2);
+      for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) ::close(fd);
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(to_child[0]);
+    ::close(from_child[1]);
+    in_ = ::fdopen(to_child[1], "w");
+    out_ = ::fdopen(from_child[0], "r");
+    std::string text, line;
+    while (read_line(line)) {
+      if (line.rfind("{\"ready\"", 0) == 0) {
+        ready_line = line;
+        return true;
+      }
+      text += line + "\n";
+    }
+    if (text.size() > 600) text = text.substr(text.size() - 600);
+    return fail("onnxruntime failed (" + cmd.substr(0, cmd.find(" --input")) + "): " + text, error);
+  }
+
+  // Runs ORT for at least `seconds` and `runs` runs; the per-run times (ms), empty on failure.
+  std::vector<double> time_runs(double seconds, int runs) {
+    std::vector<double> times;
+    if (!in_) return times;
+    std::fprintf(in_, "%.6f %d\n", seconds, runs);
+    std::fflush(in_);
+    std::string line;
+    if (!read_line(line)) return times;
+    auto p = line.find('[');
+    if (p == std::string::npos) return times;
+    const char* c = line.c_str() + p + 1;
+    while (*c && *c != ']') {
+      char* end = nullptr;
+      double v = std::strtod(c, &end);
+      if (end == c) break;
+      times.push_back(v);
+      c = end;
+      while (*c == ',' || *c == ' ') ++c;
+    }
+    return times;
+  }
+
+  void close() {
+    if (in_) std::fclose(in_), in_ = nullptr;
+    if (out_) std::fclose(out_), out_ = nullptr;
+    if (pid_ > 0) {
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+      pid_ = -1;
+    }
+  }
+
+  std::string ready_line;  // {"ready": true, "load_ms": ..., ...}
+
+ private:
+  bool read_line(std::string& line) {
+    line.clear();
+    if (!out_) return false;
+    for (int ch; (ch = std::fgetc(out_)) != EOF;) {
+      if (ch == '\n') return true;
+      line += static_cast<char>(ch);
+    }
+    return !line.empty();
+  }
+  bool fail(const std::string& why, std::string& error) {
+    error = why;
+    close();
+    return false;
+  }
+
+  pid_t pid_ = -1;
+  FILE* in_ = nullptr;
+  FILE* out_ = nullptr;
+};
+
+// Starts ORT on the same inputs and compares its outputs; null (with r.note) when it fails.
+std::unique_ptr<OrtServer> start_ort(const std::vector<RtValue>& feeds, const std::vector<RtValue>& outs,
+                                     const Session& s, const std::string& model, const BenchArgs& a, Result& r) {
   static int counter = 0;
   fs::path dir = fs::temp_directory_path() / ("kiln-bench-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   fs::create_directories(dir / "out");
   std::string cmd = shell_quote(ort_python()) + " " + shell_quote(ort_runner()) + " " + shell_quote(model) +
                     " --threads " + std::to_string(a.threads) + " --warmup " + std::to_string(a.warmup) +
-                    " --min-time " + json_number(a.min_time) + " --min-runs " + std::to_string(a.min_runs) +
-                    " --output-dir " + shell_quote((dir / "out").string());
+                    " --serve --output-dir " + shell_quote((dir / "out").string());
   const Graph& g = *s.model().graph;
   for (size_t i = 0; i < feeds.size(); ++i) {
     if (feeds[i].is_none()) continue;
@@ -177,35 +276,20 @@ void run_ort(const std::vector<RtValue>& feeds, const std::vector<RtValue>& outs
     write_npy(p.string(), feeds[i].tensor);
     cmd += " --input " + shell_quote(g.inputs[i]->name + "=" + p.string());
   }
-  cmd += " 2>&1";
   r.has_ort = true;
-  std::string text;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) throw Error(ErrorKind::kInternal, "cannot start " + cmd);
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
-  int rc = ::pclose(pipe);
-  std::string last;  // the JSON line is the runner's last line
-  {
-    std::istringstream is(text);
-    for (std::string line; std::getline(is, line);)
-      if (!line.empty() && line[0] == '{') last = line;
-  }
-  if (rc != 0 || last.empty()) {
+  auto server = std::make_unique<OrtServer>();
+  std::string error;
+  if (!server->start(cmd, error)) {
     r.outputs_match = false;
-    std::string tail = text.size() > 600 ? text.substr(text.size() - 600) : text;
-    r.note += "onnxruntime failed (" + cmd.substr(0, cmd.find(" --input")) + "): " + tail;
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-    return;
+    r.note += error;
+    server.reset();
+  } else {
+    r.ort_load_ms = json_field(server->ready_line, "load_ms");
+    compare_outputs(outs, dir / "out", a, r);
   }
-  r.ort.median = json_field(last, "median_ms");
-  r.ort.min = json_field(last, "min_ms");
-  r.ort.runs = static_cast<int>(json_field(last, "runs"));
-  r.ort_load_ms = json_field(last, "load_ms");
-  compare_outputs(outs, dir / "out", a, r);
   std::error_code ec;
   fs::remove_all(dir, ec);
+  return server;
 }
 
 Result bench_one(const std::string& model, const BenchArgs& a, const InputShapeOptions& shapes) {
@@ -232,15 +316,33 @@ Result bench_one(const std::string& model, const BenchArgs& a, const InputShapeO
   std::vector<RtValue> outs = session->run(feeds);  // first run: includes plan/JIT for the compiled engine
   r.first_run_ms = ms_since(s);
   for (int i = 1; i < a.warmup; ++i) session->run(feeds);
-  std::vector<double> times;
-  auto start = Clock::now();
-  while (static_cast<int>(times.size()) < a.min_runs || ms_since(start) < a.min_time * 1000.0) {
-    auto t = Clock::now();
-    session->run(feeds);
-    times.push_back(ms_since(t));
+  std::unique_ptr<OrtServer> ort;
+  if (!a.compare.empty()) ort = start_ort(feeds, outs, *session, model, a, r);
+  // Without ORT, one round; with it, kiln and ORT take turns, each its share of the time.
+  const int rounds = ort ? a.rounds : 1;
+  const double round_ms = a.min_time * 1000.0 / rounds;
+  const int round_runs = (a.min_runs + rounds - 1) / rounds;
+  std::vector<double> times, ort_times;
+  for (int round = 0; round < rounds; ++round) {
+    auto start = Clock::now();
+    for (int n = 0; n < round_runs || ms_since(start) < round_ms; ++n) {
+      auto t = Clock::now();
+      session->run(feeds);
+      times.push_back(ms_since(t));
+    }
+    if (ort) {
+      std::vector<double> t = ort->time_runs(round_ms / 1000.0, round_runs);
+      if (t.empty()) {
+        r.outputs_match = false;
+        r.note += "onnxruntime stopped answering; ";
+        ort.reset();
+        ort_times.clear();
+      }
+      ort_times.insert(ort_times.end(), t.begin(), t.end());
+    }
   }
   r.kiln = summarize(times);
-  if (!a.compare.empty()) run_ort(feeds, outs, *session, model, a, r);
+  if (r.has_ort) r.ort = summarize(ort_times);
   return r;
 }
 
@@ -365,6 +467,8 @@ void add_bench_command(CLI::App& app, Action& action) {
       ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   cmd->add_option("--min-runs", a->min_runs, "and at least this many timed runs")
       ->capture_default_str()->check(CLI::Range(1, 1000000));
+  cmd->add_option("--rounds", a->rounds, "with --compare: kiln and ONNX Runtime alternate in this many timing rounds")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
   cmd->add_option("--seed", a->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_flag("--optimize", a->optimize, "run the default graph-pass pipeline before execution");
   cmd->add_option("--rtol", a->rtol, "relative tolerance of the output check")->capture_default_str();
