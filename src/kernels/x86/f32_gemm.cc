@@ -115,11 +115,17 @@ GemmSplit choose_gemm_split(int64_t M, int64_t N, int64_t K, const F32GemmUkerne
   const int64_t max_chunk_panels = std::max<int64_t>(1, l2_cache_bytes() / 2 / (kc * uk.nr * 4));
   const int64_t min_chunks = ceil_div(panels, max_chunk_panels);
   const double compute = gemm_split_compute_ns(M, N, K);
+  // With several threads, at least 3 tasks per thread when each still gets >= ~20 us of work: a
+  // thread that is descheduled (a busy shared machine) then holds up only a small share.
+  const int64_t max_chunks = std::min(panels, min_chunks + 4 * T), max_groups = std::min(upanels, 4 * T);
+  const int64_t want_tasks =
+      T > 1 && compute >= double(3 * T) * 20000.0 ? std::min(3 * T, max_chunks * max_groups) : 1;
   GemmSplit best;
   double best_cost = std::numeric_limits<double>::infinity();
-  for (int64_t c = min_chunks; c <= std::min(panels, min_chunks + 4 * T); ++c)
-    for (int64_t g = 1; g <= std::min(upanels, 4 * T); ++g) {
+  for (int64_t c = min_chunks; c <= max_chunks; ++c)
+    for (int64_t g = 1; g <= max_groups; ++g) {
       const int64_t tasks = c * g;
+      if (tasks < want_tasks) continue;
       // The largest task's share of the compute, times the rounds each thread runs.
       const double largest = double(ceil_div(panels, c)) / double(panels) * double(ceil_div(upanels, g)) / double(upanels);
       const double cost = compute * largest * double(ceil_div(tasks, T)) + (chunk_cost * double(c) + group_cost * double(g)) / double(T);

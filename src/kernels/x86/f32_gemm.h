@@ -82,7 +82,7 @@ struct GemmSplit {
 // the largest task's compute times the rounds of tasks per thread, plus `chunk_cost` per column
 // chunk and `group_cost` per row group (ns: operands re-streamed or re-packed), shared by the
 // threads; a chunk's B block (KC x columns) fits in half of L2. One thread gets the fewest
-// chunks and one group. The cost helpers below give the rough per-thread rates.
+// chunks and one group; several threads get at least 3 tasks each when the work allows. The cost helpers below give the rough per-thread rates.
 GemmSplit choose_gemm_split(int64_t M, int64_t N, int64_t K, const F32GemmUkernel& uk, int threads,
                             double chunk_cost, double group_cost);
 double gemm_split_compute_ns(int64_t M, int64_t N, int64_t K);
