@@ -1,5 +1,6 @@
 // kiln_peak_flops: the machine's fp32 FMA peak (independent FMA chains in registers) and
-// SGEMM 1024^3 GFLOP/s through kernels::sgemm, with 1 and 2 threads, and the ratio to peak.
+// SGEMM 1024^3 GFLOP/s through kernels::sgemm, with 1 and 2 threads, and the ratio to peak;
+// the int8 (u8s8 VNNI) GEMM of the same size in GOP/s.
 // Usage: kiln_peak_flops [--size N] [--reps R] [--threads T]...
 #include <immintrin.h>
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "kernels/x86/f32_gemm.h"
+#include "kernels/x86/s8_gemm.h"
 
 namespace {
 
@@ -154,6 +156,27 @@ int main(int argc, char** argv) {
           threads, (long long)n, (long long)n, (long long)n, k.name, med, best,
           peak > 0 ? 100 * med / peak : 0.0, peak > 0 ? 100 * best / peak : 0.0, medp, bestp,
           peak > 0 ? 100 * medp / peak : 0.0, peak > 0 ? 100 * bestp / peak : 0.0);
+    }
+    // int8: u8 x s8 -> s32 with B pre-packed; one VNNI instruction does 4x the multiply-adds of
+    // an fp32 FMA, so 4x the fp32 peak is its ceiling.
+    {
+      std::vector<uint8_t> a8(n * n, 3);
+      std::vector<int8_t> b8(n * n, -2);
+      std::vector<int32_t> c8(n * n);
+      const auto packed = kiln::kernels::pack_b_s8(n, n, b8.data(), n);
+      std::vector<double> times;
+      for (int r = 0; r < reps + 1; ++r) {
+        const auto t0 = Clock::now();
+        kiln::kernels::u8s8_gemm_packed(n, a8.data(), n, packed, c8.data(), n, parallel);
+        if (r > 0) times.push_back(seconds_since(t0));
+      }
+      std::sort(times.begin(), times.end());
+      const double med = flops / times[times.size() / 2] * 1e-9, best = flops / times[0] * 1e-9;
+      std::printf("threads=%d  u8s8 gemm %lldx%lldx%lld %s median %.1f best %.1f GOP/s (%.0f%% / %.0f%% of 4x the fp32 "
+                  "peak)\n",
+                  threads, (long long)n, (long long)n, (long long)n,
+                  kiln::kernels::s8_gemm_has_vnni() ? "(AVX-512 VNNI)" : "(portable)", med, best,
+                  peak > 0 ? 25 * med / peak : 0.0, peak > 0 ? 25 * best / peak : 0.0);
     }
   }
   return 0;

@@ -1,0 +1,118 @@
+// int8 GEMM: packing, dispatch and the blocked driver (see s8_gemm.h). Blocking like sgemm: a
+// task owns an M block x a chunk of B panels; per K block it packs its A block (u8 quads per
+// row) and runs the 14x32 VNNI microkernel over the panels, accumulating into C after the first.
+#include "kernels/x86/s8_gemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+
+namespace kiln::kernels {
+
+void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int8_t* b,
+                                       int32_t* c, int64_t ldc, bool accumulate);
+
+namespace {
+
+constexpr int64_t kMr = 14, kNr = 32;
+constexpr int64_t kKc = 1024;  // K block (a multiple of 4): one 32 KB B panel block stays in L1
+constexpr int64_t kMc = 8 * kMr;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Rows [i0, i0+rows) x K [k0, k0+kc) of A as micro-panels [kc/4][14][4], zero-padded.
+void pack_a_u8(const uint8_t* A, int64_t lda, int64_t M, int64_t K, int64_t i0, int64_t rows, int64_t k0,
+               int64_t kc, uint8_t* out) {
+  const int64_t kq = ceil_div(kc, 4);
+  for (int64_t ii = 0; ii < rows; ii += kMr) {
+    uint8_t* panel = out + ii * kq * 4;
+    for (int64_t q = 0; q < kq; ++q)
+      for (int64_t i = 0; i < kMr; ++i)
+        for (int64_t t = 0; t < 4; ++t) {
+          const int64_t r = i0 + ii + i, k = k0 + 4 * q + t;
+          panel[(q * kMr + i) * 4 + t] = r < M && ii + i < rows && k < K && k < k0 + kc ? A[r * lda + k] : 0;
+        }
+  }
+}
+
+void run_tasks(const ParallelFor& parallel, int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  if (parallel && n > 1) parallel(n, fn);
+  else fn(0, n);
+}
+
+}  // namespace
+
+bool s8_gemm_has_vnni() {
+  static const bool vnni = [] {
+    const char* env = std::getenv("KILN_ISA");
+    if (env && *env && std::string(env) != "avx512") return false;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
+  }();
+  return vnni;
+}
+
+PackedB8 pack_b_s8(int64_t K, int64_t N, const int8_t* B, int64_t ldb) {
+  PackedB8 p;
+  p.k = K;
+  p.n = N;
+  const int64_t kq = ceil_div(K, 4), panels = ceil_div(N, kNr);
+  p.data.assign(static_cast<size_t>(panels * kq * kNr * 4), 0);
+  for (int64_t panel = 0; panel < panels; ++panel)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < kNr && panel * kNr + j < N; ++j)
+        p.data[static_cast<size_t>(((panel * kq + k / 4) * kNr + j) * 4 + k % 4)] = B[k * ldb + panel * kNr + j];
+  return p;
+}
+
+void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& B, int32_t* C, int64_t ldc,
+                      const ParallelFor& parallel) {
+  const int64_t N = B.n, K = B.k;
+  if (M <= 0 || N <= 0) return;
+  const int64_t kq_total = ceil_div(K, 4), panels = ceil_div(N, kNr);
+  auto b_at = [&](int64_t k, int64_t j) {
+    return B.data[static_cast<size_t>(((j / kNr * kq_total + k / 4) * kNr + j % kNr) * 4 + k % 4)];
+  };
+  if (!s8_gemm_has_vnni() || K == 0) {
+    run_tasks(parallel, M, [&](int64_t r0, int64_t r1) {
+      for (int64_t i = r0; i < r1; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          int32_t s = 0;
+          for (int64_t k = 0; k < K; ++k) s += int32_t(A[i * lda + k]) * int32_t(b_at(k, j));
+          C[i * ldc + j] = s;
+        }
+    });
+    return;
+  }
+  const int64_t mblocks = ceil_div(M, kMc);
+  const int64_t chunks = std::min<int64_t>(panels, std::max<int64_t>(1, ceil_div(8, mblocks)));
+  run_tasks(parallel, mblocks * chunks, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<uint8_t> a_buf;
+    a_buf.resize(static_cast<size_t>(kMc * kKc));
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t i0 = t / chunks * kMc, rows = std::min(kMc, M - i0);
+      const int64_t p0 = t % chunks * panels / chunks, p1 = (t % chunks + 1) * panels / chunks;
+      for (int64_t k0 = 0; k0 < K; k0 += kKc) {
+        const int64_t kc = std::min(kKc, K - k0), kq = ceil_div(kc, 4);
+        pack_a_u8(A, lda, M, K, i0, rows, k0, kc, a_buf.data());
+        for (int64_t p = p0; p < p1; ++p) {
+          const int8_t* b_panel = B.data.data() + ((p * kq_total + k0 / 4) * kNr) * 4;
+          const int64_t cols = std::min(kNr, N - p * kNr);
+          for (int64_t ii = 0; ii < rows; ii += kMr)
+            s8_gemm_ukernel_14x32__avx512vnni(std::min(kMr, rows - ii), cols, kq, a_buf.data() + ii * kq * 4, b_panel,
+                                              C + (i0 + ii) * ldc + p * kNr, ldc, k0 > 0);
+        }
+      }
+    }
+  });
+}
+
+void u8s8_gemm(int64_t M, int64_t N, int64_t K, const uint8_t* A, int64_t lda, const int8_t* B, int64_t ldb,
+               int32_t* C, int64_t ldc, const ParallelFor& parallel) {
+  if (M <= 0 || N <= 0) return;
+  u8s8_gemm_packed(M, A, lda, pack_b_s8(K, N, B, ldb), C, ldc, parallel);
+}
+
+}  // namespace kiln::kernels

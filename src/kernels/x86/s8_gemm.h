@@ -1,0 +1,32 @@
+// int8 GEMM for quantized inference: C[M,N] (int32) = A[M,K] (uint8) x B[K,N] (int8), exact.
+// AVX-512 VNNI microkernel (vpdpbusd: four u8*s8 products summed into each int32 lane) over
+// panels packed once; a portable loop elsewhere. Zero points and requantization are the
+// caller's (kiln's quantized ops are not built on it yet: this is the kernel block for them).
+// Tests: tests/kernels/test_s8_gemm.cc. Benchmark: bench/peak_flops.cc (int8 line).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/x86/f32_gemm.h"
+
+namespace kiln::kernels {
+
+// True when this CPU runs the VNNI microkernel (KILN_ISA other than avx512 turns it off).
+bool s8_gemm_has_vnni();
+
+// B [K, N] packed for the microkernel: 32-column panels, K in groups of 4 (zero-padded).
+struct PackedB8 {
+  int64_t k = 0, n = 0;
+  std::vector<int8_t> data;  // [panel][k/4][32][4]
+};
+PackedB8 pack_b_s8(int64_t K, int64_t N, const int8_t* B, int64_t ldb);
+
+// C = A * B (int32, row-major, leading dims lda / ldc); B pre-packed.
+void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& B, int32_t* C, int64_t ldc,
+                      const ParallelFor& parallel = nullptr);
+// Packs B and runs u8s8_gemm_packed.
+void u8s8_gemm(int64_t M, int64_t N, int64_t K, const uint8_t* A, int64_t lda, const int8_t* B, int64_t ldb,
+               int32_t* C, int64_t ldc, const ParallelFor& parallel = nullptr);
+
+}  // namespace kiln::kernels

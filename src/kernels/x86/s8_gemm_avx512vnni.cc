@@ -1,0 +1,48 @@
+// u8 x s8 -> s32 GEMM microkernel for AVX-512 VNNI (compiled with -mavx512f -mavx512vnni;
+// called only when the CPU has them): 14 rows x 32 columns of int32 accumulators.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace kiln::kernels {
+
+// a: MR rows x kq groups of 4 u8 ([kq][14][4]); b: one packed panel ([kq][32][4]).
+// Writes (accumulate: adds to) the mr x nr tile of C.
+void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int8_t* b,
+                                       int32_t* c, int64_t ldc, bool accumulate) {
+  constexpr int kMr = 14;
+  __m512i acc0[kMr], acc1[kMr];
+#pragma GCC unroll 14
+  for (int i = 0; i < kMr; ++i) acc0[i] = acc1[i] = _mm512_setzero_si512();
+  for (int64_t q = 0; q < kq; ++q) {
+    const __m512i b0 = _mm512_loadu_si512(b);
+    const __m512i b1 = _mm512_loadu_si512(b + 64);
+#pragma GCC unroll 14
+    for (int i = 0; i < kMr; ++i) {
+      int32_t quad;
+      std::memcpy(&quad, a + 4 * i, 4);
+      const __m512i ai = _mm512_set1_epi32(quad);
+      acc0[i] = _mm512_dpbusd_epi32(acc0[i], ai, b0);
+      acc1[i] = _mm512_dpbusd_epi32(acc1[i], ai, b1);
+    }
+    a += 4 * kMr;
+    b += 128;
+  }
+  const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
+  const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
+#pragma GCC unroll 14
+  for (int i = 0; i < kMr; ++i) {
+    if (i >= mr) break;
+    int32_t* row = c + i * ldc;
+    __m512i v0 = acc0[i], v1 = acc1[i];
+    if (accumulate) {
+      v0 = _mm512_add_epi32(v0, _mm512_maskz_loadu_epi32(m0, row));
+      v1 = _mm512_add_epi32(v1, _mm512_maskz_loadu_epi32(m1, row + 16));
+    }
+    _mm512_mask_storeu_epi32(row, m0, v0);
+    _mm512_mask_storeu_epi32(row + 16, m1, v1);
+  }
+}
+
+}  // namespace kiln::kernels
