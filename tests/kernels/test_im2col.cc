@@ -62,8 +62,31 @@ TEST(ConvIm2col, MatchesReference) {
   EXPECT_GT(cases, 300);
 }
 
-// Stride-1 "same" convs take the shifted-plane packer on AVX-512 machines: wide images, blocks
-// that start mid-row and end mid-panel, dilation, asymmetric padding (ho != h).
+// Packs blocks of the column matrix of `g` (starting mid-row, ending mid-panel) into 32-column
+// panels and compares them with im2col_rows.
+void expect_packed_matches_rows(const Im2colGeom& g) {
+  std::vector<float> x(g.c * g.h * g.w);
+  for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(k + 1);
+  const int64_t rows = g.c * g.kh * g.kw, ohw = g.ho * g.wo;
+  std::vector<float> col(rows * ohw);
+  im2col_rows(g, x.data(), col.data(), 0, rows);
+  for (int64_t j0 : {int64_t{0}, int64_t{5}, ohw / 3}) {
+    const int64_t nb = std::min<int64_t>(ohw - j0, 100), k0 = rows > 4 ? 3 : 0, kb = rows - k0;
+    const int64_t panels = (nb + 31) / 32;
+    std::vector<float> packed(panels * kb * 32, -1.0f);
+    im2col_pack_b(g, x.data(), k0, kb, j0, nb, 32, packed.data());
+    for (int64_t q = 0; q < panels; ++q)
+      for (int64_t kk = 0; kk < kb; ++kk)
+        for (int64_t cc = 0; cc < 32; ++cc) {
+          const int64_t p = j0 + q * 32 + cc;
+          const float want = p < j0 + nb ? col[(k0 + kk) * ohw + p] : 0.0f;
+          ASSERT_EQ(packed[(q * kb + kk) * 32 + cc], want) << "h " << g.h << " row " << k0 + kk << " pixel " << p;
+        }
+  }
+}
+
+// Stride-1 "same" convs take the shifted-plane packer on AVX-512 machines: wide images,
+// dilation, asymmetric padding (ho != h).
 TEST(ConvIm2col, PackedSameWidthStride1MatchesReference) {
   struct Case { int64_t c, h, w, k, d, pt, pb; } cases[] = {
       {3, 56, 56, 3, 1, 1, 1}, {2, 7, 7, 3, 1, 1, 1}, {2, 13, 9, 5, 1, 2, 2}, {2, 17, 11, 3, 2, 2, 0}, {1, 1, 40, 3, 1, 1, 1}};
@@ -71,24 +94,22 @@ TEST(ConvIm2col, PackedSameWidthStride1MatchesReference) {
     Im2colGeom g;
     g.c = cs.c, g.h = cs.h, g.w = cs.w, g.kh = g.kw = cs.k, g.dh = g.dw = cs.d, g.pt = cs.pt, g.pl = (cs.k - 1) * cs.d / 2;
     g.ho = g.h + cs.pt + cs.pb - (cs.k - 1) * cs.d, g.wo = g.w;
-    std::vector<float> x(g.c * g.h * g.w);
-    for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(k + 1);
-    const int64_t rows = g.c * g.kh * g.kw, ohw = g.ho * g.wo;
-    std::vector<float> col(rows * ohw);
-    im2col_rows(g, x.data(), col.data(), 0, rows);
-    for (int64_t j0 : {int64_t{0}, int64_t{5}, ohw / 3}) {
-      const int64_t nb = std::min<int64_t>(ohw - j0, 100), k0 = rows > 4 ? 3 : 0, kb = rows - k0;
-      const int64_t panels = (nb + 31) / 32;
-      std::vector<float> packed(panels * kb * 32, -1.0f);
-      im2col_pack_b(g, x.data(), k0, kb, j0, nb, 32, packed.data());
-      for (int64_t q = 0; q < panels; ++q)
-        for (int64_t kk = 0; kk < kb; ++kk)
-          for (int64_t cc = 0; cc < 32; ++cc) {
-            const int64_t p = j0 + q * 32 + cc;
-            const float want = p < j0 + nb ? col[(k0 + kk) * ohw + p] : 0.0f;
-            ASSERT_EQ(packed[(q * kb + kk) * 32 + cc], want) << "h " << g.h << " row " << k0 + kk << " pixel " << p;
-          }
-    }
+    expect_packed_matches_rows(g);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Stems and downsampling convs (stride 2, 7x7 pad 3, 3x3 pad 0/1, odd sizes) take the
+// row-segment packer on AVX-512 machines.
+TEST(ConvIm2col, PackedStridedMatchesReference) {
+  struct Case { int64_t c, h, w, k, s, p; } cases[] = {
+      {3, 64, 64, 7, 2, 3}, {3, 57, 45, 3, 2, 0}, {2, 28, 28, 3, 2, 1}, {2, 33, 19, 1, 2, 0}, {2, 20, 37, 3, 1, 0}};
+  for (const Case& cs : cases) {
+    Im2colGeom g;
+    g.c = cs.c, g.h = cs.h, g.w = cs.w, g.kh = g.kw = cs.k, g.sh = g.sw = cs.s, g.pt = g.pl = cs.p;
+    g.ho = (g.h + 2 * cs.p - cs.k) / cs.s + 1, g.wo = (g.w + 2 * cs.p - cs.k) / cs.s + 1;
+    expect_packed_matches_rows(g);
+    if (HasFatalFailure()) return;
   }
 }
 

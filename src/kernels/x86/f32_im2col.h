@@ -1,8 +1,9 @@
 // im2col for Conv 2-D (NCHW, one image): rows (c, i, j) of the column matrix, each holding the
 // input tap for every output pixel. Interior runs are copied in bulk (memcpy for stride 1, a
 // branch-free strided loop otherwise); only the padded borders are zero-filled. Also packs GEMM
-// B panels straight from the image (no column matrix); on AVX-512, stride-1 convs with output
-// rows as wide as the input (3x3 pad 1) pack each panel row with two masked loads.
+// B panels straight from the image (no column matrix); on AVX-512 with 32-column panels,
+// stride-1 convs with output rows as wide as the input (3x3 pad 1) pack each panel row with two
+// masked loads, other stride-1/stride-2 convs with masked vector copies per row segment.
 // Tests: tests/kernels/test_im2col.cc.
 #pragma once
 

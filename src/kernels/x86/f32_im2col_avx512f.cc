@@ -1,8 +1,11 @@
-// Implicit-im2col B packing on AVX-512 for stride-1 convs whose output rows are as wide as the
-// input rows (3x3 pad 1 and the like): there every column-matrix row is the channel plane
-// shifted by one offset, so a 32-column panel row is two masked loads (border taps masked to 0).
+// Implicit-im2col B packing on AVX-512 (32-column panels). Stride-1 convs whose output rows are
+// as wide as the input rows (3x3 pad 1 and the like): every column-matrix row is the channel
+// plane shifted by one offset, so a panel row is two masked loads (border taps masked to 0).
+// Other stride-1 and stride-2 convs (stems, downsampling): per output-row segment of a panel
+// row, masked vector copies (stride 2: two loads and one even-lane permute per 16 pixels).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/x86/f32_im2col.h"
@@ -47,6 +50,64 @@ bool im2col_pack_b_shifted_avx512f(const Im2colGeom& g, const float* x, int64_t 
       const float* s = src + offsets[static_cast<size_t>(kk)];
       _mm512_storeu_ps(d + kk * 32, _mm512_maskz_loadu_ps(static_cast<__mmask16>(bits), s));
       _mm512_storeu_ps(d + kk * 32 + 16, _mm512_maskz_loadu_ps(static_cast<__mmask16>(bits >> 16), s + 16));
+    }
+  }
+  return true;
+}
+
+bool im2col_pack_b_segments_avx512f(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0,
+                                    int64_t nc, int nr, float* dst) {
+  if (nr != 32 || (g.sw != 1 && g.sw != 2)) return false;
+  const int64_t hw = g.h * g.w, panels = (nc + 31) / 32;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512 zero = _mm512_setzero_ps();
+  // Where each panel starts (output row and column): divisions once per block, not per row.
+  thread_local std::vector<int64_t> starts;
+  starts.resize(static_cast<size_t>(2 * panels));
+  for (int64_t q = 0; q < panels; ++q) {
+    starts[static_cast<size_t>(2 * q)] = (j0 + q * 32) / g.wo;
+    starts[static_cast<size_t>(2 * q + 1)] = (j0 + q * 32) % g.wo;
+  }
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    const int64_t r = k0 + kk;
+    const int64_t c = r / (g.kh * g.kw), i = r / g.kw % g.kh, j = r % g.kw;
+    const float* xc = x + c * hw;
+    const int64_t off = j * g.dw - g.pl;  // ix = ox * sw + off; inside the image for ox in [lo, hi)
+    const int64_t lo = std::min(g.wo, off >= 0 ? 0 : (-off + g.sw - 1) / g.sw);
+    const int64_t hi = std::max(lo, std::min(g.wo, g.w - off <= 0 ? 0 : (g.w - off + g.sw - 1) / g.sw));
+    for (int64_t q = 0; q < panels; ++q) {
+      float* d = dst + q * kc * 32 + kk * 32;
+      _mm512_storeu_ps(d, zero);
+      _mm512_storeu_ps(d + 16, zero);
+      int64_t p = j0 + q * 32;
+      const int64_t pend = std::min(j0 + nc, p + 32);
+      int64_t oy = starts[static_cast<size_t>(2 * q)], ox = starts[static_cast<size_t>(2 * q + 1)], col = 0;
+      while (p < pend) {  // one output-row segment [ox, ox + seg) at a time
+        const int64_t seg = std::min(g.wo - ox, pend - p);
+        const int64_t iy = oy * g.sh - g.pt + i * g.dh;
+        if (iy >= 0 && iy < g.h) {
+          const int64_t a = std::clamp(lo, ox, ox + seg), b = std::clamp(hi, a, ox + seg);
+          const float* xr = xc + iy * g.w + off;
+          float* out = d + col - ox;  // out[o] holds output column o of this row
+          for (int64_t o = a; o < b; o += 16) {
+            const int64_t n = std::min<int64_t>(16, b - o);
+            const __mmask16 store = static_cast<__mmask16>((1u << n) - 1);
+            if (g.sw == 1) {
+              _mm512_mask_storeu_ps(out + o, store, _mm512_maskz_loadu_ps(store, xr + o));
+            } else {
+              const int64_t e = 2 * n - 1;  // source elements xr[2o .. 2o + e)
+              const __mmask16 m0 = e >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << e) - 1);
+              const __mmask16 m1 = e > 16 ? static_cast<__mmask16>((1u << (e - 16)) - 1) : __mmask16(0);
+              const __m512 v0 = _mm512_maskz_loadu_ps(m0, xr + 2 * o), v1 = _mm512_maskz_loadu_ps(m1, xr + 2 * o + 16);
+              _mm512_mask_storeu_ps(out + o, store, _mm512_permutex2var_ps(v0, even, v1));
+            }
+          }
+        }
+        col += seg;
+        p += seg;
+        ++oy;
+        ox = 0;
+      }
     }
   }
   return true;
