@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/two_threads.h"
 #include "kernels/x86/f32_depthwise.h"
 
 namespace kiln::kernels {
@@ -19,12 +20,6 @@ using Kernel = void (*)(const DepthwiseGeom&, const float*, const float*, float*
                         const ParallelFor&);
 
 // Splits [0, n) into two halves run on two threads.
-void two_threads(int64_t n, std::function<void(int64_t, int64_t)> fn) {
-  std::thread t([&] { fn(0, n / 2); });
-  fn(n / 2, n);
-  t.join();
-}
-
 struct Case {
   int64_t n, c, h, w, k_h, k_w, s_h, s_w, d_h, d_w, pt, pl, pb, pr;
   bool bias, clamp;
@@ -47,7 +42,7 @@ void check(const Case& cs, Kernel kernel, bool threaded) {
   if (cs.bias) ep.bias = b.data();
   if (cs.clamp) ep.lo = -0.25f, ep.hi = 0.5f;
   std::vector<float> y(g.n * g.c * g.ho * g.wo, 1e30f);
-  kernel(g, x.data(), w.data(), y.data(), ep, threaded ? ParallelFor(two_threads) : ParallelFor());
+  kernel(g, x.data(), w.data(), y.data(), ep, threaded ? testing::two_threads() : ParallelFor());
   for (int64_t p = 0; p < g.n * g.c; ++p)
     for (int64_t oy = 0; oy < g.ho; ++oy)
       for (int64_t ox = 0; ox < g.wo; ++ox) {

@@ -7,16 +7,11 @@
 #include <thread>
 #include <vector>
 
+#include "../common/two_threads.h"
 #include "kernels/x86/s8_gemm.h"
 
 namespace kiln::kernels {
 namespace {
-
-void two_threads(int64_t n, std::function<void(int64_t, int64_t)> fn) {
-  std::thread t([&] { fn(0, n / 2); });
-  fn(n / 2, n);
-  t.join();
-}
 
 void check(int64_t m, int64_t n, int64_t k, bool extremes, bool threaded) {
   std::mt19937 rng(static_cast<unsigned>(m * 7919 + n * 31 + k));
@@ -26,7 +21,7 @@ void check(int64_t m, int64_t n, int64_t k, bool extremes, bool threaded) {
   std::vector<int32_t> c(m * ldc, 12345);
   for (auto& v : a) v = extremes ? 255 : static_cast<uint8_t>(rng() % 256);
   for (auto& v : b) v = extremes ? -128 : static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
-  u8s8_gemm(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, threaded ? ParallelFor(two_threads) : ParallelFor());
+  u8s8_gemm(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, threaded ? testing::two_threads() : ParallelFor());
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       int64_t want = 0;

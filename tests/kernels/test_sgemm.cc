@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/two_threads.h"
 #include "kernels/x86/f32_gemm.h"
 
 namespace kiln::kernels {
@@ -75,14 +76,6 @@ void check(const Case& c, const F32GemmUkernel& kernel, bool prepacked, const Pa
       ASSERT_EQ(cm[i * ldc + j], static_cast<float>(want[i * ldc + j]));
 }
 
-ParallelFor two_threads() {
-  return [](int64_t n, std::function<void(int64_t, int64_t)> fn) {
-    std::thread t([&] { fn(n / 2, n); });
-    fn(0, n / 2);
-    t.join();
-  };
-}
-
 class F32Gemm : public ::testing::TestWithParam<size_t> {
  protected:
   const F32GemmUkernel& kernel() {
@@ -116,7 +109,7 @@ TEST_P(F32Gemm, TransposesAlphaBetaStridesEpilogue) {
           const Case c{m, n, k, (t & 1) != 0, (t & 2) != 0, variant % 3 == 0 ? 1.0f : -0.75f,
                        variant % 2 == 0 ? 0.0f : (variant % 4 == 1 ? 1.0f : 0.5f),
                        variant % 5 == 0 ? 0 : 3, variant % 3 == 1};
-          check(c, kernel(), t == 3, variant % 2 == 0 ? two_threads() : nullptr);
+          check(c, kernel(), t == 3, variant % 2 == 0 ? testing::two_threads() : nullptr);
           if (HasFatalFailure()) return;
         }
       }

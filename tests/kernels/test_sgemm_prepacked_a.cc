@@ -8,16 +8,11 @@
 #include <thread>
 #include <vector>
 
+#include "../common/two_threads.h"
 #include "kernels/x86/f32_gemm_prepacked_a.h"
 
 namespace kiln::kernels {
 namespace {
-
-void two_threads(int64_t n, std::function<void(int64_t, int64_t)> fn) {
-  std::thread t([&] { fn(0, n / 2); });
-  fn(n / 2, n);
-  t.join();
-}
 
 void check(int64_t m, int64_t n, int64_t k, bool bias, bool clamp, const F32GemmUkernel& uk, bool threaded,
            int threads = 0) {
@@ -36,7 +31,7 @@ void check(int64_t m, int64_t n, int64_t k, bool bias, bool clamp, const F32Gemm
   if (bias) ep.bias = bv.data();
   if (clamp) ep.lo = -0.5f, ep.hi = 1.0f;
   if (residual) ep.residual = res.data(), ep.ldr = ldr;
-  sgemm_prepacked_a(pa, n, b.data(), ldb, c.data(), ldc, ep, threaded ? ParallelFor(two_threads) : ParallelFor(),
+  sgemm_prepacked_a(pa, n, b.data(), ldb, c.data(), ldc, ep, threaded ? testing::two_threads() : ParallelFor(),
                     threads);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
