@@ -101,7 +101,10 @@ std::unordered_map<std::string, double> flops_by_node(const ProfileArgs& a, cons
     for (size_t i = 0; i < m.graph->inputs.size() && i < feeds.size(); ++i)
       if (feeds[i].is_tensor()) m.graph->inputs[i]->type.shape = Shape::of(feeds[i].tensor.dims());
     PassContext ctx;
-    std::vector<std::string> passes = a.optimize ? default_pipeline() : std::vector<std::string>{"shape-inference"};
+    // Constant folding evaluates static Shape/Size chains, so that Reshapes fed by them (attention
+    // heads) get concrete shapes and the MatMuls after them FLOP counts.
+    std::vector<std::string> passes =
+        a.optimize ? default_pipeline() : std::vector<std::string>{"shape-inference", "constant-folding", "shape-inference"};
     if (a.optimize) passes.insert(passes.begin(), "shape-inference");
     run_passes(m, passes, ctx);
     for (const auto& n : m.graph->nodes) {
