@@ -28,9 +28,10 @@ void f32_gemm_ukernel_6x16__avx2(int64_t mr, int64_t nr, int64_t kc, const float
     a += kMr;
     b += 16;
   }
-  if (mr == kMr && nr == 16 && !p.row_bias && !p.residual && !p.clamp) {
+  if (mr == kMr && nr == 16) {
     const __m256 beta = _mm256_set1_ps(p.beta);
     const __m256 zero = _mm256_setzero_ps();
+    const __m256 lo = _mm256_set1_ps(p.lo), hi = _mm256_set1_ps(p.hi);
     __m256 bias0 = zero, bias1 = zero;
     if (p.bias) {
       bias0 = _mm256_loadu_ps(p.bias);
@@ -48,9 +49,22 @@ void f32_gemm_ukernel_6x16__avx2(int64_t mr, int64_t nr, int64_t kc, const float
         v0 = _mm256_add_ps(v0, bias0);
         v1 = _mm256_add_ps(v1, bias1);
       }
+      if (p.row_bias) {
+        const __m256 rb = _mm256_set1_ps(p.row_bias[i]);
+        v0 = _mm256_add_ps(v0, rb);
+        v1 = _mm256_add_ps(v1, rb);
+      }
+      if (p.residual) {
+        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(p.residual + i * p.ldr));
+        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(p.residual + i * p.ldr + 8));
+      }
       if (p.relu) {
         v0 = _mm256_max_ps(v0, zero);
         v1 = _mm256_max_ps(v1, zero);
+      }
+      if (p.clamp) {
+        v0 = _mm256_min_ps(_mm256_max_ps(v0, lo), hi);
+        v1 = _mm256_min_ps(_mm256_max_ps(v1, lo), hi);
       }
       _mm256_storeu_ps(row, v0);
       _mm256_storeu_ps(row + 8, v1);
