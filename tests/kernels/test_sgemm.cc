@@ -20,12 +20,13 @@ struct Case {
   bool ta, tb;
   float alpha, beta;
   int64_t pad;  // extra leading-dimension elements for A, B, C
-  bool epilogue;
+  bool epilogue;  // bias + relu, and with `residual` a residual [M, N] and a clamp to [-0.3, 0.4]
+  bool residual = false;
 };
 
 void reference(const Case& c, const std::vector<float>& a, int64_t lda,
                const std::vector<float>& b, int64_t ldb, const std::vector<float>& bias,
-               std::vector<double>& out, int64_t ldc) {
+               const std::vector<float>& res, std::vector<double>& out, int64_t ldc) {
   for (int64_t i = 0; i < c.m; ++i)
     for (int64_t j = 0; j < c.n; ++j) {
       double s = 0;
@@ -35,7 +36,8 @@ void reference(const Case& c, const std::vector<float>& a, int64_t lda,
         s += av * bv;
       }
       double v = c.alpha * s + (c.beta != 0.0f ? c.beta * out[i * ldc + j] : 0.0);
-      if (c.epilogue) v = std::max(v + bias[j], 0.0);
+      if (c.epilogue) v = std::max(v + bias[j] + (c.residual ? res[i * c.n + j] : 0.0), 0.0);
+      if (c.epilogue && c.residual) v = std::min(std::max(v, -0.3), 0.4);
       out[i * ldc + j] = v;
     }
 }
@@ -52,10 +54,13 @@ void check(const Case& c, const F32GemmUkernel& kernel, bool prepacked, const Pa
   for (auto& v : b) v = dist(rng);
   for (auto& v : cm) v = c.beta != 0.0f ? dist(rng) : NAN;  // beta == 0 must not read C
   for (auto& v : bias) v = dist(rng);
+  std::vector<float> res(c.m * c.n);
+  for (auto& v : res) v = dist(rng);
   std::vector<double> want(cm.begin(), cm.end());
-  reference(c, a, lda, b, ldb, bias, want, ldc);
+  reference(c, a, lda, b, ldb, bias, res, want, ldc);
   GemmEpilogue ep;
   if (c.epilogue) ep.bias = bias.data(), ep.relu = true;
+  if (c.epilogue && c.residual) ep.residual = res.data(), ep.ldr = c.n, ep.clamp = true, ep.lo = -0.3f, ep.hi = 0.4f;
   if (prepacked) {
     const PackedB packed = pack_b(c.tb, c.k, c.n, b.data(), ldb, &kernel, par);
     sgemm_packed(c.ta, c.m, a.data(), lda, c.alpha, packed, c.beta, cm.data(), ldc, par, ep);
@@ -108,7 +113,7 @@ TEST_P(F32Gemm, TransposesAlphaBetaStridesEpilogue) {
         for (int t = 0; t < 4; ++t) {
           const Case c{m, n, k, (t & 1) != 0, (t & 2) != 0, variant % 3 == 0 ? 1.0f : -0.75f,
                        variant % 2 == 0 ? 0.0f : (variant % 4 == 1 ? 1.0f : 0.5f),
-                       variant % 5 == 0 ? 0 : 3, variant % 3 == 1};
+                       variant % 5 == 0 ? 0 : 3, variant % 3 == 1, variant % 2 == 1};
           check(c, kernel(), t == 3, variant % 2 == 0 ? testing::two_threads() : nullptr);
           if (HasFatalFailure()) return;
         }
@@ -118,6 +123,7 @@ TEST_P(F32Gemm, TransposesAlphaBetaStridesEpilogue) {
 TEST_P(F32Gemm, EmptyKAppliesBetaAndEpilogue) {
   if (skip()) GTEST_SKIP() << kernel().name << ": CPU lacks " << isa_name(kernel().isa);
   check({5, 9, 0, false, false, 1.0f, 0.5f, 2, true}, kernel(), false, nullptr);
+  check({5, 9, 0, false, false, 1.0f, 0.5f, 2, true, true}, kernel(), true, nullptr);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, F32Gemm,

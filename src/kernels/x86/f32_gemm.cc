@@ -246,7 +246,9 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
       for (int64_t j = 0; j < N; ++j) {
         float v = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
         if (epilogue.bias) v += epilogue.bias[j];
+        if (epilogue.residual) v += epilogue.residual[i * epilogue.ldr + j];
         if (epilogue.relu) v = std::max(v, 0.0f);
+        if (epilogue.clamp) v = std::min(std::max(v, epilogue.lo), epilogue.hi);
         C[i * ldc + j] = v;
       }
     return;
@@ -288,6 +290,10 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
         F32GemmParams params;
         params.beta = k0 == 0 ? beta : 1.0f;
         params.relu = last && epilogue.relu;
+        params.clamp = last && epilogue.clamp;
+        params.lo = epilogue.lo;
+        params.hi = epilogue.hi;
+        params.ldr = epilogue.ldr;
         for (int64_t i0 = m_begin / mc * mc; i0 < m_end; i0 += mc) {
           const int64_t r_begin = std::max(i0, m_begin) - i0, rows = std::min(i0 + mc, m_end) - i0;
           const float* a_block = a_packed + (i0 / mc) * mc * K + k0 * mc;
@@ -295,9 +301,11 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
             const int64_t j0 = q * nr, cols = std::min(nr, N - j0);
             const float* b_panel = B.data.data() + B.panel_offset(k0, q);
             params.bias = last && epilogue.bias ? epilogue.bias + j0 : nullptr;
-            for (int64_t ii = r_begin; ii < rows; ii += mr)
+            for (int64_t ii = r_begin; ii < rows; ii += mr) {
+              if (last && epilogue.residual) params.residual = epilogue.residual + (i0 + ii) * epilogue.ldr + j0;
               uk.fn(std::min(mr, rows - ii), cols, kc, a_block + ii * kc, b_panel, C + (i0 + ii) * ldc + j0, ldc,
                     params);
+            }
           }
         }
       }

@@ -18,9 +18,14 @@ const char* isa_name(Isa isa);
 bool isa_supported(Isa isa);
 
 // Epilogue applied in the microkernel's store on the last K block.
+// Order: alpha*AB + beta*C + bias, + residual, then relu, then the clamp.
 struct GemmEpilogue {
   const float* bias = nullptr;  // per-column (N) bias, added after alpha*AB + beta*C
   bool relu = false;
+  const float* residual = nullptr;  // [M, N] with leading dim ldr, or null
+  int64_t ldr = 0;
+  bool clamp = false;  // clamp to [lo, hi]
+  float lo = 0.0f, hi = 0.0f;
 };
 
 // Microkernel parameters for one MRxNR tile.
