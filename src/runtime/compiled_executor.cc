@@ -396,7 +396,9 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       // them in parallel when there is work. kRows: fuse the outer loops into one parallel loop
       // and vectorize the trailing loops (at least 16 elements) with a tail; picked when the flat
       // vector loop would gather (Concat, Slice, Pad over small inner dims: per-lane index
-      // division) and the rows form gathers less.
+      // division) and the rows form gathers less. Either way a small-window reduction (pooling)
+      // vectorizes its last output axis with the reduce loops outside the vector loop, and
+      // intermediate reductions (Softmax, LayerNorm) run their fused spatial loop in parallel.
       enum class Rules { kNone, kFlat, kRows };
       auto build = [&](Rules rules) {
         te::Schedule s(out_tensors);
@@ -442,14 +444,52 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
               if (par) s.parallel(t->name, outer);
               continue;
             }
+            if (!t->reduce_axes.empty() && r >= 2 && dims[r - 1] >= 4 && work / n <= 64) {
+              // A small-window reduction (pooling): the reduce loops go outside a vector loop
+              // along the last output axis, so each tap is one vector op for up to 16 outputs.
+              std::string outer = fuse_range(0, r - 1), last = "i" + std::to_string(r - 1);
+              s.split(t->name, last, std::min<int64_t>(16, dims[r - 1]));
+              std::vector<std::string> order{outer, last + ".outer"};
+              for (size_t k = 0; k < t->reduce_axes.size(); ++k) order.push_back("r" + std::to_string(k));
+              order.push_back(last + ".inner");
+              s.reorder(t->name, order);
+              s.vectorize(t->name, last + ".inner");
+              if (par) s.parallel(t->name, outer);
+              continue;
+            }
             std::string loop = fuse_range(0, r);
-            if (t->reduce_axes.empty() && n % 16 == 0 && n >= 16) {
+            if (t->reduce_axes.empty() && n >= 16) {
+              // A size that 16 does not divide runs its last vector as a guarded tail.
               s.split(t->name, loop, 16);
               s.vectorize(t->name, loop + ".inner");
               if (par && n >= 32) s.parallel(t->name, loop + ".outer");
             } else if (par) {
               s.parallel(t->name, loop);
             }
+          }
+        if (rules != Rules::kNone)
+          for (const auto& t : computes) {
+            // Intermediate reductions (Softmax's max and sum, LayerNorm's mean and variance):
+            // their spatial loops fused and parallel when there is work.
+            if (outs.count(t.get()) || t->reduce_axes.empty() || t->shape.size() < 2) continue;
+            int64_t n = 1, work = 1;
+            for (const auto& e : t->shape) {
+              int64_t d = 1;
+              tir::is_const_int(e, &d);
+              n *= d;
+            }
+            work = n;
+            for (const auto& ax : t->reduce_axes) {
+              int64_t d = 1;
+              tir::is_const_int(ax->extent, &d);
+              work *= d;
+            }
+            std::string loop = "i0";
+            for (size_t k = 1; k < t->shape.size(); ++k) {
+              s.fuse(t->name, loop, "i" + std::to_string(k));
+              loop += ".i" + std::to_string(k) + ".fused";
+            }
+            if (work >= (1 << 15) && n >= 2) s.parallel(t->name, loop);
           }
         return te::lower(s, args, name);
       };
@@ -481,7 +521,131 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     seg = Segment();
   };
 
+  // Fused GEMM epilogues: the chain after a GEMM step's node ([bias Add] [residual Add]
+  // [Relu | Clip]) runs in the step (gemm_ops.h GemmDesc::epilogue_*) when every intermediate
+  // value has exactly one consumer and is no graph output, dims and dtypes match exactly, and
+  // a residual is computed before the GEMM in the execution order. Absorbed nodes are skipped.
+  std::vector<size_t> pos_in_order(static_cast<size_t>(nnodes));
+  for (size_t k = 0; k < order.size(); ++k) pos_in_order[static_cast<size_t>(order[k])] = k;
+  std::unordered_map<const Value*, int> producer;
+  for (int k = 0; k < nnodes; ++k)
+    for (const Value* v : g.nodes[static_cast<size_t>(k)]->outputs)
+      if (v) producer[v] = k;
+  std::unordered_set<int> absorbed;
+  // KILN_GEMM_EPILOGUES=0 turns the fusion off (A/B measurements).
+  static const bool fuse_epilogues = [] {
+    const char* e = std::getenv("KILN_GEMM_EPILOGUES");
+    return !(e && std::string(e) == "0");
+  }();
+  // Extends `d` (operands, and `inputs`, the step's input slots parallel to them) with the chain
+  // after GEMM node i; appends the absorbed nodes to `chain` and returns the value the step
+  // then produces.
+  auto absorb_epilogue = [&](int i, gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs,
+                             std::vector<int>& chain) -> const Value* {
+    const Value* cur = g.nodes[static_cast<size_t>(i)]->outputs[0];
+    if (d.out_dtype != DType::kFloat32 || d.out_dims.empty()) return cur;
+    const std::vector<int64_t>& dims = d.out_dims;
+    const size_t channel_axis = d.kind == gemm_ops::GemmKind::kConv ? 1 : dims.size() - 1;
+    if (channel_axis >= dims.size()) return cur;
+    // A per-output-channel bias under numpy broadcasting: 1 everywhere but the channel axis.
+    auto is_channel_bias = [&](const std::vector<int64_t>& b) {
+      if (b.size() > dims.size() || b.size() < dims.size() - channel_axis) return false;
+      const size_t off = dims.size() - b.size();
+      for (size_t k = 0; k < b.size(); ++k)
+        if (b[k] != (off + k == channel_axis ? dims[channel_axis] : 1)) return false;
+      return true;
+    };
+    auto computed_before = [&](const Value* v) {
+      if (v->is_graph_input || v->is_constant()) return true;
+      auto it = producer.find(v);
+      return it != producer.end() && pos_in_order[static_cast<size_t>(it->second)] < pos_in_order[static_cast<size_t>(i)];
+    };
+    auto add_operand = [&](const Value* v) {
+      while (d.operands.size() < gemm_ops::node_arity(d.kind)) {
+        d.operands.emplace_back();
+        inputs.push_back(-1);
+      }
+      const PlanSlot& ps = ex.slots[static_cast<size_t>(slot_of[v])];
+      gemm_ops::Operand o;
+      o.present = true;
+      o.dtype = ps.dtype;
+      o.dims = ps.dims;
+      o.constant = v->is_constant() ? &v->initializer : nullptr;
+      d.operands.push_back(std::move(o));
+      inputs.push_back(slot_of[v]);
+      return static_cast<int32_t>(d.operands.size() - 1);
+    };
+    auto scalar_f32 = [&](const Value* v, float& out) {
+      if (!v) return true;  // absent bound
+      if (!v->is_constant() || v->initializer.dtype() != DType::kFloat32 || v->initializer.numel() != 1) return false;
+      out = v->initializer.data<float>()[0];
+      return true;
+    };
+    int stage = 0;  // 0: a bias may come next; 1: a residual; 2: a clamp; 3: done
+    while (stage < 3) {
+      if (graph_outputs.count(cur)) break;
+      auto cit = consumers.find(cur);
+      if (cit == consumers.end() || cit->second.size() != 1) break;
+      const int c = cit->second[0];
+      const Node& cn = *g.nodes[static_cast<size_t>(c)];
+      if ((!cn.domain.empty() && cn.domain != "ai.onnx") || cn.outputs.size() != 1 || !cn.outputs[0]) break;
+      if (pos_in_order[static_cast<size_t>(c)] < pos_in_order[static_cast<size_t>(i)] || absorbed.count(c)) break;
+      const Value* out = cn.outputs[0];
+      const PlanSlot& os = ex.slots[static_cast<size_t>(slot_of[out])];
+      if (!os.tensor || os.dtype != DType::kFloat32 || os.dims != dims) break;
+      const int opset = model_.opset(cn.domain);
+      if (cn.op_type == "Add" && cn.inputs.size() == 2 && opset >= 7) {
+        const Value* other = cn.inputs[0] == cur ? cn.inputs[1] : cn.inputs[0];
+        if (!other) break;
+        const PlanSlot& vs = ex.slots[static_cast<size_t>(slot_of[other])];
+        if (!vs.tensor || vs.dtype != DType::kFloat32) break;
+        // Exporters share a bias through Identity (ViT): the step reads the constant itself.
+        const Value* bias = other;
+        for (auto p = producer.find(bias); p != producer.end(); p = producer.find(bias)) {
+          const Node& pn = *g.nodes[static_cast<size_t>(p->second)];
+          if (pn.op_type != "Identity" || (!pn.domain.empty() && pn.domain != "ai.onnx") || pn.inputs.size() != 1 ||
+              !pn.inputs[0])
+            break;
+          bias = pn.inputs[0];
+        }
+        if (stage == 0 && bias->is_constant() && is_channel_bias(vs.dims)) {
+          d.epilogue_bias = add_operand(bias);
+          stage = 1;
+        } else if (stage <= 1 && vs.dims == dims && computed_before(other)) {
+          d.epilogue_residual = add_operand(other);
+          stage = 2;
+        } else {
+          break;
+        }
+      } else if (cn.op_type == "Relu") {
+        d.clamp_lo = 0.0f;
+        stage = 3;
+      } else if (cn.op_type == "Clip") {
+        // The interpreter's bounds when absent: the float range.
+        float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
+        if (opset < 11) {
+          const Attribute* a = cn.attr("min");
+          if (a && a->kind == Attribute::Kind::kFloat) lo = a->f;
+          a = cn.attr("max");
+          if (a && a->kind == Attribute::Kind::kFloat) hi = a->f;
+        } else if (!scalar_f32(cn.inputs.size() > 1 ? cn.inputs[1] : nullptr, lo) ||
+                   !scalar_f32(cn.inputs.size() > 2 ? cn.inputs[2] : nullptr, hi)) {
+          break;
+        }
+        d.clamp_lo = lo;
+        d.clamp_hi = hi;
+        stage = 3;
+      } else {
+        break;
+      }
+      chain.push_back(c);
+      cur = out;
+    }
+    return cur;
+  };
+
   for (int i : order) {
+    if (absorbed.count(i)) continue;  // runs in an earlier GEMM step's epilogue
     const Node& n = *g.nodes[static_cast<size_t>(i)];
     int64_t grp = grouped ? group_of(i) : -3 - i;
     if (grp != seg_group) {
@@ -506,19 +670,41 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       }
       std::shared_ptr<gemm_ops::GemmOp> op;
       std::optional<gemm_ops::GemmDesc> desc;
+      std::vector<int32_t> step_inputs = slot_list(n.inputs);
+      std::vector<int> chain;  // nodes absorbed into the epilogue
+      const Value* produced = n.outputs.size() == 1 ? n.outputs[0] : nullptr;
       if (known && n.outputs.size() == 1 && n.outputs[0]) {
         size_t s = static_cast<size_t>(slot_of[n.outputs[0]]);
         if (ex.slots[s].tensor) desc = gemm_ops::gemm_desc_from_node(n, ops, ex.slots[s].dims, ex.slots[s].dtype);
-        if (desc) op = gemm_ops::make_gemm_op(*desc);
+        if (desc && fuse_epilogues) {
+          gemm_ops::GemmDesc fused = *desc;
+          std::vector<int32_t> fused_inputs = step_inputs;
+          const Value* end = absorb_epilogue(i, fused, fused_inputs, chain);
+          if (!chain.empty()) op = gemm_ops::make_gemm_op(fused);
+          if (op) {
+            desc = std::move(fused);
+            step_inputs = std::move(fused_inputs);
+            produced = end;
+          } else {
+            chain.clear();
+          }
+        }
+        if (desc && !op) op = gemm_ops::make_gemm_op(*desc);
       }
       if (op) {
         flush();
         PlanStep st = node_step(i, PlanStep::Kind::kGemm);
+        st.inputs = std::move(step_inputs);
+        st.outputs = {slot_of[produced]};
+        for (int c : chain) {
+          st.op += "+" + g.nodes[static_cast<size_t>(c)]->op_type;
+          absorbed.insert(c);
+        }
         st.gemm = std::move(*desc);
         for (auto& o : st.gemm.operands) o.constant = nullptr;  // the plan's constants hold them
         st.gemm_op = std::move(op);
         ex.steps.push_back(std::move(st));
-        plan->stats.gemm_nodes++;
+        plan->stats.gemm_nodes += 1 + static_cast<int>(chain.size());  // absorbed nodes run in it too
         continue;
       }
     }

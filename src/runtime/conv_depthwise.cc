@@ -1,7 +1,10 @@
 // Depthwise Conv op over kernels::depthwise_conv2d_f32 (see conv_depthwise.h).
 #include "runtime/conv_depthwise.h"
 
+#include <algorithm>
+
 #include "runtime/conv_geom.h"
+#include "runtime/gemm_epilogue.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::conv_ops {
@@ -17,6 +20,25 @@ class DepthwiseConvOp : public gemm_ops::GemmOp {
     ep_.lo = lo;
     ep_.hi = hi;
   }
+  // Bias and clamp go in the kernel's store; a residual (then the clamp) in a pass after.
+  bool take_epilogue(const gemm_ops::GemmDesc& d) override {
+    if (has_bias_ && bias_.empty()) return false;  // run-time node bias: all in the generic pass
+    const bool own_clamp = ep_.lo > -std::numeric_limits<float>::infinity() || ep_.hi < std::numeric_limits<float>::infinity();
+    if (d.epilogue_residual >= 0 && own_clamp) return false;  // its clamp would come before the residual
+    if (d.epilogue_bias >= 0) {
+      const float* e = d.operands[static_cast<size_t>(d.epilogue_bias)].constant->data<float>();
+      if (bias_.empty()) bias_.assign(static_cast<size_t>(g_.c), 0.0f);
+      for (int64_t c = 0; c < g_.c; ++c) bias_[static_cast<size_t>(c)] += e[c];
+      has_bias_ = true;
+    }
+    tail_.init(d);
+    if (tail_.residual < 0) {
+      ep_.lo = std::max(ep_.lo, tail_.lo);
+      ep_.hi = std::min(ep_.hi, tail_.hi);
+      tail_ = gemm_ops::EpilogueTail();
+    }
+    return true;
+  }
   Tensor run(const std::vector<const RtValue*>& ins) override {
     Tensor y = Tensor::uninitialized(DType::kFloat32, {g_.n, g_.c, g_.ho, g_.wo});
     const float* w = weight_.empty() ? ins[1]->tensor.data<float>() : weight_.data();
@@ -26,6 +48,7 @@ class DepthwiseConvOp : public gemm_ops::GemmOp {
                                   [](int64_t n, std::function<void(int64_t, int64_t)> fn) {
                                     current_thread_pool().parallel_for(n, fn);
                                   });
+    tail_.apply(y.data<float>(), y.numel(), ins);
     return y;
   }
 
@@ -34,6 +57,7 @@ class DepthwiseConvOp : public gemm_ops::GemmOp {
   bool has_bias_;
   std::vector<float> weight_, bias_;  // constant operands, copied once
   kernels::DepthwiseEpilogue ep_;
+  gemm_ops::EpilogueTail tail_;  // residual + clamp after the kernel, when there is a residual
 };
 
 }  // namespace

@@ -1,8 +1,11 @@
 // Conv 2-D through sgemm_prepacked_a with implicit im2col (see conv_gemm.h).
 #include "runtime/conv_gemm.h"
 
+#include <algorithm>
+
 #include "kernels/x86/f32_gemm_prepacked_a.h"
 #include "runtime/conv_geom.h"
+#include "runtime/gemm_epilogue.h"
 #include "kernels/x86/f32_im2col.h"
 #include "runtime/thread_pool.h"
 
@@ -11,11 +14,11 @@ namespace {
 
 class GemmConvOp : public gemm_ops::GemmOp {
  public:
-  GemmConvOp(const ConvGeom& g, const Tensor& w, bool has_bias, const Tensor* bias, float lo, float hi)
-      : g_(g), has_bias_(has_bias) {
+  GemmConvOp(const ConvGeom& g, const Tensor& w, const gemm_ops::GemmDesc& d, float lo, float hi) : g_(g) {
     const int64_t ckk = g.c * g.kh * g.kw;
     weight_ = kernels::pack_a(g.co, ckk, w.data<float>(), ckk);
-    if (has_bias && bias) bias_.assign(bias->data<float>(), bias->data<float>() + g.co);
+    node_bias_ = d.operands.size() > 2 ? d.operands[2] : gemm_ops::Operand();
+    bias_.init(d, &node_bias_, g.co);
     ep_.lo = lo;
     ep_.hi = hi;
     direct_ = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.ho == g.h &&
@@ -23,29 +26,41 @@ class GemmConvOp : public gemm_ops::GemmOp {
     ig_.c = g.c, ig_.h = g.h, ig_.w = g.w, ig_.kh = g.kh, ig_.kw = g.kw, ig_.ho = g.ho, ig_.wo = g.wo;
     ig_.sh = g.sh, ig_.sw = g.sw, ig_.dh = g.dh, ig_.dw = g.dw, ig_.pt = g.pt, ig_.pl = g.pl;
   }
+  // Bias, residual and clamp all go in the per-tile epilogue (the tile is still in L1).
+  bool take_epilogue(const gemm_ops::GemmDesc& d) override {
+    bias_.init(d, &node_bias_, g_.co);
+    ep_.lo = std::max(ep_.lo, d.clamp_lo);
+    ep_.hi = std::min(ep_.hi, d.clamp_hi);
+    residual_ = d.epilogue_residual;
+    return true;
+  }
   Tensor run(const std::vector<const RtValue*>& ins) override {
     const ConvGeom& g = g_;
     Tensor y = Tensor::uninitialized(DType::kFloat32, {g.n, g.co, g.ho, g.wo});
     kernels::RowEpilogue ep = ep_;
-    if (has_bias_) ep.bias = bias_.empty() ? ins[2]->tensor.data<float>() : bias_.data();
+    ep.bias = bias_.get(node_bias_.present && !node_bias_.constant ? ins[2]->tensor.data<float>() : nullptr);
+    const float* res = residual_ >= 0 ? ins[static_cast<size_t>(residual_)]->tensor.data<float>() : nullptr;
+    ep.ldr = g.ho * g.wo;
     kernels::ParallelFor par = [](int64_t n, std::function<void(int64_t, int64_t)> fn) {
       current_thread_pool().parallel_for(n, fn);
     };
+    const int threads = current_thread_pool().num_threads();
     const int64_t chw = g.c * g.h * g.w, ohw = g.ho * g.wo;
     const float* x = ins[0]->tensor.data<float>();
     float* out = y.data<float>();
     for (int64_t img = 0; img < g.n; ++img) {
       const float* xi = x + img * chw;
       float* yi = out + img * g.co * ohw;
+      if (res) ep.residual = res + img * g.co * ohw;
       if (direct_) {
-        kernels::sgemm_prepacked_a(weight_, ohw, xi, ohw, yi, ohw, ep, par);
+        kernels::sgemm_prepacked_a(weight_, ohw, xi, ohw, yi, ohw, ep, par, threads);
       } else {
         kernels::sgemm_prepacked_a(
             weight_, ohw,
             [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr, float* dst) {
               kernels::im2col_pack_b(ig_, xi, k0, kc, j0, nc, nr, dst);
             },
-            yi, ohw, ep, par);
+            yi, ohw, ep, par, threads);
       }
     }
     return y;
@@ -54,9 +69,11 @@ class GemmConvOp : public gemm_ops::GemmOp {
  private:
   ConvGeom g_;
   kernels::Im2colGeom ig_;
-  bool has_bias_, direct_ = false;
+  bool direct_ = false;
   kernels::PackedA weight_;
-  std::vector<float> bias_;  // constant bias, copied once
+  gemm_ops::Operand node_bias_;  // its `constant` is only read while the op is made
+  gemm_ops::ChannelBias bias_;
+  int32_t residual_ = -1;  // operand index of the fused residual
   kernels::RowEpilogue ep_;
 };
 
@@ -70,7 +87,7 @@ std::unique_ptr<gemm_ops::GemmOp> make_gemm_conv_op(const gemm_ops::GemmDesc& d,
   const bool has_bias = d.operands.size() > 2 && d.operands[2].present;
   const Tensor* b = has_bias ? d.operands[2].constant : nullptr;
   if (b && (b->dtype() != DType::kFloat32 || b->numel() != g->co)) return nullptr;
-  return std::make_unique<GemmConvOp>(*g, *w, has_bias, b, clamp_lo, clamp_hi);
+  return std::make_unique<GemmConvOp>(*g, *w, d, clamp_lo, clamp_hi);
 }
 
 }  // namespace kiln::conv_ops

@@ -1,11 +1,13 @@
 // Winograd F(4x4, 3x3) conv op (see conv_winograd.h).
 #include "runtime/conv_winograd.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/x86/f32_gemm_prepacked_a.h"
 #include "kernels/x86/f32_winograd.h"
 #include "runtime/conv_geom.h"
+#include "runtime/gemm_epilogue.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::conv_ops {
@@ -20,6 +22,25 @@ class WinogradConvOp : public gemm_ops::GemmOp {
     kernels::winograd_f43_weights(g.co, g.c, w.data<float>(), u.data());
     for (int e = 0; e < 36; ++e) weights_.push_back(kernels::pack_a(g.co, g.c, u.data() + e * g.co * g.c, g.c));
     if (has_bias && bias) bias_.assign(bias->data<float>(), bias->data<float>() + g.co);
+  }
+  // Bias and clamp go in the output transform; a residual (then the clamp) in a pass after.
+  bool take_epilogue(const gemm_ops::GemmDesc& d) override {
+    if (has_bias_ && bias_.empty()) return false;  // run-time node bias: all in the generic pass
+    const bool own_clamp = lo_ > -std::numeric_limits<float>::infinity() || hi_ < std::numeric_limits<float>::infinity();
+    if (d.epilogue_residual >= 0 && own_clamp) return false;  // its clamp would come before the residual
+    if (d.epilogue_bias >= 0) {
+      const float* e = d.operands[static_cast<size_t>(d.epilogue_bias)].constant->data<float>();
+      if (bias_.empty()) bias_.assign(static_cast<size_t>(g_.co), 0.0f);
+      for (int64_t c = 0; c < g_.co; ++c) bias_[static_cast<size_t>(c)] += e[c];
+      has_bias_ = true;
+    }
+    tail_.init(d);
+    if (tail_.residual < 0) {
+      lo_ = std::max(lo_, tail_.lo);
+      hi_ = std::min(hi_, tail_.hi);
+      tail_ = gemm_ops::EpilogueTail();
+    }
+    return true;
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
     const ConvGeom& g = g_;
@@ -43,6 +64,7 @@ class WinogradConvOp : public gemm_ops::GemmOp {
         kernels::winograd_f43_output(wg_, m_.data(), bias, lo_, hi_, o0, o1, yi);
       });
     }
+    tail_.apply(y.data<float>(), y.numel(), ins);
     return y;
   }
 
@@ -53,6 +75,7 @@ class WinogradConvOp : public gemm_ops::GemmOp {
   float lo_, hi_;
   std::vector<kernels::PackedA> weights_;  // 36 transformed, packed [co, c] matrices
   std::vector<float> bias_, v_, m_;        // constant bias; transformed input; GEMM outputs
+  gemm_ops::EpilogueTail tail_;            // residual + clamp after the output transform
 };
 
 }  // namespace

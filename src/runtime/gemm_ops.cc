@@ -7,6 +7,8 @@
 
 #include "kernels/x86/f32_gemm.h"
 #include "runtime/conv_select.h"
+#include "runtime/gemm_epilogue.h"
+#include "runtime/matmul_batched.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::gemm_ops {
@@ -51,6 +53,19 @@ struct BOperand {
   }
 };
 
+// The residual and clamp of an epilogue tail as the microkernels' store applies them.
+GemmEpilogue kernel_epilogue(const EpilogueTail& tail, const std::vector<const RtValue*>& ins, int64_t n) {
+  GemmEpilogue ep;
+  if (tail.residual >= 0) {
+    ep.residual = tail.residual_data(ins);
+    ep.ldr = n;
+  }
+  ep.clamp = tail.has_clamp();
+  ep.lo = tail.lo;
+  ep.hi = tail.hi;
+  return ep;
+}
+
 // MatMul: A [..., M, K] x B [K, N] -> [..., M, N] as one GEMM over the flattened rows.
 class MatMulOp : public GemmOp {
  public:
@@ -58,11 +73,20 @@ class MatMulOp : public GemmOp {
       : rows_(rows), k_(K), out_(std::move(out)) {
     b_.init(false, K, N, b);
   }
+  // Bias and Relu go in the microkernel's store; a residual or another clamp in a pass after.
+  bool take_epilogue(const GemmDesc& d) override {
+    bias_.init(d, nullptr, b_.n);
+    tail_.init(d);
+    return true;
+  }
   Tensor run(const std::vector<const RtValue*>& ins) override {
     Tensor y = Tensor::uninitialized(DType::kFloat32, out_);
     auto par = pool_parallel();
     const PackedB& pb = b_.get(fdata(ins[1]), scratch_, par);
-    kernels::sgemm_packed(false, rows_, fdata(ins[0]), k_, 1.0f, pb, 0.0f, y.data<float>(), b_.n, par);
+    GemmEpilogue ep = kernel_epilogue(tail_, ins, b_.n);
+    ep.bias = bias_.get(nullptr);
+    kernels::sgemm_packed(false, rows_, fdata(ins[0]), k_, 1.0f, pb, 0.0f, y.data<float>(), b_.n, par, ep,
+                          current_thread_pool().num_threads());
     return y;
   }
 
@@ -71,6 +95,8 @@ class MatMulOp : public GemmOp {
   std::vector<int64_t> out_;
   BOperand b_;
   PackedB scratch_;
+  ChannelBias bias_;
+  EpilogueTail tail_;
 };
 
 // Gemm: Y = alpha*op(A)*op(B) + beta*C, C unidirectionally broadcast to [M, N].
@@ -92,6 +118,19 @@ class GemmNodeOp : public GemmOp {
         bias_const_ = true;
       }
     }
+  }
+  // The epilogue bias joins C's bias (or stands alone after beta*C); Relu goes in the
+  // microkernel's store; a residual or another clamp in a pass after.
+  bool take_epilogue(const GemmDesc& d) override {
+    if (c_is_bias_ && !bias_const_) return false;  // a run-time bias C: leave it all to the pass
+    epi_.init(d, nullptr, n_);
+    if (bias_const_ && epi_.present()) {
+      const float* e = epi_.get(nullptr);
+      for (int64_t j = 0; j < n_; ++j) bias_[static_cast<size_t>(j)] += e[j];
+      epi_ = ChannelBias();
+    }
+    tail_.init(d);
+    return true;
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
     Tensor y = Tensor::uninitialized(DType::kFloat32, {m_, n_});
@@ -116,7 +155,11 @@ class GemmNodeOp : public GemmOp {
         beta = beta_;
       }
     }
-    kernels::sgemm_packed(ta_, m_, fdata(ins[0]), ta_ ? m_ : k_, alpha_, pb, beta, out, n_, par, ep);
+    const GemmEpilogue tail = kernel_epilogue(tail_, ins, n_);
+    ep.residual = tail.residual, ep.ldr = tail.ldr, ep.clamp = tail.clamp, ep.lo = tail.lo, ep.hi = tail.hi;
+    if (epi_.present()) ep.bias = epi_.get(nullptr);
+    kernels::sgemm_packed(ta_, m_, fdata(ins[0]), ta_ ? m_ : k_, alpha_, pb, beta, out, n_, par, ep,
+                          current_thread_pool().num_threads());
     return y;
   }
 
@@ -129,6 +172,8 @@ class GemmNodeOp : public GemmOp {
   bool has_c_ = false, c_is_bias_ = false, bias_const_ = false;
   std::vector<int64_t> c_dims_;
   std::vector<float> bias_;
+  ChannelBias epi_;  // the epilogue bias when C is not a constant bias
+  EpilogueTail tail_;
 };
 
 // Conv 2-D, group 1, NCHW. Per image: T[HoWo, Co] = col^T[HoWo, CKK] * W^T[CKK, Co] + bias
@@ -147,6 +192,20 @@ class ConvOp : public GemmOp {
     }
     direct_ = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.ho == g.h &&
               g.wo == g.w;
+  }
+  // The epilogue bias joins the bias in the microkernel's store; residual and clamp come in a
+  // pass after the transpose.
+  bool take_epilogue(const GemmDesc& d) override {
+    if (has_bias_ && !bias_const_) return false;
+    epi_.init(d, nullptr, g_.co);
+    if (epi_.present()) {
+      const float* e = epi_.get(nullptr);
+      if (!has_bias_) bias_.assign(static_cast<size_t>(g_.co), 0.0f);
+      for (int64_t o = 0; o < g_.co; ++o) bias_[static_cast<size_t>(o)] += e[o];
+      has_bias_ = bias_const_ = true;
+    }
+    tail_.init(d);
+    return true;
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
     const Geom& g = g_;
@@ -191,7 +250,8 @@ class ConvOp : public GemmOp {
         });
         a = col;
       }
-      kernels::sgemm_packed(true, ohw, a, ohw, 1.0f, pw, 0.0f, tmp_.data(), g.co, par, ep);
+      kernels::sgemm_packed(true, ohw, a, ohw, 1.0f, pw, 0.0f, tmp_.data(), g.co, par, ep,
+                          current_thread_pool().num_threads());
       float* yi = out + img * g.co * ohw;
       const float* t = tmp_.data();
       // Transpose [ohw, co] -> [co, ohw] in cache blocks.
@@ -204,6 +264,7 @@ class ConvOp : public GemmOp {
         }
       });
     }
+    tail_.apply(out, g.n * g.co * ohw, ins);
     return y;
   }
 
@@ -213,6 +274,8 @@ class ConvOp : public GemmOp {
   PackedB scratch_;
   bool has_bias_ = false, bias_const_ = false, direct_ = false;
   std::vector<float> bias_, tmp_, col_;
+  ChannelBias epi_;
+  EpilogueTail tail_;
 };
 
 bool all_f32(const std::vector<Operand>& ins) {
@@ -234,6 +297,7 @@ std::unique_ptr<GemmOp> make_matmul(const std::vector<Operand>& ins, const std::
 }
 
 std::unique_ptr<GemmOp> make_gemm(const GemmDesc& d) {
+  if (auto op = make_gemv_gemm(d)) return op;  // M = 1, constant B
   const std::vector<Operand>& ins = d.operands;
   const std::vector<int64_t>& out = d.out_dims;
   if (ins.size() < 2 || !ins[0].present || !ins[1].present) return nullptr;
@@ -293,10 +357,88 @@ std::unique_ptr<GemmOp> make_conv(const GemmDesc& d) {
 
 }  // namespace
 
+namespace {
+
+// An op whose kernels do not take the fused epilogue, followed by one pass over its output:
+// y = clamp(y + bias + residual, lo, hi) (the order the graph applies them in).
+class PostEpilogueOp : public GemmOp {
+ public:
+  PostEpilogueOp(std::unique_ptr<GemmOp> inner, const GemmDesc& d) : inner_(std::move(inner)) {
+    channels_ = epilogue_channels(d);
+    per_row_ = d.kind == GemmKind::kConv;  // NCHW: a channel is a row of H*W values
+    inner_size_ = 1;
+    if (per_row_)
+      for (size_t i = 2; i < d.out_dims.size(); ++i) inner_size_ *= d.out_dims[i];
+    bias_.init(d, nullptr, channels_);
+    tail_.init(d);
+  }
+  Tensor run(const std::vector<const RtValue*>& ins) override {
+    Tensor y = inner_->run(ins);
+    const float* b = bias_.get(nullptr);
+    float* out = y.data<float>();
+    const int64_t n = y.numel();
+    if (b && n > 0) {
+      const int64_t row = per_row_ ? inner_size_ : channels_, rows = n / std::max<int64_t>(row, 1);
+      const int64_t ch = channels_;
+      const bool per_row = per_row_;
+      current_thread_pool().parallel_for(rows, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          float* yr = out + r * row;
+          if (per_row) {
+            const float v = b[r % ch];
+            for (int64_t j = 0; j < row; ++j) yr[j] += v;
+          } else {
+            for (int64_t j = 0; j < row; ++j) yr[j] += b[j];
+          }
+        }
+      });
+    }
+    tail_.apply(out, n, ins);
+    return y;
+  }
+
+ private:
+  std::unique_ptr<GemmOp> inner_;
+  int64_t channels_ = 0, inner_size_ = 1;
+  bool per_row_ = false;
+  ChannelBias bias_;
+  EpilogueTail tail_;
+};
+
+bool has_epilogue(const GemmDesc& d) {
+  return d.epilogue_bias >= 0 || d.epilogue_residual >= 0 || d.clamp_lo > -std::numeric_limits<float>::infinity() ||
+         d.clamp_hi < std::numeric_limits<float>::infinity();
+}
+
+std::unique_ptr<GemmOp> make_plain_gemm_op(const GemmDesc& d);
+
+}  // namespace
+
+// The op for the node alone (operands cut to the node's inputs), then its epilogue: taken by
+// the op's kernels when it can, else a pass after it. JIT and AOT plans both come here, so the
+// ops made from one descriptor are the same.
 std::unique_ptr<GemmOp> make_gemm_op(const GemmDesc& d) {
+  if (!has_epilogue(d)) return make_plain_gemm_op(d);
+  if (d.out_dtype != DType::kFloat32 || !all_f32(d.operands) || !epilogue_valid(d)) return nullptr;
+  GemmDesc plain = d;
+  plain.operands.resize(std::min(plain.operands.size(), node_arity(d.kind)));
+  plain.epilogue_bias = plain.epilogue_residual = -1;
+  plain.clamp_lo = -std::numeric_limits<float>::infinity();
+  plain.clamp_hi = std::numeric_limits<float>::infinity();
+  std::unique_ptr<GemmOp> op = make_plain_gemm_op(plain);
+  if (!op) return nullptr;
+  if (op->take_epilogue(d)) return op;
+  return std::make_unique<PostEpilogueOp>(std::move(op), d);
+}
+
+namespace {
+std::unique_ptr<GemmOp> make_plain_gemm_op(const GemmDesc& d) {
   if (d.out_dtype != DType::kFloat32 || !all_f32(d.operands)) return nullptr;
   switch (d.kind) {
-    case GemmKind::kMatMul: return make_matmul(d.operands, d.out_dims);
+    case GemmKind::kMatMul:
+      // M = 1 GEMV and batched/broadcast shapes (runtime/matmul_batched.h); [..., M, K] x [K, N] below.
+      if (auto op = make_matmul_fast_path(d)) return op;
+      return make_matmul(d.operands, d.out_dims);
     case GemmKind::kGemm: return make_gemm(d);
     case GemmKind::kConv:
       // Depthwise and constant-weight group-1 convs have dedicated ops (runtime/conv_select.h).
@@ -305,5 +447,6 @@ std::unique_ptr<GemmOp> make_gemm_op(const GemmDesc& d) {
   }
   return nullptr;
 }
+}  // namespace
 
 }  // namespace kiln::gemm_ops

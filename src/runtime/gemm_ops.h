@@ -1,8 +1,10 @@
-// Fast f32 paths for the compiled executor's out-fusable ops: MatMul (2-D, and N-D x 2-D by
-// flattening the batch into rows), Gemm, and Conv 2-D with group == 1 (1x1/stride 1/no pad as a
-// direct GEMM, other kernels through im2col), all through kernels::sgemm on the current thread
-// pool. Constant weights are packed once when the op is made; biases go in the GEMM epilogue.
-// Anything else is declined (make_gemm_op returns null) and runs its reference kernel.
+// Fast f32 paths for the compiled executor's out-fusable ops: MatMul (N-D x 2-D by flattening
+// the batch into rows; batched N-D x N-D with broadcasting, e.g. attention, in matmul_batched.h;
+// M = 1 as a GEMV), Gemm, and Conv 2-D (group 1 through conv_select.h: prepacked-weight GEMM with
+// implicit im2col, depthwise, Winograd), all on the f32 microkernels and the current thread
+// pool. Constant weights are packed once when the op is made; biases and fused epilogues (bias,
+// residual, clamp: gemm_epilogue.h) go in the GEMM's store where the op can. Anything else is
+// declined (make_gemm_op returns null) and runs its reference kernel.
 // A GemmOp is made from a GemmDesc, plain data without the IR (so that ahead-of-time compiled
 // models rebuild their ops from a serialized plan); gemm_desc_from_node (gemm_desc.cc, the only
 // IR-facing part) derives it from a Node.
@@ -10,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,9 +34,18 @@ struct Operand {
   const Tensor* constant = nullptr;
 };
 
+struct GemmDesc;
+
 class GemmOp {
  public:
   virtual ~GemmOp() = default;
+  // Takes the descriptor's fused epilogue (GemmDesc::epilogue_*, clamp_*) into this op's own
+  // kernels and returns true, or returns false (the default) and make_gemm_op applies it in a
+  // pass over the output. Called by make_gemm_op only, while the operands' constants live.
+  virtual bool take_epilogue(const GemmDesc& d) {
+    (void)d;
+    return false;
+  }
   // `ins` parallel to the node inputs (null for absent ones); returns output 0. Uses the calling
   // thread's current pool. Not reentrant (scratch buffers are members).
   virtual Tensor run(const std::vector<const RtValue*>& ins) = 0;
@@ -55,7 +67,19 @@ struct GemmDesc {
   std::vector<Operand> operands;  // parallel to the node inputs; `constant` marks plan-time weights
   std::vector<int64_t> out_dims;
   DType out_dtype = DType::kUndefined;
+  // Fused epilogue (nodes after the GEMM absorbed by the compiled executor), applied in this
+  // order: y = clamp(gemm + bias + residual, clamp_lo, clamp_hi). The bias and the residual are
+  // extra operands after the node's own (padded to MatMul 2 / Gemm 3 / Conv 3 inputs):
+  // epilogue_bias: a constant with one value per output channel (Conv: dim 1; MatMul/Gemm:
+  // the last dim); epilogue_residual: a tensor with exactly the output's dims. -1: none.
+  int32_t epilogue_bias = -1;
+  int32_t epilogue_residual = -1;
+  float clamp_lo = -std::numeric_limits<float>::infinity();
+  float clamp_hi = std::numeric_limits<float>::infinity();
 };
+
+// The number of node inputs a kind's operands are padded to before the epilogue operands.
+inline size_t node_arity(GemmKind k) { return k == GemmKind::kMatMul ? 2 : 3; }
 
 // The descriptor of node `n` with these operands and output, or nullopt when `n` is not a
 // single-output ai.onnx MatMul, Gemm or Conv.

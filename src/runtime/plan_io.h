@@ -13,7 +13,7 @@
 
 namespace kiln {
 
-inline constexpr uint32_t kPlanBlobVersion = 1;
+inline constexpr uint32_t kPlanBlobVersion = 2;  // 2: GemmDesc fused epilogue
 
 // Writes the blob of `plan` (its kernel pointers and GemmOps are not needed) to `path`.
 // Returns the blob size in bytes.

@@ -381,9 +381,11 @@ tir::PrimFunc lower(const Schedule& sched, const std::vector<Tensor>& args, cons
   f = tir::flatten_storage(f);
   f = tir::simplify(f);
   f = tir::localize_accumulators(f);
+  f = tir::vectorize_reductions(f);
   f = tir::partition_loops(f);
   f = tir::vectorize_loops(f);
   f = tir::unroll_loops(f);
+  f = tir::fuse_loops(f);
   f = tir::simplify(f);
   return f;
 }

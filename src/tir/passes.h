@@ -1,6 +1,6 @@
 // TIR passes: each is a plain PrimFunc -> PrimFunc function. Run order in lowering:
-// flatten_storage -> simplify -> localize_accumulators -> partition_loops -> vectorize_loops ->
-// unroll_loops -> simplify.
+// flatten_storage -> simplify -> localize_accumulators -> vectorize_reductions -> partition_loops ->
+// vectorize_loops -> unroll_loops -> fuse_loops -> simplify.
 // Each pass lives in its own file (src/tir/<pass>.cc) with a note on what it requires and
 // guarantees. Tests: tests/tir/test_tir.cc (every pass is checked by running the function
 // before and after it through tir/evaluator.h on random data).
@@ -29,6 +29,11 @@ PrimFunc flatten_storage(const PrimFunc& f);
 // accumulate in a one-element local buffer instead and store B[i] once (see the file).
 PrimFunc localize_accumulators(const PrimFunc& f);
 
+// A serial loop accumulating f(r) into a one-element local float accumulator, with f reading
+// contiguously along r and a constant extent of at least two vectors, accumulates in a vector of
+// partial results combined after the loop (see the file).
+PrimFunc vectorize_reductions(const PrimFunc& f);
+
 // For kVectorized loops with a constant extent: the body runs once with the loop var replaced by
 // ramp(min, 1, extent); contiguous accesses become vector loads/stores with a ramp index, other
 // lane-varying indices gathers. Loops it cannot vectorize (see vectorize_loops.cc) become serial.
@@ -37,6 +42,10 @@ PrimFunc vectorize_loops(const PrimFunc& f);
 // For kUnrolled loops with a constant extent: the body repeated with the var replaced by each
 // value. Unrolled loops with a symbolic extent become serial.
 PrimFunc unroll_loops(const PrimFunc& f);
+
+// Adjacent loops over the same constant range where the second reads what the first writes only
+// at the element the same iteration wrote become one loop (row-wise stage chains; see the file).
+PrimFunc fuse_loops(const PrimFunc& f);
 
 // Splits a loop whose body holds tail guards `if (cond)` that are provably true on a prefix of
 // its range (from non-dividing splits) into a main loop without the guards and a tail loop.

@@ -355,7 +355,21 @@ class Simplifier {
         return with_operands(e, {var, value, body});
       }
       case ExprKind::kLoad:
-      case ExprKind::kCall:
+      case ExprKind::kCall: {
+        Expr m = map_operands(e, [&](const Expr& x) { return mutate(x); });
+        // One element read for every lane, or a math call on lane-invariant arguments, is a
+        // broadcast of the scalar form: it then combines with other broadcasts (LayerNorm's
+        // sqrt(var[row] / n + eps) is computed once per vector, and divides as a reciprocal).
+        if (m->type.lanes == 1 || m->operands.empty()) return m;
+        std::vector<Expr> scalar;
+        for (const Expr& x : m->operands) {
+          if (x->type.lanes == 1) scalar.push_back(x);
+          else if (x->kind == ExprKind::kBroadcast) scalar.push_back(x->operands[0]);
+          else return m;
+        }
+        if (m->kind == ExprKind::kLoad) return broadcast(load(m->buffer, scalar), m->type.lanes);
+        return broadcast(call(m->name, m->type.with_lanes(1), scalar), m->type.lanes);
+      }
       case ExprKind::kBroadcast:
         return map_operands(e, [&](const Expr& x) { return mutate(x); });
       default:
@@ -619,6 +633,23 @@ class Simplifier {
     if (k == ExprKind::kFloorMod && a->kind == ExprKind::kFloorMod &&
         is_const_int(a->operands[1], &c1) && c1 > 0 && c1 % c == 0)
       return mutate_binary(k, a->operands[0], int_const(c, t), depth);
+    // floordiv(x*g + r, c) with g | c and 0 <= r < g is floordiv(x, c/g); floormod is
+    // floormod(x, c/g)*g + r. Rows of a reshaped axis split by 16 rely on it: (o*16 + 15) // 64
+    // and (o*16) // 64 are both o // 4, so the whole vector reads one group.
+    {
+      int64_t g = 0, rr = 0;
+      Expr base = a;
+      if (a->kind == ExprKind::kAdd && is_const_int(a->operands[1], &rr)) base = a->operands[0];
+      else rr = 0;
+      if (base->kind == ExprKind::kMul && base->type.lanes == 1 && is_const_int(base->operands[1], &g) && g > 1 &&
+          g < c && c % g == 0 && rr >= 0 && rr < g) {
+        const Expr& x = base->operands[0];
+        Expr q = mutate_binary(k, x, int_const(c / g, t), depth);
+        if (k == ExprKind::kFloorDiv) return q;
+        Expr m = mutate_binary(ExprKind::kMul, q, int_const(g, t), depth);
+        return rr == 0 ? m : mutate_binary(ExprKind::kAdd, m, int_const(rr, t), depth);
+      }
+    }
     std::vector<Expr> quotient, rest;
     split_multiples(a, c, &quotient, &rest);
     Expr r;

@@ -158,8 +158,8 @@ TEST(CompiledExecutor, ConvFallbackWithEpilogue) {
     return %y
   })");
   EXPECT_EQ(s.fallback_nodes, 0);  // the Conv runs through sgemm (gemm_ops.h)
-  EXPECT_EQ(s.gemm_nodes, 1);
-  EXPECT_EQ(s.generated_nodes, 2);
+  EXPECT_EQ(s.gemm_nodes, 3);      // with the Add and Relu in its epilogue (gemm_epilogue.h)
+  EXPECT_EQ(s.generated_nodes, 0);
 }
 
 TEST(CompiledExecutor, InjectiveOps) {

@@ -51,7 +51,7 @@ TEST(CompiledExecutorGemm, ConvThenEpilogue) {
   auto s = check_gemm("graph @g(%x: f32[1,6,9,9]) -> (%y: f32[1,10,9,9]) {\n  %w = " + rand_const({10, 6, 3, 3}, rng) +
                       "\n  %c = Conv(%x, %w) {pads=[1, 1, 1, 1]} : f32[1,10,9,9]\n  %y = Relu(%c) : f32[1,10,9,9]\n"
                       "  return %y\n}");
-  EXPECT_EQ(s.gemm_nodes, 1);
+  EXPECT_EQ(s.gemm_nodes, 2);  // the Relu runs in the Conv's epilogue (gemm_epilogue.h)
   EXPECT_EQ(s.fallback_nodes, 0);
 }
 

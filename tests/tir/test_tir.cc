@@ -3,6 +3,7 @@
 // random data (results must be identical, including tails of non-dividing splits).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -196,6 +197,15 @@ TEST(TirSimplify, Identities) {
   EXPECT_EQ(print(simplify(floordiv(x * c(8), c(8)))), "x");
   EXPECT_EQ(print(simplify(floordiv(x * c(64) + c(128), c(64)))), "x + 2");
   EXPECT_EQ(print(simplify(floormod(x * c(64) + y, c(64)))), "y % 64");
+  // A multiple of g plus less than g, divided by a multiple of g (16-wide rows of a 64-group).
+  EXPECT_EQ(print(simplify(floordiv(x * c(16) + c(15), c(64)))), "x // 4");
+  EXPECT_EQ(print(simplify(floormod(x * c(16) + c(15), c(64)))), "x % 4*16 + 15");
+  EXPECT_EQ(print(simplify(floordiv(x * c(16) + c(16), c(64)))), "(x*16 + 16) // 64");
+  EXPECT_EQ(print(simplify(floordiv(ramp(x * c(16), c(1), 16), broadcast(c(64), 16)))), "broadcast(x // 4, 16)");
+  // Lane-invariant loads and math calls become broadcasts of their scalar form.
+  Buffer V = make_buffer("V", DType::kFloat32, {c(8)});
+  EXPECT_EQ(print(simplify(call("sqrt", DataType{DType::kFloat32, 4}, {load(V, {broadcast(x, 4)}) + broadcast(f(1), 4)}))),
+            "broadcast(sqrt(V[x] + 1.0), 4)");
   EXPECT_EQ(print(simplify(binary(ExprKind::kLT, c(3), x))), "x > 3");
   // A fused index split back into coordinates recombines: (x // 12544*112 + x // 112 % 112)*112
   // + x % 112 is x; mismatched divisors or coefficients stay.
@@ -510,6 +520,94 @@ TEST(TirLocalize, AccumulatorsMoveToLocalBuffers) {
   // The output index moves with the reduction: nothing to localize.
   PrimFunc moving = row_reduce(ExprKind::kAdd, true);
   EXPECT_EQ(print(localize_accumulators(moving)), print(moving));
+}
+
+// O[i] = reduce(op, f(A[i*E + r]) for r in [0, E)) over 3 rows, localized; `stride` != 1 reads
+// A across rows (not contiguous along r), `with_exp` sums exp(A - B[i]) (Softmax's sum).
+PrimFunc row_reduce_len(ExprKind op, int64_t e, int64_t stride = 1, bool with_exp = false) {
+  Buffer A = make_buffer("A", DType::kFloat32, {c(3 * e)});
+  Buffer B = make_buffer("B", DType::kFloat32, {c(3)});
+  Buffer O = make_buffer("O", DType::kFloat32, {c(3)});
+  Expr i = make_var("i"), r = make_var("r");
+  Expr a = stride == 1 ? load(A, {i * c(e) + r}) : load(A, {r * c(3) + i});
+  if (with_exp) a = call("exp", f32(), {a - load(B, {i})});
+  double init = op == ExprKind::kMax ? -1e30 : op == ExprKind::kMin ? 1e30 : op == ExprKind::kMul ? 1 : 0;
+  Stmt body = seq({store(O, {i}, f(init)),
+                   for_loop(r, c(0), c(e), ForKind::kSerial, store(O, {i}, binary(op, load(O, {i}), a)))});
+  return localize_accumulators(PrimFunc{"row_reduce_len", {A, B, O}, {}, for_loop(i, c(0), c(3), ForKind::kSerial, body)});
+}
+
+// Runs the rest of the lowering pipeline after vectorize_reductions.
+PrimFunc finish(const PrimFunc& f) { return simplify(unroll_loops(vectorize_loops(partition_loops(f)))); }
+
+void expect_close(const PrimFunc& a, const PrimFunc& b, double rtol) {
+  Run ra = run(a), rb = run(b);
+  ASSERT_EQ(ra.data.size(), rb.data.size());
+  for (size_t k = 0; k < ra.data.size(); ++k) {
+    ASSERT_EQ(ra.data[k].size(), rb.data[k].size());
+    for (size_t j = 0; j + 4 <= ra.data[k].size(); j += 4) {
+      float x = 0, y = 0;
+      std::memcpy(&x, ra.data[k].data() + j, 4);
+      std::memcpy(&y, rb.data[k].data() + j, 4);
+      EXPECT_NEAR(x, y, rtol * (1 + std::fabs(y))) << "buffer " << k << " element " << j / 4 << "\n" << print(b);
+    }
+  }
+}
+
+TEST(TirVectorizeReductions, RowsBecomeVectorPartials) {
+  for (ExprKind op : {ExprKind::kAdd, ExprKind::kMax, ExprKind::kMin}) {
+    for (int64_t e : {32, 37, 64, 197}) {
+      PrimFunc fn = row_reduce_len(op, e);
+      PrimFunc out = vectorize_reductions(fn);
+      std::string text = print(out);
+      // 16 partial lanes, 32 (two registers) from rows of 64 on.
+      const int64_t lanes = e >= 64 ? 32 : 16;
+      EXPECT_NE(text.find("O_acc0_v: f32[" + std::to_string(lanes) + "] local"), std::string::npos) << text;
+      // A tail vector exactly when the lanes do not divide the row.
+      EXPECT_EQ(text.find("O_acc0_t") != std::string::npos, e % lanes != 0) << text;
+      PrimFunc done = finish(out);
+      EXPECT_TRUE(has_vector_store(done.body)) << print(done);
+      if (op == ExprKind::kAdd) expect_close(fn, done, 1e-5);
+      else expect_same(fn, done);  // min/max are exact in any order
+    }
+  }
+  // Softmax's sum of exp(A - B[i]): the exp runs on vectors.
+  PrimFunc fn = row_reduce_len(ExprKind::kAdd, 197, 1, true);
+  PrimFunc done = finish(vectorize_reductions(fn));
+  EXPECT_NE(print(done).find("exp(A[ramp("), std::string::npos) << print(done);
+  expect_close(fn, done, 1e-5);
+}
+
+TEST(TirVectorizeReductions, LeavesShortAndStridedRowsAlone) {
+  for (PrimFunc fn : {row_reduce_len(ExprKind::kAdd, 31), row_reduce_len(ExprKind::kMax, 40, 3),
+                      row_reduce_len(ExprKind::kMul, 5)})
+    EXPECT_EQ(print(vectorize_reductions(fn)), print(fn));
+}
+
+// M[i] = max over row i of A; O[i, j] = A[i, j] - M[i]: two loops over the rows.
+PrimFunc row_chain(int64_t read_offset) {
+  Buffer A = make_buffer("A", DType::kFloat32, {c(4 * 20)});
+  Buffer M = make_buffer("M", DType::kFloat32, {c(5)});
+  Buffer O = make_buffer("O", DType::kFloat32, {c(4 * 20)});
+  Expr i = make_var("i"), j = make_var("j"), r = make_var("r"), k = make_var("k");
+  Stmt first = for_loop(i, c(0), c(4), ForKind::kSerial,
+                        seq({store(M, {i}, f(-1e30)),
+                             for_loop(r, c(0), c(20), ForKind::kSerial,
+                                      store(M, {i}, max(load(M, {i}), load(A, {i * c(20) + r}))))}));
+  Stmt second = for_loop(k, c(0), c(4), ForKind::kSerial,
+                         for_loop(j, c(0), c(20), ForKind::kSerial,
+                                  store(O, {k * c(20) + j}, load(A, {k * c(20) + j}) - load(M, {read_offset == 0 ? k : k + c(read_offset)}))));
+  return PrimFunc{"row_chain", {A, M, O}, {}, allocate(make_buffer("unused", DType::kFloat32, {c(1)}, "local"), seq({first, second}))};
+}
+
+TEST(TirFuseLoops, RowChainsBecomeOneLoop) {
+  PrimFunc fn = row_chain(0);
+  PrimFunc out = fuse_loops(fn);
+  EXPECT_EQ(count_stmts(out.body, StmtKind::kFor), 3) << print(out);  // rows, max, normalize
+  expect_same(fn, out);
+  // Reading the next row's max (written by a later iteration) keeps the loops apart.
+  PrimFunc ahead = row_chain(1);
+  EXPECT_EQ(print(fuse_loops(ahead)), print(ahead));
 }
 
 TEST(TirSubstitute, ReplacesUsesNotBindings) {

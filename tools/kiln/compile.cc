@@ -76,7 +76,8 @@ int compile_command(const CompileArgs& a) {
   std::cout << "model: " << a.model << "\n";
   std::cout << "kernels: " << s.kernels << "\n";
   std::cout << "generated_nodes: " << s.generated_nodes << "\n";
-  std::cout << "microkernel_nodes: " << s.gemm_nodes << "  (Conv/MatMul/Gemm through the f32 GEMM microkernels)\n";
+  std::cout << "microkernel_nodes: " << s.gemm_nodes
+            << "  (Conv/MatMul/Gemm on the f32 microkernels, and the bias/residual/activation nodes fused into them)\n";
   std::cout << "fallback_nodes: " << s.fallback_nodes;
   std::string sep = " (";
   for (const auto& [op, n] : s.fallback_ops) {

@@ -1,8 +1,10 @@
 // TIR expressions -> LLVM values. Signedness comes from the operand dtype (u8..u64 and bool are
 // unsigned); FloorDiv/FloorMod round toward negative infinity; float Min/Max are minnum/maxnum;
 // math calls map to LLVM intrinsics where LLVM has one and to libm (expf, tanhf, erff, ...)
-// otherwise; vector math calls glibc's libmvec (vector_math.h) when the target allows it, else
-// one call per lane. bf16 and other narrow floats are rejected.
+// otherwise; vector math calls glibc's libmvec (vector_math.h) when the target allows it (an odd
+// lane count padded to the next variant), else one call per lane; float32 vector exp (and sigmoid)
+// is inline code (inline_exp); a vector divided by a broadcast value multiplies by its reciprocal.
+// bf16 and other narrow floats are rejected.
 #include <llvm/Analysis/VectorUtils.h>
 #include <llvm/IR/Intrinsics.h>
 
@@ -131,6 +133,15 @@ llvm::Value* Emitter::emit(const Expr& e) {
 
 llvm::Value* Emitter::emit_binary(const ExprNode& n) {
   const int lanes = n.type.lanes;
+  if (n.kind == ExprKind::kDiv && lanes > 1 && is_float(n.operands[0]->type.dtype) &&
+      n.operands[1]->kind == ExprKind::kBroadcast) {
+    // A vector divided by one value (Softmax's row sum, LayerNorm's deviation, GELU's sqrt(2)):
+    // multiply by its reciprocal, computed once (hoisted out of the row loop) instead of a
+    // vector division per vector, at most an ulp apart from the quotient.
+    llvm::Value* d = emit(n.operands[1]->operands[0]);
+    llvm::Value* inv = b_.CreateFDiv(llvm::ConstantFP::get(d->getType(), 1.0), d);
+    return b_.CreateFMul(to_lanes(emit(n.operands[0]), lanes), to_lanes(inv, lanes));
+  }
   llvm::Value* a = to_lanes(emit(n.operands[0]), lanes);
   llvm::Value* b = to_lanes(emit(n.operands[1]), lanes);
   DType t = n.operands[0]->type.dtype;
@@ -299,7 +310,21 @@ llvm::Value* Emitter::call_libmvec(const std::string& name, const std::vector<ll
       width = bits / elem_bits;
       break;
     }
-  if (width == 0) return nullptr;
+  if (width == 0) {
+    // An odd lane count (a loop tail: 5 of 16 lanes) runs in the smallest variant that holds it,
+    // the extra lanes undefined and dropped, rather than as one scalar libm call per lane.
+    for (int bits : {128, 256, 512})
+      if (bits <= target_.vector_math_bits && bits / elem_bits >= lanes) {
+        width = bits / elem_bits;
+        break;
+      }
+    if (width == 0) return nullptr;
+    std::vector<llvm::Value*> wide;
+    for (llvm::Value* a : args) wide.push_back(b_.CreateShuffleVector(a, llvm::createSequentialMask(0, lanes, width - lanes)));
+    llvm::Value* r = call_libmvec(name, wide);
+    if (!r) return nullptr;
+    return b_.CreateShuffleVector(r, llvm::createSequentialMask(0, lanes, 0));
+  }
   auto* wt = llvm::FixedVectorType::get(elem, width);
   std::vector<llvm::Type*> params(args.size(), wt);
   llvm::FunctionCallee f = module_.getOrInsertFunction(libmvec_name(name, elem_bits, width),
@@ -317,6 +342,41 @@ llvm::Value* Emitter::call_libmvec(const std::string& name, const std::vector<ll
     parts.push_back(b_.CreateCall(f, chunk));
   }
   return parts.size() == 1 ? parts[0] : llvm::concatenateVectors(b_, parts);
+}
+
+// exp(x) for float32 vectors, inline: n = rint(x * log2(e)), r = x - n*ln2 (in two parts, Cody-Waite),
+// exp(r) by the Cephes degree-6 polynomial on [-ln2/2, ln2/2] (about 1 ulp), times 2^n applied as two
+// exact powers 2^(n >> 1) * 2^(n - (n >> 1)) so that n in [-150, 129] needs no special cases: x is
+// clamped to [-104, 89], whose ends underflow to 0 and overflow to inf in the multiplies; NaN
+// passes through. As a call the vector ABI spills every live vector register; inline, LLVM
+// interleaves it with the loads and reductions around it (Softmax, sigmoid).
+llvm::Value* Emitter::inline_exp(llvm::Value* x) {
+  auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(x->getType());
+  if (!vt || !vt->getElementType()->isFloatTy()) return nullptr;
+  auto* it = llvm::FixedVectorType::get(b_.getInt32Ty(), static_cast<unsigned>(vt->getNumElements()));
+  auto c = [&](double v) { return llvm::ConstantFP::get(vt, v); };
+  auto fma = [&](llvm::Value* a, llvm::Value* b, llvm::Value* d) {
+    return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt}, {a, b, d});
+  };
+  llvm::Value* hi = c(89.0);
+  llvm::Value* lo = c(-104.0);
+  llvm::Value* xc = b_.CreateSelect(b_.CreateFCmpOGT(x, hi), hi, x);  // NaN stays NaN
+  xc = b_.CreateSelect(b_.CreateFCmpOLT(xc, lo), lo, xc);
+  llvm::Value* n = b_.CreateUnaryIntrinsic(llvm::Intrinsic::rint, b_.CreateFMul(xc, c(1.44269504088896341)));
+  llvm::Value* r = fma(n, c(-0.693359375), xc);
+  r = fma(n, c(2.12194440e-4), r);
+  llvm::Value* p = c(1.9875691500e-4);
+  for (double k : {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1})
+    p = fma(p, r, c(k));
+  llvm::Value* y = fma(p, b_.CreateFMul(r, r), b_.CreateFAdd(r, c(1.0)));
+  llvm::Value* ni = b_.CreateFPToSI(b_.CreateSelect(b_.CreateFCmpUNO(n, n), c(0.0), n), it);
+  llvm::Value* n1 = b_.CreateAShr(ni, 1);
+  llvm::Value* n2 = b_.CreateSub(ni, n1);
+  auto pow2 = [&](llvm::Value* e) {
+    return b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(e, llvm::ConstantInt::get(it, 127)), 23), vt);
+  };
+  llvm::Value* v = b_.CreateFMul(b_.CreateFMul(y, pow2(n1)), pow2(n2));
+  return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, v);
 }
 
 llvm::Value* Emitter::emit_call(const ExprNode& n) {
@@ -342,7 +402,8 @@ llvm::Value* Emitter::emit_call(const ExprNode& n) {
   if (name == "sigmoid") {  // 1 / (1 + exp(-x))
     arity(1);
     llvm::Value* neg = b_.CreateFNeg(args[0]);
-    llvm::Value* e = call_libmvec("exp", {neg});
+    llvm::Value* e = inline_exp(neg);
+    if (!e) e = call_libmvec("exp", {neg});
     if (!e) e = b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, neg);
     llvm::Value* one = llvm::ConstantFP::get(args[0]->getType(), 1.0);
     return b_.CreateFDiv(one, b_.CreateFAdd(one, e));
@@ -356,6 +417,8 @@ llvm::Value* Emitter::emit_call(const ExprNode& n) {
   if (known) {
     const size_t want = name == "fma" ? 3 : is_binary_math(name) || name == "copysign" ? 2 : 1;
     arity(want);
+    if (name == "exp")
+      if (llvm::Value* v = inline_exp(args[0])) return v;
     if (llvm::Value* v = call_libmvec(name, args)) return v;
   }
   if (llvm::Intrinsic::ID id = float_intrinsic(name); id != llvm::Intrinsic::not_intrinsic) {

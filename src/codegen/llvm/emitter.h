@@ -42,6 +42,8 @@ class Emitter {
   llvm::Value* emit_load(const tir::ExprNode& e);
   llvm::Value* call_libm(const std::string& name, llvm::Value* x, llvm::Value* y);
   llvm::Value* call_libmvec(const std::string& name, const std::vector<llvm::Value*>& args);
+  // exp of a float32 vector as inline code (no call), or null for other types.
+  llvm::Value* inline_exp(llvm::Value* x);
   llvm::Value* flat_index(const tir::Buffer& b, const std::vector<tir::Expr>& indices);
   llvm::Value* buffer_ptr(const tir::Buffer& b);
   // Address of the first element of a vector access whose last index is Ramp(base, 1), else null.

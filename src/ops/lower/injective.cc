@@ -1,5 +1,5 @@
 // TE lowerings of injective ops: each output element reads one input element (or a constant):
-// Reshape/Flatten/Squeeze/Unsqueeze (flat index), Transpose, Expand, Tile, Concat, Slice and Pad
+// Reshape/Flatten/Squeeze/Unsqueeze (per group of equal-size dims), Transpose, Expand, Tile, Concat, Slice and Pad
 // with constant parameters, Gather (constant or runtime indices, wrapped and clamped).
 // Output shapes come from the context, so shape-only parameters need not be constant.
 #include <algorithm>
@@ -20,22 +20,61 @@ te::Tensor make(const LowerContext& ctx, const std::function<Expr(const std::vec
   return te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()), f);
 }
 
+// Input index of a reshape for output index i. The dims are split into consecutive groups of
+// equal size (e.g. [58,2 | 28 | 28] -> [116 | 28 | 28]) and each group's input index comes from
+// its own output indices only: a dim kept as is maps straight through, so the schedule sees a
+// contiguous inner row instead of a flat index divided per element.
+std::vector<Expr> reshape_index(const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                                const std::vector<Expr>& i) {
+  std::vector<Expr> j(in.size());
+  size_t a = 0, b = 0;
+  while (a < in.size() || b < out.size()) {
+    const size_t a0 = a, b0 = b;
+    int64_t pi = 1, po = 1;
+    if (a < in.size()) pi *= in[a++];
+    if (b < out.size()) po *= out[b++];
+    while (pi != po) {
+      if (pi < po && a < in.size()) pi *= in[a++];
+      else if (po < pi && b < out.size()) po *= out[b++];
+      else break;
+    }
+    if (pi != po) {  // no group boundary found (zero-size dims): one group for the rest
+      while (a < in.size()) ++a;
+      while (b < out.size()) ++b;
+    }
+    if (a - a0 == 1 && b - b0 == 1 && in[a0] == out[b0]) {
+      j[a0] = i[b0];
+      continue;
+    }
+    Expr flat = tir::int_imm(0);
+    int64_t stride = 1;
+    for (size_t k = b; k-- > b0;) {
+      if (out[k] != 1) flat = flat + i[k] * stride;
+      stride *= out[k];
+    }
+    size_t outermost = a0;  // the group's outermost non-1 input dim needs no modulo
+    while (outermost + 1 < a && in[outermost] == 1) ++outermost;
+    stride = 1;
+    for (size_t k = a; k-- > a0;) {
+      Expr v = flat;
+      if (stride != 1) v = tir::floordiv(v, tir::int_imm(stride));
+      if (k != outermost) v = tir::floormod(v, tir::int_imm(in[k]));
+      j[k] = in[k] == 1 ? tir::int_imm(0) : v;
+      stride *= in[k];
+    }
+  }
+  return j;
+}
+
 LowerResult reshape_lower(const LowerContext& ctx) {
   if (!data_ok(ctx)) return std::nullopt;
   const auto& in = ctx.in_shape(0);
   const auto& out = ctx.out_shape();
   if (lower::numel_of(in) != lower::numel_of(out)) return std::nullopt;
   te::Tensor x = ctx.input(0);
-  auto os = lower::strides_of(out), is = lower::strides_of(in);
   return std::vector<te::Tensor>{make(ctx, [&](const std::vector<Expr>& i) {
     if (in == out) return te::access(x, i);
-    Expr flat = tir::int_imm(0);
-    for (size_t k = 0; k < out.size(); ++k)
-      if (out[k] != 1) flat = flat + i[k] * os[k];
-    std::vector<Expr> j;
-    for (size_t k = 0; k < in.size(); ++k)
-      j.push_back(in[k] == 1 ? tir::int_imm(0) : tir::floormod(tir::floordiv(flat, tir::int_imm(is[k])), tir::int_imm(in[k])));
-    return te::access(x, j);
+    return te::access(x, reshape_index(in, out, i));
   })};
 }
 

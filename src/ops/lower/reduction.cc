@@ -1,6 +1,7 @@
 // TE lowerings of reductions: ReduceSum/Mean/Max/Min/Prod/SumSquare/L1/L2/LogSum/LogSumExp,
-// Softmax/LogSoftmax (max, exp-sum, normalize), kiln::LayerNorm (mean, variance, normalize),
-// GlobalAveragePool/GlobalMaxPool. Floats only (integer reductions run their reference kernel).
+// Softmax/LogSoftmax (max, exp-sum, normalize), kiln::LayerNorm and ONNX LayerNormalization (mean,
+// variance, normalize), GlobalAveragePool/GlobalMaxPool. Floats only (integer reductions run
+// their reference kernel).
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -195,6 +196,15 @@ LowerResult layer_norm_lower(const LowerContext& ctx) {
   })};
 }
 
+// ONNX LayerNormalization when only Y is used (Mean and InvStdDev outputs run the reference
+// kernel) and the input is float32/float64 (stash_type's float32 math is then exact).
+LowerResult onnx_layer_norm_lower(const LowerContext& ctx) {
+  for (size_t k = 1; k < ctx.output_dtypes.size(); ++k)
+    if (ctx.output_dtypes[k] != DType::kUndefined) return std::nullopt;
+  if (!ctx.has_input(0) || (ctx.in_dtype(0) != DType::kFloat32 && ctx.in_dtype(0) != DType::kFloat64)) return std::nullopt;
+  return layer_norm_lower(ctx);
+}
+
 template <bool kMax>
 LowerResult global_pool_lower(const LowerContext& ctx) {
   if (!ctx.has_input(0) || !is_float(ctx.in_dtype(0)) || !lower::supported_dtype(ctx.in_dtype(0))) return std::nullopt;
@@ -232,6 +242,7 @@ void add_reduction_lowerings(std::vector<LoweringEntry>& t) {
   t.push_back({"", "Softmax", softmax_lower<false>});
   t.push_back({"", "LogSoftmax", softmax_lower<true>});
   t.push_back({"kiln", "LayerNorm", layer_norm_lower});
+  t.push_back({"", "LayerNormalization", onnx_layer_norm_lower});
   t.push_back({"", "GlobalAveragePool", global_pool_lower<false>});
   t.push_back({"", "GlobalMaxPool", global_pool_lower<true>});
 }

@@ -1,0 +1,38 @@
+// f32 GEMV for M = 1 (classifier heads): y[N] = alpha * x[K] * op(B)[K, N] + bias. Memory bound,
+// so op(B) is pre-packed once into the layout the kernel streams: blocks of 64 columns, each
+// K x 64 contiguous (the last block K x round_up(rest, 16), zero-padded), read exactly once per call.
+// Tests: tests/kernels/test_gemv.cc
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/x86/f32_gemm.h"
+
+namespace kiln::kernels {
+
+struct PackedGemvB {
+  static constexpr int64_t kBlock = 64;  // columns per block (4 AVX-512 vectors)
+  int64_t k = 0, n = 0;
+  std::vector<float> data;  // [block][K][width], width = min(64, round_up(N - 64*block, 16))
+  int64_t blocks() const { return (n + kBlock - 1) / kBlock; }
+  int64_t block_width(int64_t b) const;
+  const float* block_data(int64_t b) const { return data.data() + b * k * kBlock; }
+};
+
+// Packs op(B) (B is K x N with row stride ldb, or N x K when trans_b) for gemv_packed.
+PackedGemvB pack_gemv_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
+                        const ParallelFor& parallel = nullptr);
+
+// y[j] = alpha * sum_k x[k] * op(B)[k][j] (+ bias[j] when bias is set; then relu if asked).
+// K == 0 gives bias (or 0). Parallel over column blocks.
+void gemv_packed(const float* x, float alpha, const PackedGemvB& b, const float* bias, bool relu,
+                 float* y, const ParallelFor& parallel = nullptr);
+
+// Blocks [b0, b1) of gemv_packed; the AVX-512 one is called only when the CPU has AVX-512F.
+void gemv_blocks_generic(const float* x, float alpha, const PackedGemvB& b, const float* bias,
+                         bool relu, float* y, int64_t b0, int64_t b1);
+void gemv_blocks_avx512f(const float* x, float alpha, const PackedGemvB& b, const float* bias,
+                         bool relu, float* y, int64_t b0, int64_t b1);
+
+}  // namespace kiln::kernels

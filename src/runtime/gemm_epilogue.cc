@@ -1,0 +1,95 @@
+// Fused GEMM/conv epilogue helpers (see gemm_epilogue.h).
+#include "runtime/gemm_epilogue.h"
+
+#include <algorithm>
+
+#include "runtime/thread_pool.h"
+
+namespace kiln::gemm_ops {
+
+int64_t epilogue_channels(const GemmDesc& d) {
+  if (d.out_dims.empty()) return 0;
+  return d.kind == GemmKind::kConv ? (d.out_dims.size() > 1 ? d.out_dims[1] : 0) : d.out_dims.back();
+}
+
+bool epilogue_valid(const GemmDesc& d) {
+  const int64_t first = static_cast<int64_t>(node_arity(d.kind)), n = static_cast<int64_t>(d.operands.size());
+  auto ok_index = [&](int32_t i) { return i < 0 || (i >= first && i < n); };
+  if (!ok_index(d.epilogue_bias) || !ok_index(d.epilogue_residual)) return false;
+  if (d.epilogue_bias >= 0 && d.epilogue_bias == d.epilogue_residual) return false;
+  if (d.epilogue_bias >= 0) {
+    const Operand& b = d.operands[static_cast<size_t>(d.epilogue_bias)];
+    if (!b.present || b.dtype != DType::kFloat32 || !b.constant || b.constant->dtype() != DType::kFloat32 ||
+        b.constant->numel() != epilogue_channels(d))
+      return false;
+  }
+  if (d.epilogue_residual >= 0) {
+    const Operand& r = d.operands[static_cast<size_t>(d.epilogue_residual)];
+    if (!r.present || r.dtype != DType::kFloat32 || r.dims != d.out_dims) return false;
+  }
+  return true;
+}
+
+void ChannelBias::init(const GemmDesc& d, const Operand* node_bias, int64_t channels, float node_scale) {
+  const size_t c = static_cast<size_t>(channels);
+  const bool has_node = node_bias && node_bias->present;
+  node_runtime_ = has_node && !node_bias->constant;
+  node_scale_ = node_scale;
+  channels_ = c;
+  folded_.clear();
+  if (has_node && node_bias->constant) {
+    const float* b = node_bias->constant->data<float>();
+    folded_.assign(b, b + c);
+    for (float& v : folded_) v *= node_scale;
+  }
+  if (d.epilogue_bias >= 0) {
+    const float* e = d.operands[static_cast<size_t>(d.epilogue_bias)].constant->data<float>();
+    if (folded_.empty()) folded_.assign(c, 0.0f);
+    for (size_t i = 0; i < c; ++i) folded_[i] += e[i];
+  }
+  present_ = has_node || d.epilogue_bias >= 0;
+}
+
+const float* ChannelBias::get(const float* node_bias_rt) {
+  if (!node_runtime_) return folded_.empty() ? nullptr : folded_.data();
+  if (folded_.empty() && node_scale_ == 1.0f) return node_bias_rt;
+  // The node's own bias plus the epilogue's (folded_ holds only the epilogue part here).
+  run_.resize(channels_);
+  for (size_t i = 0; i < channels_; ++i) run_[i] = node_bias_rt[i] * node_scale_ + (folded_.empty() ? 0.0f : folded_[i]);
+  return run_.data();
+}
+
+void EpilogueTail::init(const GemmDesc& d) {
+  residual = d.epilogue_residual;
+  lo = d.clamp_lo;
+  hi = d.clamp_hi;
+}
+
+bool EpilogueTail::has_clamp() const {
+  return lo > -std::numeric_limits<float>::infinity() || hi < std::numeric_limits<float>::infinity();
+}
+
+const float* EpilogueTail::residual_data(const std::vector<const RtValue*>& ins) const {
+  if (residual < 0) return nullptr;
+  return ins.at(static_cast<size_t>(residual))->tensor.data<float>();
+}
+
+void EpilogueTail::apply(float* y, int64_t n, const std::vector<const RtValue*>& ins) const {
+  if (!any()) return;
+  const float* r = residual_data(ins);
+  const float l = lo, h = hi;
+  const bool clamp = has_clamp();
+  constexpr int64_t kChunk = 16384;
+  current_thread_pool().parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c0, int64_t c1) {
+    const int64_t b = c0 * kChunk, e = std::min(n, c1 * kChunk);
+    if (r && clamp) {
+      for (int64_t i = b; i < e; ++i) y[i] = std::min(std::max(y[i] + r[i], l), h);
+    } else if (r) {
+      for (int64_t i = b; i < e; ++i) y[i] += r[i];
+    } else {
+      for (int64_t i = b; i < e; ++i) y[i] = std::min(std::max(y[i], l), h);
+    }
+  });
+}
+
+}  // namespace kiln::gemm_ops

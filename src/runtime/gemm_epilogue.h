@@ -1,0 +1,56 @@
+// The fused epilogue of GEMM/conv ops (GemmDesc::epilogue_bias/epilogue_residual/clamp_*): its
+// validation, the per-channel bias an op folds once, and the in-place residual + clamp pass for
+// ops whose kernel does not apply those itself. Tests: tests/runtime/test_gemm_epilogue.cc.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "runtime/gemm_ops.h"
+
+namespace kiln::gemm_ops {
+
+// Output channels the epilogue bias is per: Conv dim 1, MatMul/Gemm the last dim.
+int64_t epilogue_channels(const GemmDesc& d);
+
+// True when the epilogue fields are consistent: operand indices past the node's inputs and in
+// range, a present f32 constant bias with one value per channel, an f32 residual with exactly
+// the output's dims. Ops are only made for valid descriptors (make_gemm_op checks).
+bool epilogue_valid(const GemmDesc& d);
+
+// The op's per-channel bias: the node's own bias (constant: folded once; run-time: added per
+// run) plus the epilogue bias (always constant).
+class ChannelBias {
+ public:
+  // node_bias: the node's bias operand (null or !present: none); its values are scaled by
+  // `node_scale` (Gemm's beta).
+  void init(const GemmDesc& d, const Operand* node_bias, int64_t channels, float node_scale = 1.0f);
+  // The bias for this run, or null when there is none. node_bias_rt: the node's bias values
+  // this run (used only when it is not a constant).
+  const float* get(const float* node_bias_rt);
+  bool present() const { return present_; }
+
+ private:
+  bool present_ = false, node_runtime_ = false;
+  float node_scale_ = 1.0f;
+  size_t channels_ = 0;
+  std::vector<float> folded_;  // the constant part (node bias when constant + epilogue bias)
+  std::vector<float> run_;     // folded_ + the run-time node bias
+};
+
+// Residual + clamp of the epilogue, applied after the kernel: y = clamp(y + residual, lo, hi).
+struct EpilogueTail {
+  int32_t residual = -1;  // operand index, or -1
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+
+  void init(const GemmDesc& d);
+  bool has_clamp() const;
+  bool is_relu() const { return lo == 0.0f && hi == std::numeric_limits<float>::infinity(); }
+  bool any() const { return residual >= 0 || has_clamp(); }
+  const float* residual_data(const std::vector<const RtValue*>& ins) const;
+  // In place over y's n elements (parallel on the current pool); a no-op when !any().
+  void apply(float* y, int64_t n, const std::vector<const RtValue*>& ins) const;
+};
+
+}  // namespace kiln::gemm_ops

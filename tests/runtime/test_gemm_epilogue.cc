@@ -1,0 +1,317 @@
+// Fused GEMM/conv epilogues in the compiled executor (bias Add, residual Add, Relu/Clip absorbed
+// into the MatMul/Gemm/Conv step, runtime/gemm_epilogue.h): the compiled engine matches the
+// interpreter, absorbed nodes count as microkernel nodes, and chains that are not safe to fuse
+// (shared intermediates, graph outputs, non-channel broadcasts) are left alone.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../common/engines_agree.h"
+#include "runtime/plan_io.h"
+
+namespace kiln {
+namespace {
+
+std::string dims_text(const std::vector<int64_t>& d) {
+  std::string s;
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s;
+}
+
+// "const f32[dims] [values]" with seeded values in [-1, 1].
+std::string rand_const(const std::vector<int64_t>& d, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uni(-1.0, 1.0);
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  std::ostringstream os;
+  os << "const f32[" << dims_text(d) << "] [";
+  for (int64_t i = 0; i < n; ++i) os << (i ? ", " : "") << uni(rng);
+  os << "]";
+  return os.str();
+}
+
+CompileStats check(const std::string& text, int threads = 1) { return test::engines_agree(text, threads, 3); }
+
+const char* kHeader13 = "model ir=8 opsets={\"\": 13}\n";
+
+TEST(GemmEpilogue, ConvBiasRelu) {
+  for (int threads : {1, 2}) {
+    auto s = check(std::string(kHeader13) + R"(graph @g(%x: f32[1,5,9,11]) -> (%y: f32[1,7,9,11]) {
+    %w = )" + rand_const({7, 5, 3, 3}, 1) + R"(
+    %b = )" + rand_const({7}, 2) + R"(
+    %c = Conv(%x, %w, %b) {pads=[1, 1, 1, 1]} : f32[1,7,9,11]
+    %y = Relu(%c) : f32[1,7,9,11]
+    return %y
+  })", threads);
+    EXPECT_EQ(s.gemm_nodes, 2);
+    EXPECT_EQ(s.generated_nodes, 0);
+    EXPECT_EQ(s.fallback_nodes, 0);
+  }
+}
+
+TEST(GemmEpilogue, ConvAddBiasClip6) {
+  // Bias as a separate Add of a [1,Co,1,1] constant, then Clip(0, 6) with constant inputs.
+  auto s = check(std::string(kHeader13) + R"(graph @g(%x: f32[2,4,6,5]) -> (%y: f32[2,6,6,5]) {
+    %w = )" + rand_const({6, 4, 1, 1}, 3) + R"(
+    %b = )" + rand_const({1, 6, 1, 1}, 4) + R"(
+    %lo = const f32[] [0]
+    %hi = const f32[] [0.3]
+    %c = Conv(%x, %w) : f32[2,6,6,5]
+    %d = Add(%b, %c) : f32[2,6,6,5]
+    %y = Clip(%d, %lo, %hi) : f32[2,6,6,5]
+    return %y
+  })");
+  EXPECT_EQ(s.gemm_nodes, 3);
+  EXPECT_EQ(s.generated_nodes, 0);
+}
+
+TEST(GemmEpilogue, ClipOpset6Attributes) {
+  auto s = check(R"(model ir=3 opsets={"": 6}
+  graph @g(%x: f32[1,3,7,7]) -> (%y: f32[1,4,4,4]) {
+    %w = )" + rand_const({4, 3, 3, 3}, 5) + R"(
+    %c = Conv(%x, %w) {strides=[2, 2], pads=[1, 1, 1, 1]} : f32[1,4,4,4]
+    %y = Clip(%c) {min=-0.2, max=0.4} : f32[1,4,4,4]
+    return %y
+  })");
+  EXPECT_EQ(s.gemm_nodes, 2);
+  EXPECT_EQ(s.generated_nodes, 0);
+}
+
+TEST(GemmEpilogue, ConvResidualRelu) {
+  // ResNet's block end: the residual is a graph input, or a conv computed before (either input
+  // order of the Add); a residual computed after the GEMM is taken from the other side.
+  for (int threads : {1, 2}) {
+    auto s = check(std::string(kHeader13) + R"(graph @g(%x: f32[1,8,7,9], %r: f32[1,8,7,9]) -> (%y: f32[1,8,7,9]) {
+    %w = )" + rand_const({8, 8, 3, 3}, 6) + R"(
+    %b = )" + rand_const({8}, 7) + R"(
+    %c = Conv(%x, %w, %b) {pads=[1, 1, 1, 1]} : f32[1,8,7,9]
+    %s = Add(%r, %c) : f32[1,8,7,9]
+    %y = Relu(%s) : f32[1,8,7,9]
+    return %y
+  })", threads);
+    EXPECT_EQ(s.gemm_nodes, 3);
+    EXPECT_EQ(s.generated_nodes, 0);
+  }
+  auto s = check(std::string(kHeader13) + R"(graph @g(%x: f32[1,6,8,8]) -> (%y: f32[1,16,8,8]) {
+    %w1 = )" + rand_const({16, 6, 1, 1}, 8) + R"(
+    %w2 = )" + rand_const({16, 6, 3, 3}, 9) + R"(
+    %b2 = )" + rand_const({16}, 10) + R"(
+    %a = Conv(%x, %w1) : f32[1,16,8,8]
+    %d = Conv(%x, %w2, %b2) {pads=[1, 1, 1, 1]} : f32[1,16,8,8]
+    %s = Add(%a, %d) : f32[1,16,8,8]
+    %y = Relu(%s) : f32[1,16,8,8]
+    return %y
+  })");
+  EXPECT_EQ(s.gemm_nodes, 4);
+  EXPECT_EQ(s.generated_nodes, 0);
+}
+
+TEST(GemmEpilogue, DepthwiseClipAndResidual) {
+  auto s = check(std::string(kHeader13) + R"(graph @g(%x: f32[1,8,9,9]) -> (%y: f32[1,8,5,5]) {
+    %w = )" + rand_const({8, 1, 3, 3}, 11) + R"(
+    %b = )" + rand_const({8}, 12) + R"(
+    %lo = const f32[] [0]
+    %hi = const f32[] [0.25]
+    %c = Conv(%x, %w, %b) {group=8, strides=[2, 2], pads=[1, 1, 1, 1]} : f32[1,8,5,5]
+    %y = Clip(%c, %lo, %hi) : f32[1,8,5,5]
+    return %y
+  })");
+  EXPECT_EQ(s.gemm_nodes, 2);
+  EXPECT_EQ(s.generated_nodes, 0);
+  // Depthwise + bias Add + residual + Relu (the residual goes in a pass after the kernel).
+  s = check(std::string(kHeader13) + R"(graph @g(%x: f32[2,8,6,7]) -> (%y: f32[2,8,6,7]) {
+    %w = )" + rand_const({8, 1, 3, 3}, 13) + R"(
+    %b = )" + rand_const({8, 1, 1}, 14) + R"(
+    %c = Conv(%x, %w) {group=8, pads=[1, 1, 1, 1]} : f32[2,8,6,7]
+    %d = Add(%c, %b) : f32[2,8,6,7]
+    %s = Add(%d, %x) : f32[2,8,6,7]
+    %y = Relu(%s) : f32[2,8,6,7]
+    return %y
+  })");
+  EXPECT_EQ(s.gemm_nodes, 4);
+  EXPECT_EQ(s.generated_nodes, 0);
+}
+
+TEST(GemmEpilogue, RuntimeWeightConv) {
+  // Run-time weights and bias: the im2col ConvOp takes the epilogue bias, then a pass.
+  auto s = check(std::string(kHeader13) + R"(graph @g(%x: f32[1,3,6,6], %w: f32[5,3,3,3], %b: f32[5]) -> (%y: f32[1,5,4,4]) {
+    %e = )" + rand_const({5, 1, 1}, 15) + R"(
+    %c = Conv(%x, %w, %b) : f32[1,5,4,4]
+    %d = Add(%c, %e) : f32[1,5,4,4]
+    %y = Relu(%d) : f32[1,5,4,4]
+    return %y
+  })");
+  EXPECT_EQ(s.gemm_nodes, 3);
+  EXPECT_EQ(s.generated_nodes, 0);
+}
+
+TEST(GemmEpilogue, MatMulBiasRelu) {
+  for (int threads : {1, 2}) {
+    auto s = check(std::string(kHeader13) + R"(graph @g(%x: f32[2,5,12]) -> (%y: f32[2,5,7]) {
+    %w = )" + rand_const({12, 7}, 16) + R"(
+    %b = )" + rand_const({7}, 17) + R"(
+    %m = MatMul(%x, %w) : f32[2,5,7]
+    %a = Add(%m, %b) : f32[2,5,7]
+    %y = Relu(%a) : f32[2,5,7]
+    return %y
+  })", threads);
+    EXPECT_EQ(s.gemm_nodes, 3);
+    EXPECT_EQ(s.generated_nodes, 0);
+  }
+}
+
+TEST(GemmEpilogue, BiasSharedThroughIdentity) {
+  // ViT exports share a bias constant through Identity; the Identity still runs for its other
+  // consumer.
+  auto s = check(std::string(kHeader13) + R"(graph @g(%x: f32[7,12]) -> (%y: f32[7,10], %z: f32[10]) {
+    %w = )" + rand_const({12, 10}, 34) + R"(
+    %b = )" + rand_const({10}, 35) + R"(
+    %i = Identity(%b) : f32[10]
+    %m = MatMul(%x, %w) : f32[7,10]
+    %a = Add(%m, %i) : f32[7,10]
+    %y = Relu(%a) : f32[7,10]
+    %z = Neg(%i) : f32[10]
+    return %y, %z
+  })");
+  EXPECT_EQ(s.gemm_nodes, 3);
+}
+
+TEST(GemmEpilogue, MatMulBiasResidualAndClip) {
+  // BERT's projection: MatMul + bias + residual; then a Clip with one bound.
+  auto s = check(std::string(kHeader13) + R"(graph @g(%x: f32[9,16], %r: f32[9,24]) -> (%y: f32[9,24]) {
+    %w = )" + rand_const({16, 24}, 18) + R"(
+    %b = )" + rand_const({1, 24}, 19) + R"(
+    %hi = const f32[] [0.5]
+    %m = MatMul(%x, %w) : f32[9,24]
+    %a = Add(%b, %m) : f32[9,24]
+    %s = Add(%a, %r) : f32[9,24]
+    %y = Clip(%s, _, %hi) : f32[9,24]
+    return %y
+  })");
+  EXPECT_EQ(s.gemm_nodes, 4);
+  EXPECT_EQ(s.generated_nodes, 0);
+}
+
+TEST(GemmEpilogue, MatMulOtherShapes) {
+  // M = 1 and batched MatMuls: their ops do not take the epilogue; a pass after them does.
+  auto s = check(std::string(kHeader13) + R"(graph @g(%x: f32[1,20], %p: f32[2,3,4], %q: f32[2,4,5]) -> (%y: f32[1,10], %z: f32[2,3,5]) {
+    %w = )" + rand_const({20, 10}, 20) + R"(
+    %b = )" + rand_const({10}, 21) + R"(
+    %c = )" + rand_const({5}, 22) + R"(
+    %m = MatMul(%x, %w) : f32[1,10]
+    %a = Add(%m, %b) : f32[1,10]
+    %y = Relu(%a) : f32[1,10]
+    %n = MatMul(%p, %q) : f32[2,3,5]
+    %t = Add(%n, %c) : f32[2,3,5]
+    %z = Relu(%t) : f32[2,3,5]
+    return %y, %z
+  })");
+  EXPECT_EQ(s.fallback_nodes, 0);
+  EXPECT_EQ(s.generated_nodes + s.gemm_nodes, 6);
+}
+
+TEST(GemmEpilogue, GemmRelu) {
+  auto s = check(std::string(kHeader13) + R"(graph @g(%x: f32[6,10]) -> (%y: f32[6,9], %z: f32[6,9]) {
+    %w = )" + rand_const({9, 10}, 23) + R"(
+    %c = )" + rand_const({9}, 24) + R"(
+    %e = )" + rand_const({9}, 25) + R"(
+    %g = Gemm(%x, %w, %c) {transB=1, alpha=0.5, beta=2.0} : f32[6,9]
+    %y = Relu(%g) : f32[6,9]
+    %h = Gemm(%x, %w) {transB=1} : f32[6,9]
+    %a = Add(%h, %e) : f32[6,9]
+    %z = Relu(%a) : f32[6,9]
+    return %y, %z
+  })");
+  EXPECT_EQ(s.gemm_nodes, 5);
+  EXPECT_EQ(s.generated_nodes, 0);
+}
+
+TEST(GemmEpilogue, UnsafeChainsAreNotFused) {
+  // %c has two consumers; %c4 is a graph output; the [W]-shaped constant broadcasts along W,
+  // not along the channels. (%d, the end of a chain, may be a graph output.)
+  auto s = check(std::string(kHeader13) + R"(graph @g(%x: f32[1,4,5,6]) -> (%y: f32[1,4,5,6], %d: f32[1,4,5,6], %z: f32[1,4,5,6], %c4: f32[1,4,5,6], %r4: f32[1,4,5,6]) {
+    %w = )" + rand_const({4, 4, 1, 1}, 26) + R"(
+    %v = )" + rand_const({6}, 27) + R"(
+    %c = Conv(%x, %w) : f32[1,4,5,6]
+    %y = Relu(%c) : f32[1,4,5,6]
+    %e = Sigmoid(%c) : f32[1,4,5,6]
+    %c2 = Conv(%e, %w) : f32[1,4,5,6]
+    %d = Relu(%c2) : f32[1,4,5,6]
+    %c3 = Conv(%d, %w) : f32[1,4,5,6]
+    %z = Add(%c3, %v) : f32[1,4,5,6]
+    %c4 = Conv(%x, %w) : f32[1,4,5,6]
+    %r4 = Relu(%c4) : f32[1,4,5,6]
+    return %y, %d, %z, %c4, %r4
+  })");
+  EXPECT_EQ(s.gemm_nodes, 5);  // the four convs and %d's Relu
+  EXPECT_EQ(s.generated_nodes, 4);
+}
+
+TEST(GemmEpilogue, PlanBlobRoundTrip) {
+  // The fused descriptors survive the ahead-of-time plan blob: the plan read back rebuilds its
+  // ops from them and computes what the JIT plan computed, bit for bit.
+  Model m = parse_model(std::string(kHeader13) + R"(graph @g(%x: f32[1,6,5,7], %r: f32[1,8,5,7], %a: f32[5,12]) -> (%y: f32[1,8,5,7], %z: f32[5,9]) {
+    %w = )" + rand_const({8, 6, 3, 3}, 30) + R"(
+    %b = )" + rand_const({1, 8, 1, 1}, 31) + R"(
+    %v = )" + rand_const({12, 9}, 32) + R"(
+    %e = )" + rand_const({9}, 33) + R"(
+    %lo = const f32[] [-0.1]
+    %hi = const f32[] [0.2]
+    %c = Conv(%x, %w) {pads=[1, 1, 1, 1]} : f32[1,8,5,7]
+    %d = Add(%c, %b) : f32[1,8,5,7]
+    %s = Add(%d, %r) : f32[1,8,5,7]
+    %y = Relu(%s) : f32[1,8,5,7]
+    %m = MatMul(%a, %v) : f32[5,9]
+    %n = Add(%m, %e) : f32[5,9]
+    %z = Clip(%n, %lo, %hi) : f32[5,9]
+    return %y, %z
+  })");
+  PassContext ctx;
+  run_passes(m, {"shape-inference", "fusion"}, ctx);
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> uni(-1.0, 1.0);
+  std::vector<RtValue> feeds;
+  for (const Value* v : m.graph->inputs) {
+    Tensor t(v->type.dtype, v->type.shape->sizes());
+    for (int64_t i = 0; i < t.numel(); ++i) t.set_double(i, uni(rng));
+    feeds.emplace_back(std::move(t));
+  }
+  CompiledExecutor exec(m, CompiledOptions());
+  auto want = exec.run(feeds);
+  EXPECT_EQ(exec.stats().gemm_nodes, 7);
+  const ExecPlan* plan = exec.last_exec_plan();
+  ASSERT_NE(plan, nullptr);
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("kiln_epilogue_blob_" + std::to_string(::getpid()) + ".bin")).string();
+  const uint64_t bytes = write_plan_blob(*plan, path);
+  std::vector<char> data(bytes + 64);
+  char* base = data.data() + (64 - reinterpret_cast<uintptr_t>(data.data()) % 64) % 64;
+  std::ifstream(path, std::ios::binary).read(base, static_cast<std::streamsize>(bytes));
+  std::filesystem::remove(path);
+  ExecPlan back = read_plan_blob(base, bytes);
+  int fused = 0;
+  for (const auto& st : back.steps) {
+    ASSERT_EQ(st.kind, PlanStep::Kind::kGemm);  // every node runs in the two GEMM steps
+    fused += st.gemm.epilogue_bias >= 0;
+  }
+  EXPECT_EQ(fused, 2);
+  back.allocate_arena();
+  auto got = execute_plan(back, feeds, {}, nullptr, nullptr);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    ASSERT_EQ(got[k].tensor.dims(), want[k].tensor.dims());
+    for (int64_t i = 0; i < got[k].tensor.numel(); ++i)
+      ASSERT_EQ(got[k].tensor.data<float>()[i], want[k].tensor.data<float>()[i]) << "output " << k << " [" << i << "]";
+  }
+}
+
+}  // namespace
+}  // namespace kiln
