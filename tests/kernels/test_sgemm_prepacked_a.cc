@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <random>
 #include <thread>
 #include <vector>
@@ -68,31 +67,6 @@ TEST(SgemmPrepackedA, SplitsOverThreads) {
   const GemmSplit two = choose_gemm_split(512, 49, 4608, uk, 2, a_cost, b_cost);
   EXPECT_EQ(two.chunks, 1);
   EXPECT_GE(two.groups, 2);
-}
-
-// A C larger than L2 written in one K block goes out with non-temporal stores (64-byte aligned
-// rows); bias, residual and clamp still apply and unaligned tails use plain stores.
-TEST(SgemmPrepackedA, StreamsLargeOutputs) {
-  const F32GemmUkernel& uk = f32_gemm_default();
-  const int64_t m = 24, k = 16, n = l2_cache_bytes() / 4 / m * 2 + 7, ldc = n + 9;
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> a(m * k), b(k * n), bias(m), res(m * ldc);
-  for (auto* v : {&a, &b, &bias, &res})
-    for (auto& x : *v) x = dist(rng);
-  float* c = static_cast<float*>(std::aligned_alloc(64, ((m * ldc * 4 + 63) / 64) * 64));
-  const PackedA pa = pack_a(m, k, a.data(), k, &uk);
-  RowEpilogue ep;
-  ep.bias = bias.data(), ep.lo = -0.5f, ep.hi = 0.75f, ep.residual = res.data(), ep.ldr = ldc;
-  sgemm_prepacked_a(pa, n, b.data(), n, c, ldc, ep, testing::two_threads(), 2);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = bias[i] + res[i * ldc + j];
-      for (int64_t p = 0; p < k; ++p) s += double(a[i * k + p]) * b[p * n + j];
-      s = std::min(std::max(s, -0.5), 0.75);
-      ASSERT_NEAR(c[i * ldc + j], s, 1e-4) << i << "," << j;
-    }
-  std::free(c);
 }
 
 }  // namespace

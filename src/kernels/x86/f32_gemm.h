@@ -39,10 +39,6 @@ struct F32GemmParams {
   int64_t ldr = 0;
   bool clamp = false;               // clamp to [lo, hi]
   float lo = 0.0f, hi = 0.0f;
-  // The final store of a C that is written once (beta 0, one K block) and larger than L2: a
-  // kernel may use non-temporal stores for whole aligned rows; the caller issues an sfence
-  // before the result is read by another thread.
-  bool stream = false;
 };
 
 // Computes an mr x nr tile (mr <= MR, nr <= NR) of C from a packed A micro-panel

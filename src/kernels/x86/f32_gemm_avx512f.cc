@@ -2,8 +2,6 @@
 // when the CPU supports them). NR = 32 (two zmm per row), MR rows of accumulators.
 #include <immintrin.h>
 
-#include <cstdint>
-
 #include "kernels/x86/f32_gemm.h"
 
 namespace kiln::kernels {
@@ -73,14 +71,8 @@ inline void gemm_mrx32(int64_t mr, int64_t nr, int64_t kc, const float* a, const
       v0 = _mm512_maskz_min_ps(__mmask16(0xFFFF), _mm512_maskz_max_ps(__mmask16(0xFFFF), v0, lo), hi);
       v1 = _mm512_maskz_min_ps(__mmask16(0xFFFF), _mm512_maskz_max_ps(__mmask16(0xFFFF), v1, lo), hi);
     }
-    if (p.stream && nr == 32 && (reinterpret_cast<uintptr_t>(row) & 63) == 0) {
-      // Written once and too large to stay cached: no read-for-ownership of the lines.
-      _mm512_stream_ps(row, v0);
-      _mm512_stream_ps(row + 16, v1);
-    } else {
-      _mm512_mask_storeu_ps(row, m0, v0);
-      _mm512_mask_storeu_ps(row + 16, m1, v1);
-    }
+    _mm512_mask_storeu_ps(row, m0, v0);
+    _mm512_mask_storeu_ps(row + 16, m1, v1);
   }
 }
 

@@ -5,8 +5,6 @@
 // The chunk/group split comes from choose_gemm_split (f32_gemm.h).
 #include "kernels/x86/f32_gemm_prepacked_a.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 
 #include "core/error.h"
@@ -75,9 +73,6 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
                                             4.0 * double(K) * double(N) / 8.0);
   const int64_t chunks = split.chunks, mgroups = split.groups;
   const int64_t max_chunk_panels = ceil_div(panels, chunks);
-  // One K block and a C larger than L2: the microkernels store C with non-temporal stores
-  // (each task fences them before it returns).
-  const bool stream_c = K <= uk.kc && 4.0 * double(M) * double(N) > double(l2_cache_bytes());
   auto task = [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> b_buf;
     b_buf.resize(static_cast<size_t>(uk.kc * max_chunk_panels * nr));
@@ -95,7 +90,6 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
         F32GemmParams params;
         params.beta = k0 == 0 ? 0.0f : 1.0f;
         params.clamp = last && clamp;
-        params.stream = stream_c && k0 == 0 && last;
         params.lo = ep.lo;
         params.hi = ep.hi;
         params.ldr = ep.ldr;
@@ -118,13 +112,9 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
       }
     }
   };
-  auto fenced_task = [&](int64_t begin, int64_t end) {
-    task(begin, end);
-    if (stream_c) _mm_sfence();
-  };
   const int64_t tasks = chunks * mgroups;
-  if (parallel && tasks > 1) parallel(tasks, fenced_task);
-  else fenced_task(0, tasks);
+  if (parallel && tasks > 1) parallel(tasks, task);
+  else task(0, tasks);
 }
 
 }  // namespace kiln::kernels
