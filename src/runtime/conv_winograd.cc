@@ -44,7 +44,7 @@ class WinogradConvOp : public gemm_ops::GemmOp {
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
     const ConvGeom& g = g_;
-    Tensor y(DType::kFloat32, {g.n, g.co, g.ho, g.wo});
+    Tensor y = Tensor::uninitialized(DType::kFloat32, {g.n, g.co, g.ho, g.wo});  // every element is written
     const float* bias = has_bias_ ? (bias_.empty() ? ins[2]->tensor.data<float>() : bias_.data()) : nullptr;
     const int64_t tiles = wg_.tiles();
     v_.resize(static_cast<size_t>(36 * g.c * tiles));

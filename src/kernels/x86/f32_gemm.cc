@@ -260,7 +260,8 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
   const int64_t mc = std::min(ceil_div(ceil_div(M, mblocks), mr) * mr, ceil_div(M, mr) * mr);
   const int64_t kblocks = ceil_div(K, static_cast<int64_t>(uk.kc));
   thread_local std::vector<float> packed_a_buf;
-  packed_a_buf.resize(static_cast<size_t>(mblocks * mc * K));
+  // Grown, never shrunk: a resize back up would zero-fill it again on every call.
+  if (packed_a_buf.size() < static_cast<size_t>(mblocks * mc * K)) packed_a_buf.resize(static_cast<size_t>(mblocks * mc * K));
   float* const packed_a = packed_a_buf.data();  // (tasks on other threads must not name the thread_local)
   run_parallel(parallel, mblocks * kblocks, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {

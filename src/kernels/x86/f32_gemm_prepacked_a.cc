@@ -74,8 +74,10 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
   const int64_t chunks = split.chunks, mgroups = split.groups;
   const int64_t max_chunk_panels = ceil_div(panels, chunks);
   auto task = [&](int64_t begin, int64_t end) {
+    // Grown, never shrunk: a resize back up would zero-fill it again on every call.
     thread_local std::vector<float> b_buf;
-    b_buf.resize(static_cast<size_t>(uk.kc * max_chunk_panels * nr));
+    if (b_buf.size() < static_cast<size_t>(uk.kc * max_chunk_panels * nr))
+      b_buf.resize(static_cast<size_t>(uk.kc * max_chunk_panels * nr));
     for (int64_t t = begin; t < end; ++t) {
       const int64_t chunk = t / mgroups, group = t % mgroups;
       const int64_t j0 = chunk * panels / chunks * nr;
