@@ -189,10 +189,20 @@ void f32_gemm_pack_a(bool trans_a, int64_t mc, int64_t kc, const float* a, int64
   }
 }
 
+// A full 32-column panel of row-major B with AVX-512 moves (f32_gemm_avx512f.cc): twice as
+// fast as a memcpy call per 128-byte row.
+void f32_gemm_pack_b_panel32__avx512f(int64_t kc, const float* b, int64_t ldb, float* out);
+
 void f32_gemm_pack_b(bool trans_b, int64_t kc, int64_t nc, const float* b, int64_t ldb, int nr,
                      float* out) {
   for (int64_t j0 = 0; j0 < nc; j0 += nr) {
     const int64_t cols = std::min<int64_t>(nr, nc - j0);
+    static const bool avx512 = isa_supported(Isa::kAvx512);
+    if (!trans_b && cols == 32 && nr == 32 && avx512) {
+      f32_gemm_pack_b_panel32__avx512f(kc, b + j0, ldb, out);
+      out += kc * nr;
+      continue;
+    }
     for (int64_t k = 0; k < kc; ++k) {
       float* dst = out + k * nr;
       if (!trans_b) {

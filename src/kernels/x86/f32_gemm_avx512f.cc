@@ -78,6 +78,13 @@ inline void gemm_mrx32(int64_t mr, int64_t nr, int64_t kc, const float* a, const
 
 }  // namespace
 
+void f32_gemm_pack_b_panel32__avx512f(int64_t kc, const float* b, int64_t ldb, float* out) {
+  for (int64_t k = 0; k < kc; ++k) {
+    _mm512_storeu_ps(out + k * 32, _mm512_loadu_ps(b + k * ldb));
+    _mm512_storeu_ps(out + k * 32 + 16, _mm512_loadu_ps(b + k * ldb + 16));
+  }
+}
+
 void f32_gemm_ukernel_14x32__avx512f(int64_t mr, int64_t nr, int64_t kc, const float* a_packed,
                                      const float* b_packed, float* c, int64_t ldc,
                                      const F32GemmParams& params) {
