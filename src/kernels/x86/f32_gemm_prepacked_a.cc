@@ -67,16 +67,36 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
     return;
   }
   const int64_t panels = ceil_div(N, nr), upanels = ceil_div(M, mr);
-  // Another column chunk streams A again (unless it stays in L2); another row group packs the
-  // chunk's B block again (~8 GB/s).
-  const GemmSplit split = choose_gemm_split(M, N, K, uk, parallel ? threads : 1, gemm_split_stream_ns(4.0 * double(M) * double(K)),
-                                            4.0 * double(K) * double(N) / 8.0);
+  // B small enough to share (up to L2 in all): packed once, in parallel, before the tasks, so
+  // that row groups cost nothing extra. Otherwise each task packs its chunk's B block, and
+  // another row group packs it again (~8 GB/s); another column chunk streams A again (unless it
+  // stays in L2).
+  const int64_t kblocks = ceil_div(K, static_cast<int64_t>(uk.kc));
+  const bool share_b = parallel && threads != 1 && 4 * K * panels * nr <= l2_cache_bytes();
+  const GemmSplit split =
+      choose_gemm_split(M, N, K, uk, parallel ? threads : 1, gemm_split_stream_ns(4.0 * double(M) * double(K)),
+                        share_b ? 0.0 : 4.0 * double(K) * double(N) / 8.0);
   const int64_t chunks = split.chunks, mgroups = split.groups;
   const int64_t max_chunk_panels = ceil_div(panels, chunks);
+  // shared_b: per K block, all panels (panel q of block k0 at k0 * panels * nr + q * kc * nr).
+  thread_local std::vector<float> shared_b_buf;
+  float* shared_b = nullptr;
+  if (share_b && mgroups > 1) {
+    if (shared_b_buf.size() < static_cast<size_t>(K * panels * nr))
+      shared_b_buf.resize(static_cast<size_t>(K * panels * nr));
+    shared_b = shared_b_buf.data();  // (tasks on other threads must not name the thread_local)
+    parallel(kblocks * panels, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t k0 = t / panels * uk.kc, q = t % panels;
+        const int64_t kc = std::min<int64_t>(uk.kc, K - k0);
+        pack_b(k0, kc, q * nr, std::min(nr, N - q * nr), static_cast<int>(nr), shared_b + k0 * panels * nr + q * kc * nr);
+      }
+    });
+  }
   auto task = [&](int64_t begin, int64_t end) {
     // Grown, never shrunk: a resize back up would zero-fill it again on every call.
     thread_local std::vector<float> b_buf;
-    if (b_buf.size() < static_cast<size_t>(uk.kc * max_chunk_panels * nr))
+    if (!shared_b && b_buf.size() < static_cast<size_t>(uk.kc * max_chunk_panels * nr))
       b_buf.resize(static_cast<size_t>(uk.kc * max_chunk_panels * nr));
     for (int64_t t = begin; t < end; ++t) {
       const int64_t chunk = t / mgroups, group = t % mgroups;
@@ -88,7 +108,11 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
       for (int64_t k0 = 0; k0 < K; k0 += uk.kc) {
         const int64_t kc = std::min<int64_t>(uk.kc, K - k0);
         const bool last = k0 + kc >= K;
-        pack_b(k0, kc, j0, nc, static_cast<int>(nr), b_buf.data());
+        const float* b_block = shared_b + k0 * panels * nr + j0 / nr * kc * nr;
+        if (!shared_b) {
+          pack_b(k0, kc, j0, nc, static_cast<int>(nr), b_buf.data());
+          b_block = b_buf.data();
+        }
         F32GemmParams params;
         params.beta = k0 == 0 ? 0.0f : 1.0f;
         params.clamp = last && clamp;
@@ -100,7 +124,7 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
           const float* a_block = A.block(i0, k0);
           for (int64_t q = 0; q * nr < nc; ++q) {
             const int64_t cols = std::min(nr, nc - q * nr);
-            const float* b_panel = b_buf.data() + q * kc * nr;
+            const float* b_panel = b_block + q * kc * nr;
             for (int64_t ii = r_begin; ii < rows; ii += mr) {
               const int64_t mr_eff = std::min(mr, rows - ii);
               if (last) {  // the epilogue runs in the microkernel's store, on the tile in registers
