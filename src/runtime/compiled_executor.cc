@@ -16,6 +16,7 @@
 #include "ops/evaluate.h"
 #include "ops/lowering.h"
 #include "ops/op_util.h"
+#include "kernels/x86/f32_gemm.h"
 #include "runtime/gemm_ops.h"
 #include "te/te.h"
 #include "tir/printer.h"
@@ -522,7 +523,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
   };
 
   // Fused GEMM epilogues: the chain after a GEMM step's node ([bias Add] [residual Add]
-  // [Relu | Clip]) runs in the step (gemm_ops.h GemmDesc::epilogue_*) when every intermediate
+  // [Relu | Clip | HardSwish | Sigmoid | SiLU as Mul(v, Sigmoid(v))]) runs in the step (gemm_ops.h GemmDesc::epilogue_*) when every intermediate
   // value has exactly one consumer and is no graph output, dims and dtypes match exactly, and
   // a residual is computed before the GEMM in the execution order. Absorbed nodes are skipped.
   std::vector<size_t> pos_in_order(static_cast<size_t>(nnodes));
@@ -581,10 +582,41 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       out = v->initializer.data<float>()[0];
       return true;
     };
-    int stage = 0;  // 0: a bias may come next; 1: a residual; 2: a clamp; 3: done
+    // A node that may join the chain: ai.onnx, one f32 output with the GEMM's dims, after the
+    // GEMM in the execution order and not taken yet.
+    auto joinable = [&](int c) {
+      const Node& cn = *g.nodes[static_cast<size_t>(c)];
+      if ((!cn.domain.empty() && cn.domain != "ai.onnx") || cn.outputs.size() != 1 || !cn.outputs[0]) return false;
+      if (pos_in_order[static_cast<size_t>(c)] < pos_in_order[static_cast<size_t>(i)] || absorbed.count(c)) return false;
+      const PlanSlot& os = ex.slots[static_cast<size_t>(slot_of[cn.outputs[0]])];
+      return os.tensor && os.dtype == DType::kFloat32 && os.dims == dims;
+    };
+    int stage = 0;  // 0: a bias may come next; 1: a residual; 2: a clamp or activation; 3: done
     while (stage < 3) {
       if (graph_outputs.count(cur)) break;
       auto cit = consumers.find(cur);
+      if (cit != consumers.end() && cit->second.size() == 2) {
+        // SiLU as exported: Mul(v, Sigmoid(v)), the Sigmoid's output used by that Mul only.
+        int sig = -1, mul = -1;
+        for (int c : cit->second) {
+          const std::string& op = g.nodes[static_cast<size_t>(c)]->op_type;
+          if (op == "Sigmoid") sig = c;
+          else if (op == "Mul") mul = c;
+        }
+        if (sig < 0 || mul < 0 || !joinable(sig) || !joinable(mul)) break;
+        const Node& sn = *g.nodes[static_cast<size_t>(sig)];
+        const Node& mn = *g.nodes[static_cast<size_t>(mul)];
+        const Value* s = sn.outputs[0];
+        auto sc = consumers.find(s);
+        if (graph_outputs.count(s) || sc == consumers.end() || sc->second.size() != 1 || sc->second[0] != mul ||
+            mn.inputs.size() != 2 || !((mn.inputs[0] == cur && mn.inputs[1] == s) || (mn.inputs[0] == s && mn.inputs[1] == cur)))
+          break;
+        d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSilu);
+        chain.push_back(sig);
+        chain.push_back(mul);
+        cur = mn.outputs[0];
+        break;
+      }
       if (cit == consumers.end() || cit->second.size() != 1) break;
       const int c = cit->second[0];
       const Node& cn = *g.nodes[static_cast<size_t>(c)];
@@ -617,6 +649,12 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
         } else {
           break;
         }
+      } else if (cn.op_type == "HardSwish" && opset >= 14) {
+        d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kHardSwish);
+        stage = 3;
+      } else if (cn.op_type == "Sigmoid") {
+        d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSigmoid);
+        stage = 3;
       } else if (cn.op_type == "Relu") {
         d.clamp_lo = 0.0f;
         stage = 3;

@@ -32,10 +32,12 @@ class DepthwiseConvOp : public gemm_ops::GemmOp {
       has_bias_ = true;
     }
     tail_.init(d);
-    if (tail_.residual < 0) {
+    if (tail_.residual < 0) {  // the clamp goes in the kernel; an activation stays in the pass
       ep_.lo = std::max(ep_.lo, tail_.lo);
       ep_.hi = std::min(ep_.hi, tail_.hi);
+      const kernels::Activation act = tail_.act;
       tail_ = gemm_ops::EpilogueTail();
+      tail_.act = act;
     }
     return true;
   }

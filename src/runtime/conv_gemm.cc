@@ -32,6 +32,7 @@ class GemmConvOp : public gemm_ops::GemmOp {
     ep_.lo = std::max(ep_.lo, d.clamp_lo);
     ep_.hi = std::min(ep_.hi, d.clamp_hi);
     residual_ = d.epilogue_residual;
+    ep_.act = static_cast<kernels::Activation>(d.epilogue_activation);
     return true;
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {

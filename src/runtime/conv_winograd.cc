@@ -35,10 +35,12 @@ class WinogradConvOp : public gemm_ops::GemmOp {
       has_bias_ = true;
     }
     tail_.init(d);
-    if (tail_.residual < 0) {
+    if (tail_.residual < 0) {  // the clamp goes in the output transform; an activation stays in the pass
       lo_ = std::max(lo_, tail_.lo);
       hi_ = std::min(hi_, tail_.hi);
+      const kernels::Activation act = tail_.act;
       tail_ = gemm_ops::EpilogueTail();
+      tail_.act = act;
     }
     return true;
   }

@@ -17,6 +17,11 @@ bool epilogue_valid(const GemmDesc& d) {
   auto ok_index = [&](int32_t i) { return i < 0 || (i >= first && i < n); };
   if (!ok_index(d.epilogue_bias) || !ok_index(d.epilogue_residual)) return false;
   if (d.epilogue_bias >= 0 && d.epilogue_bias == d.epilogue_residual) return false;
+  // An activation comes last and never together with a clamp (the executor fuses one or the other).
+  if (d.epilogue_activation < 0 || d.epilogue_activation > 3) return false;
+  if (d.epilogue_activation != 0 &&
+      (d.clamp_lo > -std::numeric_limits<float>::infinity() || d.clamp_hi < std::numeric_limits<float>::infinity()))
+    return false;
   if (d.epilogue_bias >= 0) {
     const Operand& b = d.operands[static_cast<size_t>(d.epilogue_bias)];
     if (!b.present || b.dtype != DType::kFloat32 || !b.constant || b.constant->dtype() != DType::kFloat32 ||
@@ -63,6 +68,7 @@ void EpilogueTail::init(const GemmDesc& d) {
   residual = d.epilogue_residual;
   lo = d.clamp_lo;
   hi = d.clamp_hi;
+  act = static_cast<kernels::Activation>(d.epilogue_activation);
 }
 
 bool EpilogueTail::has_clamp() const {
@@ -86,9 +92,10 @@ void EpilogueTail::apply(float* y, int64_t n, const std::vector<const RtValue*>&
       for (int64_t i = b; i < e; ++i) y[i] = std::min(std::max(y[i] + r[i], l), h);
     } else if (r) {
       for (int64_t i = b; i < e; ++i) y[i] += r[i];
-    } else {
+    } else if (clamp) {
       for (int64_t i = b; i < e; ++i) y[i] = std::min(std::max(y[i], l), h);
     }
+    kernels::apply_activation_inplace(act, y + b, e - b);
   });
 }
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/x86/f32_gemm.h"
 #include "runtime/gemm_ops.h"
 
 namespace kiln::gemm_ops {
@@ -39,15 +40,17 @@ class ChannelBias {
   std::vector<float> run_;     // folded_ + the run-time node bias
 };
 
-// Residual + clamp of the epilogue, applied after the kernel: y = clamp(y + residual, lo, hi).
+// Residual + clamp + activation of the epilogue, applied after the kernel:
+// y = act(clamp(y + residual, lo, hi)).
 struct EpilogueTail {
   int32_t residual = -1;  // operand index, or -1
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  kernels::Activation act = kernels::Activation::kNone;
 
   void init(const GemmDesc& d);
   bool has_clamp() const;
   bool is_relu() const { return lo == 0.0f && hi == std::numeric_limits<float>::infinity(); }
-  bool any() const { return residual >= 0 || has_clamp(); }
+  bool any() const { return residual >= 0 || has_clamp() || act != kernels::Activation::kNone; }
   const float* residual_data(const std::vector<const RtValue*>& ins) const;
   // In place over y's n elements (parallel on the current pool); a no-op when !any().
   void apply(float* y, int64_t n, const std::vector<const RtValue*>& ins) const;

@@ -63,6 +63,7 @@ GemmEpilogue kernel_epilogue(const EpilogueTail& tail, const std::vector<const R
   ep.clamp = tail.has_clamp();
   ep.lo = tail.lo;
   ep.hi = tail.hi;
+  ep.act = tail.act;
   return ep;
 }
 
@@ -157,6 +158,7 @@ class GemmNodeOp : public GemmOp {
     }
     const GemmEpilogue tail = kernel_epilogue(tail_, ins, n_);
     ep.residual = tail.residual, ep.ldr = tail.ldr, ep.clamp = tail.clamp, ep.lo = tail.lo, ep.hi = tail.hi;
+    ep.act = tail.act;
     if (epi_.present()) ep.bias = epi_.get(nullptr);
     kernels::sgemm_packed(ta_, m_, fdata(ins[0]), ta_ ? m_ : k_, alpha_, pb, beta, out, n_, par, ep,
                           current_thread_pool().num_threads());
@@ -407,7 +409,7 @@ class PostEpilogueOp : public GemmOp {
 
 bool has_epilogue(const GemmDesc& d) {
   return d.epilogue_bias >= 0 || d.epilogue_residual >= 0 || d.clamp_lo > -std::numeric_limits<float>::infinity() ||
-         d.clamp_hi < std::numeric_limits<float>::infinity();
+         d.clamp_hi < std::numeric_limits<float>::infinity() || d.epilogue_activation != 0;
 }
 
 std::unique_ptr<GemmOp> make_plain_gemm_op(const GemmDesc& d);
@@ -425,6 +427,7 @@ std::unique_ptr<GemmOp> make_gemm_op(const GemmDesc& d) {
   plain.epilogue_bias = plain.epilogue_residual = -1;
   plain.clamp_lo = -std::numeric_limits<float>::infinity();
   plain.clamp_hi = std::numeric_limits<float>::infinity();
+  plain.epilogue_activation = 0;
   std::unique_ptr<GemmOp> op = make_plain_gemm_op(plain);
   if (!op) return nullptr;
   if (op->take_epilogue(d)) return op;

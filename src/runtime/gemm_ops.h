@@ -76,6 +76,8 @@ struct GemmDesc {
   int32_t epilogue_residual = -1;
   float clamp_lo = -std::numeric_limits<float>::infinity();
   float clamp_hi = std::numeric_limits<float>::infinity();
+  // An activation after the residual (never together with a clamp): kernels::Activation.
+  int32_t epilogue_activation = 0;
 };
 
 // The number of node inputs a kind's operands are padded to before the epilogue operands.

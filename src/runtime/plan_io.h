@@ -13,7 +13,7 @@
 
 namespace kiln {
 
-inline constexpr uint32_t kPlanBlobVersion = 2;  // 2: GemmDesc fused epilogue
+inline constexpr uint32_t kPlanBlobVersion = 3;  // 2: GemmDesc fused epilogue, 3: its activation
 
 // Writes the blob of `plan` (its kernel pointers and GemmOps are not needed) to `path`.
 // Returns the blob size in bytes.

@@ -73,6 +73,61 @@ TEST(GemmEpilogue, ConvAddBiasClip6) {
   EXPECT_EQ(s.generated_nodes, 0);
 }
 
+// SiLU as exported (Mul(v, Sigmoid(v)), either input order), HardSwish and Sigmoid end the
+// chain after a conv GEMM (in the microkernel store, large enough for full and tail tiles), a
+// depthwise conv (its post-pass) and a MatMul with a bias Add; values beyond the exp clamp too.
+TEST(GemmEpilogue, ActivationsSiluHardSwishSigmoid) {
+  for (int threads : {1, 2}) {
+    auto s = check(R"(model ir=8 opsets={"": 14}
+  graph @g(%x: f32[1,5,9,37]) -> (%y: f32[1,40,9,37], %z: f32[1,40,9,37], %u: f32[1,40,9,37]) {
+    %w = )" + rand_const({40, 5, 3, 3}, 31) + R"(
+    %b = )" + rand_const({40}, 32) + R"(
+    %w2 = )" + rand_const({40, 5, 1, 1}, 33) + R"(
+    %c = Conv(%x, %w, %b) {pads=[1, 1, 1, 1]} : f32[1,40,9,37]
+    %s = Sigmoid(%c) : f32[1,40,9,37]
+    %y = Mul(%s, %c) : f32[1,40,9,37]
+    %c2 = Conv(%x, %w2) : f32[1,40,9,37]
+    %z = HardSwish(%c2) : f32[1,40,9,37]
+    %c3 = Conv(%x, %w2, %b) : f32[1,40,9,37]
+    %u = Sigmoid(%c3) : f32[1,40,9,37]
+    return %y, %z, %u
+  })", threads);
+    EXPECT_EQ(s.gemm_nodes, 7);
+    EXPECT_EQ(s.generated_nodes, 0);
+  }
+  auto s = check(R"(model ir=8 opsets={"": 14}
+  graph @g(%x: f32[1,8,9,9], %a: f32[3,33]) -> (%y: f32[1,8,9,9], %m: f32[3,20]) {
+    %w = )" + rand_const({8, 1, 3, 3}, 34) + R"(
+    %k = const f32[] [60]
+    %xs = Mul(%x, %k) : f32[1,8,9,9]
+    %c = Conv(%xs, %w) {group=8, pads=[1, 1, 1, 1]} : f32[1,8,9,9]
+    %s = Sigmoid(%c) : f32[1,8,9,9]
+    %y = Mul(%c, %s) : f32[1,8,9,9]
+    %bw = )" + rand_const({33, 20}, 35) + R"(
+    %bb = )" + rand_const({20}, 36) + R"(
+    %p = MatMul(%a, %bw) : f32[3,20]
+    %q = Add(%p, %bb) : f32[3,20]
+    %r = Sigmoid(%q) : f32[3,20]
+    %m = Mul(%q, %r) : f32[3,20]
+    return %y, %m
+  })");
+  EXPECT_EQ(s.gemm_nodes, 7);
+}
+
+// The Sigmoid's output used elsewhere too: no SiLU fusion (the Sigmoid alone is not fused either,
+// the conv output having two consumers).
+TEST(GemmEpilogue, SiluWithSharedSigmoidIsNotFused) {
+  auto s = check(R"(model ir=8 opsets={"": 14}
+  graph @g(%x: f32[1,3,6,6]) -> (%y: f32[1,4,6,6], %s: f32[1,4,6,6]) {
+    %w = )" + rand_const({4, 3, 1, 1}, 37) + R"(
+    %c = Conv(%x, %w) : f32[1,4,6,6]
+    %s = Sigmoid(%c) : f32[1,4,6,6]
+    %y = Mul(%c, %s) : f32[1,4,6,6]
+    return %y, %s
+  })");
+  EXPECT_EQ(s.gemm_nodes, 1);
+}
+
 TEST(GemmEpilogue, ClipOpset6Attributes) {
   auto s = check(R"(model ir=3 opsets={"": 6}
   graph @g(%x: f32[1,3,7,7]) -> (%y: f32[1,4,4,4]) {

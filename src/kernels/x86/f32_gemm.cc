@@ -192,6 +192,14 @@ void f32_gemm_pack_a(bool trans_a, int64_t mc, int64_t kc, const float* a, int64
 // A full 32-column panel of row-major B with AVX-512 moves (f32_gemm_avx512f.cc): twice as
 // fast as a memcpy call per 128-byte row.
 void f32_gemm_pack_b_panel32__avx512f(int64_t kc, const float* b, int64_t ldb, float* out);
+void activate_inplace__avx512f(Activation a, float* y, int64_t n);
+
+void apply_activation_inplace(Activation a, float* y, int64_t n) {
+  if (a == Activation::kNone) return;
+  static const bool avx512 = f32_gemm_default().isa == Isa::kAvx512;
+  if (avx512) return activate_inplace__avx512f(a, y, n);
+  for (int64_t i = 0; i < n; ++i) y[i] = apply_activation(a, y[i]);
+}
 
 void f32_gemm_pack_b(bool trans_b, int64_t kc, int64_t nc, const float* b, int64_t ldb, int nr,
                      float* out) {
@@ -259,7 +267,7 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
         if (epilogue.residual) v += epilogue.residual[i * epilogue.ldr + j];
         if (epilogue.relu) v = std::max(v, 0.0f);
         if (epilogue.clamp) v = std::min(std::max(v, epilogue.lo), epilogue.hi);
-        C[i * ldc + j] = v;
+        C[i * ldc + j] = apply_activation(epilogue.act, v);
       }
     return;
   }
@@ -302,6 +310,7 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
         params.beta = k0 == 0 ? beta : 1.0f;
         params.relu = last && epilogue.relu;
         params.clamp = last && epilogue.clamp;
+        params.act = last ? epilogue.act : Activation::kNone;
         params.lo = epilogue.lo;
         params.hi = epilogue.hi;
         params.ldr = epilogue.ldr;

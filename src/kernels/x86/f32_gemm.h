@@ -17,8 +17,26 @@ const char* isa_name(Isa isa);
 // True when this CPU can run code for `isa`.
 bool isa_supported(Isa isa);
 
+// An activation a GEMM epilogue applies last (values fixed: plans serialize them).
+enum class Activation : int32_t { kNone = 0, kSilu = 1, kHardSwish = 2, kSigmoid = 3 };
+
+// The activation on one value (the portable kernels, tails and post-passes).
+inline float apply_activation(Activation a, float x) {
+  switch (a) {
+    case Activation::kNone: return x;
+    case Activation::kSilu: return x / (1.0f + __builtin_expf(-x));
+    case Activation::kHardSwish: return x * __builtin_fminf(__builtin_fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f;
+    case Activation::kSigmoid: return 1.0f / (1.0f + __builtin_expf(-x));
+  }
+  return x;
+}
+
+// y[i] = act(y[i]) for i < n, vectorized where the CPU allows (post-passes of ops whose own
+// kernels do not apply the activation).
+void apply_activation_inplace(Activation a, float* y, int64_t n);
+
 // Epilogue applied in the microkernel's store on the last K block.
-// Order: alpha*AB + beta*C + bias, + residual, then relu, then the clamp.
+// Order: alpha*AB + beta*C + bias, + residual, then relu, the clamp, the activation.
 struct GemmEpilogue {
   const float* bias = nullptr;  // per-column (N) bias, added after alpha*AB + beta*C
   bool relu = false;
@@ -26,10 +44,11 @@ struct GemmEpilogue {
   int64_t ldr = 0;
   bool clamp = false;  // clamp to [lo, hi]
   float lo = 0.0f, hi = 0.0f;
+  Activation act = Activation::kNone;  // last
 };
 
 // Microkernel parameters for one MRxNR tile.
-// Order: acc (+ beta*C) + bias[col] + row_bias[row] + residual, then relu, then the clamp.
+// Order: acc (+ beta*C) + bias[col] + row_bias[row] + residual, then relu, the clamp, the activation.
 struct F32GemmParams {
   float beta = 0.0f;             // 0: overwrite C (C is not read), otherwise C = acc + beta*C
   const float* bias = nullptr;  // nr entries, or null
@@ -39,6 +58,7 @@ struct F32GemmParams {
   int64_t ldr = 0;
   bool clamp = false;               // clamp to [lo, hi]
   float lo = 0.0f, hi = 0.0f;
+  Activation act = Activation::kNone;  // last
 };
 
 // Computes an mr x nr tile (mr <= MR, nr <= NR) of C from a packed A micro-panel

@@ -28,7 +28,7 @@ void f32_gemm_ukernel_6x16__avx2(int64_t mr, int64_t nr, int64_t kc, const float
     a += kMr;
     b += 16;
   }
-  if (mr == kMr && nr == 16) {
+  if (mr == kMr && nr == 16 && p.act == Activation::kNone) {
     const __m256 beta = _mm256_set1_ps(p.beta);
     const __m256 zero = _mm256_setzero_ps();
     const __m256 lo = _mm256_set1_ps(p.lo), hi = _mm256_set1_ps(p.hi);

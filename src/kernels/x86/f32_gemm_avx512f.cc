@@ -7,6 +7,48 @@
 namespace kiln::kernels {
 namespace {
 
+// exp(x) for 16 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial (Cephes expf
+// coefficients, ~1 ulp), times 2^n with scalef; inputs clamped so that large |x| saturate.
+inline __m512 exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-88.0f)), _mm512_set1_ps(88.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+// 1 / (1 + e^-v): a 14-bit reciprocal estimate and one Newton step (~1 ulp, far cheaper than a
+// division).
+inline __m512 sigmoid16(__m512 v) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 d = _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), v)));
+  const __m512 r = _mm512_rcp14_ps(d);
+  return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
+}
+
+inline __m512 activate16(Activation a, __m512 v) {
+  switch (a) {
+    case Activation::kNone: return v;
+    case Activation::kSilu: return _mm512_mul_ps(v, sigmoid16(v));
+    case Activation::kSigmoid: return sigmoid16(v);
+    case Activation::kHardSwish: {
+      const __m512 t = _mm512_maskz_min_ps(
+          __mmask16(0xFFFF), _mm512_maskz_max_ps(__mmask16(0xFFFF), _mm512_add_ps(v, _mm512_set1_ps(3.0f)), _mm512_setzero_ps()),
+          _mm512_set1_ps(6.0f));
+      return _mm512_mul_ps(_mm512_mul_ps(v, t), _mm512_set1_ps(1.0f / 6.0f));
+    }
+  }
+  return v;
+}
+
 template <int MR>
 inline void gemm_mrx32(int64_t mr, int64_t nr, int64_t kc, const float* a, const float* b,
                        float* c, int64_t ldc, const F32GemmParams& p) {
@@ -71,12 +113,25 @@ inline void gemm_mrx32(int64_t mr, int64_t nr, int64_t kc, const float* a, const
       v0 = _mm512_maskz_min_ps(__mmask16(0xFFFF), _mm512_maskz_max_ps(__mmask16(0xFFFF), v0, lo), hi);
       v1 = _mm512_maskz_min_ps(__mmask16(0xFFFF), _mm512_maskz_max_ps(__mmask16(0xFFFF), v1, lo), hi);
     }
+    if (p.act != Activation::kNone) {
+      v0 = activate16(p.act, v0);
+      v1 = activate16(p.act, v1);
+    }
     _mm512_mask_storeu_ps(row, m0, v0);
     _mm512_mask_storeu_ps(row + 16, m1, v1);
   }
 }
 
 }  // namespace
+
+void activate_inplace__avx512f(Activation a, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, activate16(a, _mm512_loadu_ps(y + i)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, activate16(a, _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
 
 void f32_gemm_pack_b_panel32__avx512f(int64_t kc, const float* b, int64_t ldb, float* out) {
   for (int64_t k = 0; k < kc; ++k) {

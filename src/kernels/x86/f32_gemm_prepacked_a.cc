@@ -19,7 +19,7 @@ void epilogue_only(float* c, int64_t ldc, int64_t rows, int64_t cols, const RowE
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < cols; ++j) {
       float v = c[r * ldc + j] + (ep.bias ? ep.bias[r] : 0.0f) + (ep.residual ? ep.residual[r * ep.ldr + j] : 0.0f);
-      c[r * ldc + j] = std::min(std::max(v, ep.lo), ep.hi);
+      c[r * ldc + j] = apply_activation(ep.act, std::min(std::max(v, ep.lo), ep.hi));
     }
 }
 
@@ -116,6 +116,7 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
         F32GemmParams params;
         params.beta = k0 == 0 ? 0.0f : 1.0f;
         params.clamp = last && clamp;
+        params.act = last ? ep.act : Activation::kNone;
         params.lo = ep.lo;
         params.hi = ep.hi;
         params.ldr = ep.ldr;

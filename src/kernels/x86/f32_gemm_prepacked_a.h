@@ -24,13 +24,14 @@ struct PackedA {
 
 PackedA pack_a(int64_t M, int64_t K, const float* A, int64_t lda, const F32GemmUkernel* kernel = nullptr);
 
-// C = clamp(A*B + bias + residual, lo, hi), applied per tile right after its last K block.
+// C = act(clamp(A*B + bias + residual, lo, hi)), applied in the store of each tile's last K block.
 struct RowEpilogue {
   const float* bias = nullptr;  // per-row (M) bias, or null
   float lo = -std::numeric_limits<float>::infinity();
   float hi = std::numeric_limits<float>::infinity();
   const float* residual = nullptr;  // [M, N] with leading dim ldr, added after the bias; or null
   int64_t ldr = 0;
+  Activation act = Activation::kNone;  // after the clamp
 };
 
 // Packs rows [k0, k0+kc) x columns [j0, j0+nc) of B into NR-column panels (panel q at

@@ -21,6 +21,7 @@ inline void f32_gemm_store_tile(const float* acc, int64_t ld, int64_t mr, int64_
       if (p.residual) v += p.residual[i * p.ldr + j];
       if (p.relu) v = std::max(v, 0.0f);
       if (p.clamp) v = std::min(std::max(v, p.lo), p.hi);
+      v = apply_activation(p.act, v);
       row[j] = v;
     }
   }
