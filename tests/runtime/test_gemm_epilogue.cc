@@ -1,5 +1,5 @@
-// Fused GEMM/conv epilogues in the compiled executor (bias Add, residual Add, Relu/Clip absorbed
-// into the MatMul/Gemm/Conv step, runtime/gemm_epilogue.h): the compiled engine matches the
+// Fused GEMM/conv epilogues in the compiled executor (bias Add, residual Add, Relu/Clip or
+// HardSwish/Sigmoid/SiLU absorbed into the MatMul/Gemm/Conv step, runtime/gemm_epilogue.h): the compiled engine matches the
 // interpreter, absorbed nodes count as microkernel nodes, and chains that are not safe to fuse
 // (shared intermediates, graph outputs, non-channel broadcasts) are left alone.
 #include <gtest/gtest.h>
