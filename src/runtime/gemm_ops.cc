@@ -8,6 +8,7 @@
 #include "kernels/x86/f32_gemm.h"
 #include "runtime/conv_select.h"
 #include "runtime/gemm_epilogue.h"
+#include "runtime/gemm_op_util.h"
 #include "runtime/matmul_batched.h"
 #include "runtime/thread_pool.h"
 
@@ -16,18 +17,6 @@ namespace {
 
 using kernels::GemmEpilogue;
 using kernels::PackedB;
-
-int64_t numel(const std::vector<int64_t>& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-
-kernels::ParallelFor pool_parallel() {
-  return [](int64_t n, std::function<void(int64_t, int64_t)> fn) { current_thread_pool().parallel_for(n, fn); };
-}
-
-const float* fdata(const RtValue* v) { return v->tensor.data<float>(); }
 
 // B operand: packed once when constant, else packed per run.
 struct BOperand {

@@ -9,22 +9,11 @@
 
 #include "kernels/x86/f32_gemm.h"
 #include "kernels/x86/f32_gemv.h"
+#include "runtime/gemm_op_util.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::gemm_ops {
 namespace {
-
-int64_t numel(const std::vector<int64_t>& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-
-kernels::ParallelFor pool_parallel() {
-  return [](int64_t n, std::function<void(int64_t, int64_t)> fn) { current_thread_pool().parallel_for(n, fn); };
-}
-
-const float* fdata(const RtValue* v) { return v->tensor.data<float>(); }
 
 // Whether the descriptor carries a fused epilogue (GemmDesc's epilogue fields, when this build
 // has them). make_gemm_op strips it before calling here and applies it after these ops (they do

@@ -18,11 +18,8 @@
 
 namespace kiln::test {
 
-// Returns the compiled executor's stats of the plan it used.
-inline CompileStats engines_agree(const std::string& text, int threads, uint64_t seed) {
-  Model m = parse_model(text);
-  PassContext ctx;
-  run_passes(m, {"shape-inference", "fusion"}, ctx);
+// Seeded inputs in [-1, 1] for every graph input (static shapes).
+inline std::vector<RtValue> random_feeds(const Model& m, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> uni(-1.0, 1.0);
   std::vector<RtValue> feeds;
@@ -31,6 +28,15 @@ inline CompileStats engines_agree(const std::string& text, int threads, uint64_t
     for (int64_t i = 0; i < t.numel(); ++i) t.set_double(i, uni(rng));
     feeds.emplace_back(std::move(t));
   }
+  return feeds;
+}
+
+// Returns the compiled executor's stats of the plan it used.
+inline CompileStats engines_agree(const std::string& text, int threads, uint64_t seed) {
+  Model m = parse_model(text);
+  PassContext ctx;
+  run_passes(m, {"shape-inference", "fusion"}, ctx);
+  const std::vector<RtValue> feeds = random_feeds(m, seed);
   Interpreter interp(m);
   auto want = interp.run(feeds);
   CompiledOptions opts;

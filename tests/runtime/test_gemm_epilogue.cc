@@ -331,14 +331,7 @@ TEST(GemmEpilogue, PlanBlobRoundTrip) {
   })");
   PassContext ctx;
   run_passes(m, {"shape-inference", "fusion"}, ctx);
-  std::mt19937_64 rng(9);
-  std::uniform_real_distribution<double> uni(-1.0, 1.0);
-  std::vector<RtValue> feeds;
-  for (const Value* v : m.graph->inputs) {
-    Tensor t(v->type.dtype, v->type.shape->sizes());
-    for (int64_t i = 0; i < t.numel(); ++i) t.set_double(i, uni(rng));
-    feeds.emplace_back(std::move(t));
-  }
+  const std::vector<RtValue> feeds = test::random_feeds(m, 9);
   CompiledExecutor exec(m, CompiledOptions());
   auto want = exec.run(feeds);
   EXPECT_EQ(exec.stats().gemm_nodes, 7);
