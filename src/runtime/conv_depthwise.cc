@@ -22,24 +22,7 @@ class DepthwiseConvOp : public gemm_ops::GemmOp {
   }
   // Bias and clamp go in the kernel's store; a residual (then the clamp) in a pass after.
   bool take_epilogue(const gemm_ops::GemmDesc& d) override {
-    if (has_bias_ && bias_.empty()) return false;  // run-time node bias: all in the generic pass
-    const bool own_clamp = ep_.lo > -std::numeric_limits<float>::infinity() || ep_.hi < std::numeric_limits<float>::infinity();
-    if (d.epilogue_residual >= 0 && own_clamp) return false;  // its clamp would come before the residual
-    if (d.epilogue_bias >= 0) {
-      const float* e = d.operands[static_cast<size_t>(d.epilogue_bias)].constant->data<float>();
-      if (bias_.empty()) bias_.assign(static_cast<size_t>(g_.c), 0.0f);
-      for (int64_t c = 0; c < g_.c; ++c) bias_[static_cast<size_t>(c)] += e[c];
-      has_bias_ = true;
-    }
-    tail_.init(d);
-    if (tail_.residual < 0) {  // the clamp goes in the kernel; an activation stays in the pass
-      ep_.lo = std::max(ep_.lo, tail_.lo);
-      ep_.hi = std::min(ep_.hi, tail_.hi);
-      const kernels::Activation act = tail_.act;
-      tail_ = gemm_ops::EpilogueTail();
-      tail_.act = act;
-    }
-    return true;
+    return gemm_ops::fold_into_channel_kernel(d, g_.c, has_bias_, bias_, ep_.lo, ep_.hi, tail_);
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
     Tensor y = Tensor::uninitialized(DType::kFloat32, {g_.n, g_.c, g_.ho, g_.wo});

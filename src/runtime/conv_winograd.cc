@@ -25,24 +25,7 @@ class WinogradConvOp : public gemm_ops::GemmOp {
   }
   // Bias and clamp go in the output transform; a residual (then the clamp) in a pass after.
   bool take_epilogue(const gemm_ops::GemmDesc& d) override {
-    if (has_bias_ && bias_.empty()) return false;  // run-time node bias: all in the generic pass
-    const bool own_clamp = lo_ > -std::numeric_limits<float>::infinity() || hi_ < std::numeric_limits<float>::infinity();
-    if (d.epilogue_residual >= 0 && own_clamp) return false;  // its clamp would come before the residual
-    if (d.epilogue_bias >= 0) {
-      const float* e = d.operands[static_cast<size_t>(d.epilogue_bias)].constant->data<float>();
-      if (bias_.empty()) bias_.assign(static_cast<size_t>(g_.co), 0.0f);
-      for (int64_t c = 0; c < g_.co; ++c) bias_[static_cast<size_t>(c)] += e[c];
-      has_bias_ = true;
-    }
-    tail_.init(d);
-    if (tail_.residual < 0) {  // the clamp goes in the output transform; an activation stays in the pass
-      lo_ = std::max(lo_, tail_.lo);
-      hi_ = std::min(hi_, tail_.hi);
-      const kernels::Activation act = tail_.act;
-      tail_ = gemm_ops::EpilogueTail();
-      tail_.act = act;
-    }
-    return true;
+    return gemm_ops::fold_into_channel_kernel(d, g_.co, has_bias_, bias_, lo_, hi_, tail_);
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
     const ConvGeom& g = g_;

@@ -80,6 +80,27 @@ const float* EpilogueTail::residual_data(const std::vector<const RtValue*>& ins)
   return ins.at(static_cast<size_t>(residual))->tensor.data<float>();
 }
 
+bool fold_into_channel_kernel(const GemmDesc& d, int64_t channels, bool& has_bias, std::vector<float>& bias,
+                              float& lo, float& hi, EpilogueTail& tail) {
+  if (has_bias && bias.empty()) return false;  // run-time node bias: all in the generic pass
+  const bool own_clamp = lo > -std::numeric_limits<float>::infinity() || hi < std::numeric_limits<float>::infinity();
+  if (d.epilogue_residual >= 0 && own_clamp) return false;  // its clamp would come before the residual
+  if (d.epilogue_bias >= 0) {
+    const float* e = d.operands[static_cast<size_t>(d.epilogue_bias)].constant->data<float>();
+    if (bias.empty()) bias.assign(static_cast<size_t>(channels), 0.0f);
+    for (int64_t c = 0; c < channels; ++c) bias[static_cast<size_t>(c)] += e[c];
+    has_bias = true;
+  }
+  tail.init(d);
+  if (tail.residual < 0) {  // the clamp goes in the kernel; an activation stays in the pass
+    lo = std::max(lo, tail.lo);
+    hi = std::min(hi, tail.hi);
+    tail.lo = -std::numeric_limits<float>::infinity();
+    tail.hi = std::numeric_limits<float>::infinity();
+  }
+  return true;
+}
+
 void EpilogueTail::apply(float* y, int64_t n, const std::vector<const RtValue*>& ins) const {
   if (!any()) return;
   const float* r = residual_data(ins);

@@ -56,4 +56,12 @@ struct EpilogueTail {
   void apply(float* y, int64_t n, const std::vector<const RtValue*>& ins) const;
 };
 
+// take_epilogue of ops whose own kernel adds a per-channel bias and clamps (depthwise, Winograd):
+// folds the descriptor's constant bias into `bias` (`channels` values, created as zeros when the
+// op has none) and, when there is no residual, its clamp into [lo, hi]; `tail` keeps the rest for
+// the op's pass (residual and the clamp after it, the activation). False (nothing changed) when
+// the op cannot take the epilogue: a run-time node bias, or its own clamp before a residual.
+bool fold_into_channel_kernel(const GemmDesc& d, int64_t channels, bool& has_bias, std::vector<float>& bias,
+                              float& lo, float& hi, EpilogueTail& tail);
+
 }  // namespace kiln::gemm_ops
