@@ -1,6 +1,5 @@
 // Which conv op runs a Conv GemmDesc: the depthwise kernel, the prepacked-weight GEMM with
-// implicit im2col, or (opt-in, KILN_CONV_OPS=winograd) Winograd F(4x4, 3x3) for large-enough
-// 3x3 stride-1 convs; null leaves the descriptor to gemm_ops' im2col ConvOp (run-time weights,
+// implicit im2col, or Winograd F(4x4, 3x3) for large-enough 3x3 stride-1 convs (AVX-512); null leaves the descriptor to gemm_ops' im2col ConvOp (run-time weights,
 // grouped convs). The single entry point gemm_ops.cc calls. Tests: tests/runtime/test_conv_select.cc.
 #pragma once
 
@@ -11,8 +10,8 @@
 namespace kiln::conv_ops {
 
 // The chosen op, or null. KILN_CONV_OPS (read once): "legacy" always returns null, so that A/B
-// runs can compare against the im2col ConvOp and the generated depthwise kernel; "winograd"
-// also uses Winograd where winograd_preferred.
+// runs can compare against the im2col ConvOp and the generated depthwise kernel; "direct"
+// never uses Winograd (the GEMM path instead).
 std::unique_ptr<gemm_ops::GemmOp> make_conv_op(const gemm_ops::GemmDesc& d);
 
 // True when Winograd is measured faster than the GEMM path for this conv (it covers it or not).

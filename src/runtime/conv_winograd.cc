@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/x86/f32_gemm_prepacked_a.h"
 #include "kernels/x86/f32_winograd.h"
 #include "runtime/conv_geom.h"
 #include "runtime/gemm_epilogue.h"
@@ -15,58 +14,92 @@ namespace {
 
 class WinogradConvOp : public gemm_ops::GemmOp {
  public:
-  WinogradConvOp(const ConvGeom& g, const Tensor& w, bool has_bias, const Tensor* bias, float lo, float hi)
-      : g_(g), has_bias_(has_bias), lo_(lo), hi_(hi) {
+  WinogradConvOp(const ConvGeom& g, const Tensor& w, const gemm_ops::GemmDesc& d, float lo, float hi) : g_(g) {
     wg_.c = g.c, wg_.co = g.co, wg_.h = g.h, wg_.w = g.w, wg_.ho = g.ho, wg_.wo = g.wo, wg_.pt = g.pt, wg_.pl = g.pl;
-    std::vector<float> u(static_cast<size_t>(36 * g.co * g.c));
-    kernels::winograd_f43_weights(g.co, g.c, w.data<float>(), u.data());
-    for (int e = 0; e < 36; ++e) weights_.push_back(kernels::pack_a(g.co, g.c, u.data() + e * g.co * g.c, g.c));
-    if (has_bias && bias) bias_.assign(bias->data<float>(), bias->data<float>() + g.co);
+    blocking_ = kernels::winograd_blocking(wg_);
+    weights_ = kernels::winograd_f43_pack_weights(g.co, g.c, w.data<float>());
+    node_bias_ = d.operands.size() > 2 ? d.operands[2] : gemm_ops::Operand();
+    bias_.init(d, &node_bias_, g.co);
+    ep_.lo = lo;
+    ep_.hi = hi;
   }
-  // Bias and clamp go in the output transform; a residual (then the clamp) in a pass after.
+  // Bias, residual, clamp and activation all go in the output transform.
   bool take_epilogue(const gemm_ops::GemmDesc& d) override {
-    return gemm_ops::fold_into_channel_kernel(d, g_.co, has_bias_, bias_, lo_, hi_, tail_);
+    bias_.init(d, &node_bias_, g_.co);
+    ep_.lo = std::max(ep_.lo, d.clamp_lo);
+    ep_.hi = std::min(ep_.hi, d.clamp_hi);
+    residual_ = d.epilogue_residual;
+    ep_.act = static_cast<kernels::Activation>(d.epilogue_activation);
+    return true;
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
     const ConvGeom& g = g_;
     Tensor y = Tensor::uninitialized(DType::kFloat32, {g.n, g.co, g.ho, g.wo});  // every element is written
-    const float* bias = has_bias_ ? (bias_.empty() ? ins[2]->tensor.data<float>() : bias_.data()) : nullptr;
-    const int64_t tiles = wg_.tiles();
-    v_.resize(static_cast<size_t>(36 * g.c * tiles));
-    m_.resize(static_cast<size_t>(36 * g.co * tiles));
+    kernels::RowEpilogue ep = ep_;
+    ep.bias = bias_.get(node_bias_.present && !node_bias_.constant ? ins[2]->tensor.data<float>() : nullptr);
+    const float* res = residual_ >= 0 ? ins[static_cast<size_t>(residual_)]->tensor.data<float>() : nullptr;
+    ep.ldr = g.ho * g.wo;
     ThreadPool& pool = current_thread_pool();
+    const int64_t threads = pool.num_threads();
+    const int64_t blocks = blocking_.count(), panels = weights_.panels, vfloats = kernels::winograd_block_floats(wg_);
     const float* x = ins[0]->tensor.data<float>();
     for (int64_t img = 0; img < g.n; ++img) {
       const float* xi = x + img * g.c * g.h * g.w;
       float* yi = y.data<float>() + img * g.co * g.ho * g.wo;
-      pool.parallel_for(g.c, [&](int64_t c0, int64_t c1) { kernels::winograd_f43_input(wg_, xi, c0, c1, v_.data()); });
-      pool.parallel_for(36, [&](int64_t e0, int64_t e1) {
-        for (int64_t e = e0; e < e1; ++e)
-          kernels::sgemm_prepacked_a(weights_[static_cast<size_t>(e)], tiles, v_.data() + e * g.c * tiles, tiles,
-                                     m_.data() + e * g.co * tiles, tiles);
+      if (res) ep.residual = res + img * g.co * g.ho * g.wo;
+      // Whole blocks per task keep the transformed input in its core's L2: much faster than
+      // sharing blocks when that balances the threads to within 3/4 (2 threads: 1, 2, 3, 4+).
+      if (4 * blocks >= 3 * threads * ((blocks + threads - 1) / threads)) {
+        pool.parallel_for(blocks, [&](int64_t b0, int64_t b1) {
+          thread_local std::vector<float> v;
+          if (v.size() < static_cast<size_t>(vfloats)) v.resize(static_cast<size_t>(vfloats));
+          for (int64_t b = b0; b < b1; ++b) {
+            kernels::winograd_f43_input_block(wg_, blocking_, xi, b, 0, g.c, v.data());
+            kernels::winograd_f43_gemm_output_block(wg_, blocking_, weights_, v.data(), b, 0, panels, ep, yi);
+          }
+        });
+        continue;
+      }
+      // Too few blocks to share: all blocks' inputs first, split over channels too, then
+      // (block, output panel) tasks.
+      if (v_.size() < static_cast<size_t>(blocks * vfloats)) v_.resize(static_cast<size_t>(blocks * vfloats));
+      constexpr int64_t kChannelChunk = 16;
+      const int64_t chunks = (g.c + kChannelChunk - 1) / kChannelChunk;
+      pool.parallel_for(blocks * chunks, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t b = t / chunks, c0 = (t % chunks) * kChannelChunk;
+          kernels::winograd_f43_input_block(wg_, blocking_, xi, b, c0, std::min(g.c, c0 + kChannelChunk),
+                                            v_.data() + b * vfloats);
+        }
       });
-      pool.parallel_for(g.co, [&](int64_t o0, int64_t o1) {
-        kernels::winograd_f43_output(wg_, m_.data(), bias, lo_, hi_, o0, o1, yi);
+      pool.parallel_for(blocks * panels, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t b = t / panels, p = t % panels;
+          kernels::winograd_f43_gemm_output_block(wg_, blocking_, weights_, v_.data() + b * vfloats, b, p, p + 1, ep,
+                                                  yi);
+        }
       });
     }
-    tail_.apply(y.data<float>(), y.numel(), ins);
     return y;
   }
 
  private:
   ConvGeom g_;
   kernels::WinogradGeom wg_;
-  bool has_bias_;
-  float lo_, hi_;
-  std::vector<kernels::PackedA> weights_;  // 36 transformed, packed [co, c] matrices
-  std::vector<float> bias_, v_, m_;        // constant bias; transformed input; GEMM outputs
-  gemm_ops::EpilogueTail tail_;            // residual + clamp after the output transform
+  kernels::WinogradBlocking blocking_;
+  kernels::WinogradWeights weights_;
+  gemm_ops::Operand node_bias_;  // its `constant` is only read while the op is made
+  gemm_ops::ChannelBias bias_;
+  int32_t residual_ = -1;  // operand index of the fused residual
+  kernels::RowEpilogue ep_;
+  std::vector<float> v_;  // all blocks' transformed input (shared-block schedule)
 };
 
 }  // namespace
 
 std::unique_ptr<gemm_ops::GemmOp> make_winograd_conv_op(const gemm_ops::GemmDesc& d, float clamp_lo,
                                                         float clamp_hi) {
+  if (!kernels::winograd_f43_available()) return nullptr;
   std::optional<ConvGeom> g = conv_geom(d);
   if (!g || g->group != 1 || g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1)
     return nullptr;
@@ -75,7 +108,7 @@ std::unique_ptr<gemm_ops::GemmOp> make_winograd_conv_op(const gemm_ops::GemmDesc
   const bool has_bias = d.operands.size() > 2 && d.operands[2].present;
   const Tensor* b = has_bias ? d.operands[2].constant : nullptr;
   if (b && (b->dtype() != DType::kFloat32 || b->numel() != g->co)) return nullptr;
-  return std::make_unique<WinogradConvOp>(*g, *w, has_bias, b, clamp_lo, clamp_hi);
+  return std::make_unique<WinogradConvOp>(*g, *w, d, clamp_lo, clamp_hi);
 }
 
 }  // namespace kiln::conv_ops

@@ -1,6 +1,6 @@
 // Conv op selection (runtime/conv_select.h): which descriptors get the depthwise, Winograd and
 // GEMM conv ops and which are left to gemm_ops' ConvOp; and a Winograd-sized conv + Relu through
-// the compiled executor against the interpreter (Winograd itself only with KILN_CONV_OPS=winograd).
+// the compiled executor against the interpreter (Winograd on AVX-512 machines).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -77,8 +77,9 @@ TEST(ConvSelect, LargeConvInExecutorMatchesInterpreter) {
       max_err = std::max(max_err, std::fabs(got[0].tensor.get_double(i) - want[0].tensor.get_double(i)));
       max_ref = std::max(max_ref, std::fabs(want[0].tensor.get_double(i)));
     }
-    // (With KILN_CONV_OPS=winograd, F(4x4, 3x3) rounds differently: a few ulps of the range.)
-    EXPECT_LT(max_err, 1e-5 * std::max(1.0, max_ref)) << threads << " thread(s)";
+    // F(4x4, 3x3) rounds differently from the direct sum: up to ~1e-4 of the output's range
+    // (the direct GEMM path stays within 1e-5).
+    EXPECT_LT(max_err, 1e-4 * std::max(1.0, max_ref)) << threads << " thread(s)";
   }
 }
 

@@ -1,12 +1,14 @@
 // Winograd F(4x4, 3x3) conv op (runtime/conv_winograd.h) made from a GemmDesc, against a
 // double-precision naive conv: pads 0/1/2 and asymmetric/SAME, output sizes not a multiple of
 // the 4x4 tile (1x1 to 57x57), channel counts around the microkernel blocking, bias / no bias,
-// clamp, batch 2, 1 and 2 threads; and what it declines (stride 2, dilation, 5x5, groups).
+// clamp, rows of tiles wider than a block, one block shared by threads, batch 2, 1 and 2
+// threads; and what it declines (stride 2, dilation, 5x5, groups).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
+#include "kernels/x86/f32_winograd.h"
 #include "runtime/conv_winograd.h"
 #include "conv_test_util.h"
 #include "runtime/thread_pool.h"
@@ -25,6 +27,7 @@ void check(const Case& cs, int threads) {
 }
 
 TEST(ConvWinograd, MatchesReference) {
+  if (!kernels::winograd_f43_available()) GTEST_SKIP() << "no 32-column AVX-512 microkernel";
   const std::vector<Case> cases = {
       {1, 8, 15, 15, 14, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", true, true},
       {1, 16, 16, 16, 16, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", true, false},
@@ -35,12 +38,15 @@ TEST(ConvWinograd, MatchesReference) {
       {1, 2, 3, 3, 2, 3, 3, {1, 1}, {1, 1}, {0, 0, 0, 0}, "NOTSET", true, false},  // one output pixel
       {1, 70, 5, 4, 120, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", true, false},  // K > KC, M > MC
       {1, 32, 57, 57, 20, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", false, true},
+      {1, 33, 6, 150, 34, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", true, true},  // 38 tiles wide: 2 blocks per row
+      {1, 40, 14, 14, 24, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", true, true},  // one block: shared on 2 threads
   };
   for (int threads : {1, 2})
     for (const Case& c : cases) check(c, threads);
 }
 
 TEST(ConvWinograd, Declines) {
+  if (!kernels::winograd_f43_available()) GTEST_SKIP() << "no 32-column AVX-512 microkernel";
   Tensor w(DType::kFloat32, {4, 2, 3, 3});
   gemm_ops::GemmDesc d;
   d.kind = gemm_ops::GemmKind::kConv;

@@ -25,10 +25,10 @@ std::string dims_text(const std::vector<int64_t>& d) {
   return s;
 }
 
-// "const f32[dims] [values]" with seeded values in [-1, 1].
-std::string rand_const(const std::vector<int64_t>& d, uint64_t seed) {
+// "const f32[dims] [values]" with seeded values in [-scale, scale].
+std::string rand_const(const std::vector<int64_t>& d, uint64_t seed, double scale = 1.0) {
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> uni(-1.0, 1.0);
+  std::uniform_real_distribution<double> uni(-scale, scale);
   int64_t n = 1;
   for (int64_t x : d) n *= x;
   std::ostringstream os;
@@ -167,6 +167,31 @@ TEST(GemmEpilogue, ConvResidualRelu) {
   })");
   EXPECT_EQ(s.gemm_nodes, 4);
   EXPECT_EQ(s.generated_nodes, 0);
+}
+
+// Winograd-sized 3x3 convs (>= 49 tiles, >= 32 channels; Winograd on AVX-512): the output
+// transform applies the bias, residual, clamp and activations itself. Weights in [-0.1, 0.1] keep
+// the conv outputs near 1, where F(4x4, 3x3)'s rounding (~5e-6 of the output scale) is within the
+// engines' tolerance.
+TEST(GemmEpilogue, WinogradSizedConvEpilogues) {
+  for (int threads : {1, 2}) {
+    auto s = check(R"(model ir=8 opsets={"": 14}
+  graph @g(%x: f32[1,32,29,27], %r: f32[1,40,29,27]) -> (%y: f32[1,40,29,27], %z: f32[1,40,29,27]) {
+    %w = )" + rand_const({40, 32, 3, 3}, 41, 0.1) + R"(
+    %b = )" + rand_const({40}, 42) + R"(
+    %c = Conv(%x, %w, %b) {pads=[1, 1, 1, 1]} : f32[1,40,29,27]
+    %a = Add(%c, %r) : f32[1,40,29,27]
+    %s = Sigmoid(%a) : f32[1,40,29,27]
+    %y = Mul(%a, %s) : f32[1,40,29,27]
+    %c2 = Conv(%x, %w) {pads=[1, 1, 1, 1]} : f32[1,40,29,27]
+    %lo = const f32[] [-0.5]
+    %hi = const f32[] [0.75]
+    %z = Clip(%c2, %lo, %hi) : f32[1,40,29,27]
+    return %y, %z
+  })", threads);
+    EXPECT_EQ(s.gemm_nodes, 6);
+    EXPECT_EQ(s.generated_nodes, 0);
+  }
 }
 
 TEST(GemmEpilogue, DepthwiseClipAndResidual) {

@@ -1,34 +1,68 @@
-// Winograd F(4x4, 3x3) transforms for f32 conv (Lavin & Gray): a 3x3 stride-1 conv computes each
-// 4x4 output tile from a 6x6 input tile as A^T [(G g G^T) .* (B^T d B)] A, i.e. 36 independent
-// GEMMs over channels, [Co, C] x [C, tiles] (4x fewer multiplies than the direct conv).
-// Layout: transformed weights u[e][co][c], transformed input v[e][c][t], GEMM output m[e][co][t]
-// with e = 6*row + col of the 6x6 tile and t = tile_y * tiles_w + tile_x.
-// Tests: tests/kernels/test_winograd.cc.
+// Winograd F(4x4, 3x3) for f32 stride-1 3x3 convs (Lavin & Gray): each 4x4 output tile comes
+// from a 6x6 input tile as A^T [(G g G^T) .* (B^T d B)] A, i.e. 36 independent GEMMs over
+// channels, [Co, C] x [C, tiles], with 4x fewer multiplies than the direct conv.
+// The tiles of an image go in blocks of at most 32 (a rectangle of tile rows x tile columns), one
+// GEMM micro-panel wide, so a block's transformed input (36 x [C, 32]) is written straight in the
+// f32 microkernel's packed-B layout and stays in L2 while the 36 GEMMs and the output transform
+// (bias, residual, clamp, activation fused) run over it one micro-panel of output channels at
+// a time. Transforms and the driver are AVX-512 only (the 32-column microkernels).
+// Tests: tests/runtime/test_conv_winograd.cc.
 #pragma once
 
 #include <cstdint>
-#include <limits>
+#include <vector>
+
+#include "kernels/x86/f32_gemm.h"
+#include "kernels/x86/f32_gemm_prepacked_a.h"
 
 namespace kiln::kernels {
 
 struct WinogradGeom {
-  int64_t c = 0, co = 0;      // input / output channels
-  int64_t h = 0, w = 0;       // input plane
-  int64_t ho = 0, wo = 0;     // output plane
-  int64_t pt = 0, pl = 0;     // top / left padding
+  int64_t c = 0, co = 0;   // input / output channels
+  int64_t h = 0, w = 0;    // input plane
+  int64_t ho = 0, wo = 0;  // output plane
+  int64_t pt = 0, pl = 0;  // top / left padding
   int64_t tiles_h() const { return (ho + 3) / 4; }
   int64_t tiles_w() const { return (wo + 3) / 4; }
   int64_t tiles() const { return tiles_h() * tiles_w(); }
 };
 
-// g: [co, c, 3, 3] -> u: 36 x [co, c].
+// Tiles per block: `rows` tile rows x `cols` tile columns (rows * cols <= 32).
+struct WinogradBlocking {
+  int64_t rows = 1, cols = 1;
+  int64_t blocks_y = 1, blocks_x = 1;
+  int64_t count() const { return blocks_y * blocks_x; }
+};
+WinogradBlocking winograd_blocking(const WinogradGeom& g);
+
+// Floats of one block's transformed input (36 x [C, 32]).
+inline int64_t winograd_block_floats(const WinogradGeom& g) { return 36 * g.c * 32; }
+
+// g: [co, c, 3, 3] -> u: 36 x [co, c] (e = 6 * row + col of the 6x6 tile).
 void winograd_f43_weights(int64_t co, int64_t c, const float* g, float* u);
 
-// Channels [c0, c1) of image x ([c, h, w]) -> v (36 x [c, tiles]).
-void winograd_f43_input(const WinogradGeom& g, const float* x, int64_t c0, int64_t c1, float* v);
+// Transformed weights packed as microkernel A panels, [panel][e][c][mr].
+struct WinogradWeights {
+  const F32GemmUkernel* kernel = nullptr;
+  int64_t co = 0, c = 0, panels = 0;
+  std::vector<float> data;
+  const float* panel(int64_t p, int e) const { return data.data() + (p * 36 + e) * c * kernel->mr; }
+};
 
-// Output channels [o0, o1): y[co, ho, wo] = A^T m A + bias, clamped to [lo, hi].
-void winograd_f43_output(const WinogradGeom& g, const float* m, const float* bias, float lo, float hi, int64_t o0,
-                         int64_t o1, float* y);
+// True when the CPU and KILN_ISA give a 32-column AVX-512 microkernel (what the transforms use).
+bool winograd_f43_available();
+// Requires winograd_f43_available().
+WinogradWeights winograd_f43_pack_weights(int64_t co, int64_t c, const float* g);
+
+// Channels [c0, c1) of block `block` of image x ([c, h, w]) -> v (36 x [c, 32]).
+void winograd_f43_input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block,
+                              int64_t c0, int64_t c1, float* v);
+
+// Output-channel panels [p0, p1) of block `block`: the 36 GEMMs over v, then the output
+// transform into y ([co, ho, wo]) with ep's bias (per channel), residual ([co, ho, wo], ldr =
+// plane), clamp and activation.
+void winograd_f43_gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u,
+                                    const float* v, int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep,
+                                    float* y);
 
 }  // namespace kiln::kernels

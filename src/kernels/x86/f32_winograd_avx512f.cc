@@ -1,0 +1,210 @@
+// Winograd F(4x4, 3x3) input and output transforms and the per-block GEMM driver for AVX-512
+// (see f32_winograd.h); compiled with -mavx512f -mavx512vl -mfma, called only when
+// winograd_f43_available(). Each 1-D transform pass is vectorized: along image columns for the
+// row pass, across 16 tiles (after a stride-4 deinterleave) for the column pass.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "kernels/x86/f32_winograd.h"
+
+namespace kiln::kernels {
+
+void activate_inplace__avx512f(Activation a, float* y, int64_t n);  // f32_gemm_avx512f.cc
+
+namespace {
+
+// Floats per row of the row-transformed strip: 4 * 32 + 2 columns read, rounded up to whole
+// vectors, plus the two columns past the last 16-tile group that the column pass reads.
+constexpr int64_t kStrip = 144;
+
+struct BlockSpan {
+  int64_t ty0, ty1;  // tile rows
+  int64_t tx0, ncol;  // first tile column, tile columns
+  int64_t groups;     // 16-tile groups per tile row
+};
+
+BlockSpan block_span(const WinogradGeom& g, const WinogradBlocking& b, int64_t block) {
+  BlockSpan s;
+  const int64_t by = block / b.blocks_x, bx = block % b.blocks_x;
+  s.ty0 = by * b.rows;
+  s.ty1 = std::min(g.tiles_h(), s.ty0 + b.rows);
+  s.tx0 = bx * b.cols;
+  s.ncol = std::min(g.tiles_w(), s.tx0 + b.cols) - s.tx0;
+  s.groups = (s.ncol + 15) / 16;
+  return s;
+}
+
+// Lanes l with 0 <= lo + l < n.
+__mmask16 range_mask(int64_t lo, int64_t n) {
+  const int64_t first = std::max<int64_t>(0, -lo), last = std::min<int64_t>(16, n - lo);
+  if (last <= first) return 0;
+  return static_cast<__mmask16>(((1u << last) - 1) & ~((1u << first) - 1));
+}
+
+__mmask16 first_lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
+
+// out[k] = sum_i BT[k][i] d[i] (B^T of F(4x4, 3x3)).
+inline void bt6(const __m512 d[6], __m512 out[6]) {
+  const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f);
+  out[0] = _mm512_fmadd_ps(four, d[0], _mm512_fnmadd_ps(five, d[2], d[4]));
+  const __m512 a = _mm512_fnmadd_ps(four, d[2], d[4]);  // d4 - 4 d2
+  const __m512 b = _mm512_fnmadd_ps(four, d[1], d[3]);  // d3 - 4 d1
+  out[1] = _mm512_add_ps(a, b);
+  out[2] = _mm512_sub_ps(a, b);
+  const __m512 c = _mm512_sub_ps(d[4], d[2]);
+  const __m512 e = _mm512_mul_ps(two, _mm512_sub_ps(d[3], d[1]));
+  out[3] = _mm512_add_ps(c, e);
+  out[4] = _mm512_sub_ps(c, e);
+  out[5] = _mm512_fmadd_ps(four, d[1], _mm512_fnmadd_ps(five, d[3], d[5]));
+}
+
+// out[a] = sum_k AT[a][k] m[k] (A^T of F(4x4, 3x3)).
+inline void at4(const __m512 m[6], __m512 out[4]) {
+  const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f), eight = _mm512_set1_ps(8.0f);
+  const __m512 p1 = _mm512_add_ps(m[1], m[2]), d1 = _mm512_sub_ps(m[1], m[2]);
+  const __m512 p3 = _mm512_add_ps(m[3], m[4]), d3 = _mm512_sub_ps(m[3], m[4]);
+  out[0] = _mm512_add_ps(_mm512_add_ps(m[0], p1), p3);
+  out[1] = _mm512_fmadd_ps(two, d3, d1);
+  out[2] = _mm512_fmadd_ps(four, p3, p1);
+  out[3] = _mm512_add_ps(_mm512_fmadd_ps(eight, d3, d1), m[5]);
+}
+
+// Row pass over one tile row of one channel: t[k][x] = sum_i BT[k][i] * xpad[iy0 + i][xbase + x].
+void row_pass(const WinogradGeom& g, const float* xc, int64_t iy0, int64_t xbase, int nx, const __mmask16* masks,
+              float* t) {
+  for (int q = 0; q < nx; ++q) {
+    __m512 d[6], out[6];
+    for (int i = 0; i < 6; ++i) {
+      const int64_t iy = iy0 + i;
+      d[i] = iy < 0 || iy >= g.h || masks[q] == 0
+                 ? _mm512_setzero_ps()
+                 : _mm512_maskz_loadu_ps(masks[q], xc + iy * g.w + xbase + 16 * q);
+    }
+    bt6(d, out);
+    for (int k = 0; k < 6; ++k) _mm512_store_ps(t + k * kStrip + 16 * q, out[k]);
+  }
+}
+
+}  // namespace
+
+void winograd_f43_input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block,
+                              int64_t c0, int64_t c1, float* v) {
+  const BlockSpan s = block_span(g, b, block);
+  const int64_t xbase = 4 * s.tx0 - g.pl;
+  const int nx = static_cast<int>((4 * s.ncol + 2 + 15) / 16);
+  __mmask16 masks[kStrip / 16];
+  for (int q = 0; q < nx; ++q) masks[q] = range_mask(xbase + 16 * q, g.w);
+  // Zeroed so that the columns past the strip, read for lanes of absent tiles, hold no garbage.
+  alignas(64) float t[6 * kStrip] = {};
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512i next = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
+  for (int64_t c = c0; c < c1; ++c) {
+    const float* xc = x + c * g.h * g.w;
+    for (int64_t ty = s.ty0; ty < s.ty1; ++ty) {
+      row_pass(g, xc, 4 * ty - g.pt, xbase, nx, masks, t);
+      const int64_t col0 = (ty - s.ty0) * b.cols;
+      for (int64_t gi = 0; gi < s.groups; ++gi) {
+        const __mmask16 store = first_lanes(s.ncol - 16 * gi);
+        for (int k = 0; k < 6; ++k) {
+          const float* tk = t + k * kStrip + 64 * gi;
+          // Deinterleave 64 columns into phases p = column mod 4 (16 tiles each); phases 4 and 5
+          // are phases 0 and 1 of the next tile.
+          const __m512 z0 = _mm512_load_ps(tk), z1 = _mm512_load_ps(tk + 16), z2 = _mm512_load_ps(tk + 32),
+                       z3 = _mm512_load_ps(tk + 48);
+          const __m512 e01 = _mm512_permutex2var_ps(z0, even, z1), o01 = _mm512_permutex2var_ps(z0, odd, z1);
+          const __m512 e23 = _mm512_permutex2var_ps(z2, even, z3), o23 = _mm512_permutex2var_ps(z2, odd, z3);
+          __m512 p[6];
+          p[0] = _mm512_permutex2var_ps(e01, even, e23);
+          p[2] = _mm512_permutex2var_ps(e01, odd, e23);
+          p[1] = _mm512_permutex2var_ps(o01, even, o23);
+          p[3] = _mm512_permutex2var_ps(o01, odd, o23);
+          p[4] = _mm512_permutex2var_ps(p[0], next, _mm512_set1_ps(tk[64]));
+          p[5] = _mm512_permutex2var_ps(p[1], next, _mm512_set1_ps(tk[65]));
+          __m512 out[6];
+          bt6(p, out);
+          float* dst = v + (k * 6 * g.c + c) * 32 + col0 + 16 * gi;
+          for (int l = 0; l < 6; ++l) _mm512_mask_storeu_ps(dst + l * g.c * 32, store, out[l]);
+        }
+      }
+    }
+  }
+}
+
+void winograd_f43_gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u,
+                                    const float* v, int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep,
+                                    float* y) {
+  const BlockSpan s = block_span(g, b, block);
+  const F32GemmUkernel& uk = *u.kernel;
+  const int64_t mr = uk.mr, estride = mr * 32;
+  thread_local std::vector<float> mbuf;
+  if (mbuf.size() < static_cast<size_t>(36 * estride)) mbuf.resize(static_cast<size_t>(36 * estride));
+  float* m = mbuf.data();
+  const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
+  const __m512 lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
+  const __m512i il_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i il_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const __m512i q_lo = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+  const __m512i q_hi = _mm512_setr_epi32(8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+  const int64_t plane = g.ho * g.wo;
+  const int64_t x_end = std::min(g.wo, 4 * (s.tx0 + s.ncol));
+  const F32GemmParams params;  // plain overwrite
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t k0 = p * mr, rows = std::min(mr, g.co - k0);
+    for (int e = 0; e < 36; ++e) uk.fn(rows, 32, g.c, u.panel(p, e), v + e * g.c * 32, m + e * estride, 32, params);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t k = k0 + r;
+      const __m512 bias = _mm512_set1_ps(ep.bias ? ep.bias[k] : 0.0f);
+      float* yk = y + k * plane;
+      const float* rk = ep.residual ? ep.residual + k * ep.ldr : nullptr;
+      for (int64_t ty = s.ty0; ty < s.ty1; ++ty) {
+        const int64_t col0 = (ty - s.ty0) * b.cols;
+        for (int64_t gi = 0; gi < s.groups; ++gi) {
+          const float* mp = m + r * 32 + col0 + 16 * gi;
+          __m512 sa[4][6];
+          for (int l = 0; l < 6; ++l) {
+            __m512 col[6], out[4];
+            for (int j = 0; j < 6; ++j) col[j] = _mm512_loadu_ps(mp + (j * 6 + l) * estride);
+            at4(col, out);
+            for (int a = 0; a < 4; ++a) sa[a][l] = out[a];
+          }
+          const int64_t xo = 4 * (s.tx0 + 16 * gi);
+          for (int a = 0; a < 4; ++a) {
+            const int64_t oy = 4 * ty + a;
+            if (oy >= g.ho) break;
+            __m512 o[4];
+            at4(sa[a], o);
+            for (int i = 0; i < 4; ++i) o[i] = _mm512_add_ps(o[i], bias);
+            // Interleave the 4 column phases back into 64 consecutive output columns.
+            const __m512 ab_lo = _mm512_permutex2var_ps(o[0], il_lo, o[1]), ab_hi = _mm512_permutex2var_ps(o[0], il_hi, o[1]);
+            const __m512 cd_lo = _mm512_permutex2var_ps(o[2], il_lo, o[3]), cd_hi = _mm512_permutex2var_ps(o[2], il_hi, o[3]);
+            const __m512 row[4] = {_mm512_permutex2var_ps(ab_lo, q_lo, cd_lo), _mm512_permutex2var_ps(ab_lo, q_hi, cd_lo),
+                                   _mm512_permutex2var_ps(ab_hi, q_lo, cd_hi), _mm512_permutex2var_ps(ab_hi, q_hi, cd_hi)};
+            float* yrow = yk + oy * g.wo;
+            int64_t stored = 0;
+            for (int i = 0; i < 4; ++i) {
+              const int64_t x0 = xo + 16 * i;
+              if (x0 >= x_end) break;
+              const __mmask16 mask = first_lanes(x_end - x0);
+              __m512 val = row[i];
+              if (rk) val = _mm512_add_ps(val, _mm512_maskz_loadu_ps(mask, rk + oy * g.wo + x0));
+              // max(lo, val) / min(hi, val) keep a NaN val, like the reference clamp. Full-mask
+              // forms: GCC 12 warns (falsely) that plain _mm512_min/max_ps read an uninitialized
+              // passthrough.
+              if (clamp)
+                val = _mm512_maskz_min_ps(__mmask16(0xFFFF), hi, _mm512_maskz_max_ps(__mmask16(0xFFFF), lo, val));
+              _mm512_mask_storeu_ps(yrow + x0, mask, val);
+              stored = std::min<int64_t>(x_end, x0 + 16) - xo;
+            }
+            if (ep.act != Activation::kNone && stored > 0) activate_inplace__avx512f(ep.act, yrow + xo, stored);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kiln::kernels
