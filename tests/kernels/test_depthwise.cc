@@ -1,7 +1,8 @@
 // Depthwise conv kernels (kernels/x86/f32_depthwise.h) against a double-precision naive
 // reference: odd H/W, W below and around the vector width, pads 0-2 (asymmetric), strides 1-3,
-// dilation, kernels 1x1 to 7x7, bias / no bias, clamp epilogue, batch > 1, 1 and 2 threads.
-// The AVX-512 kernel is skipped on CPUs without it.
+// dilation, kernels 1x1 to 7x7, bias / no bias, clamp epilogue, batch > 1, 1 and 2 threads, plus a
+// sweep of small/medium planes and channel counts around 16 for the channel-blocked path.
+// The AVX-512 kernels are skipped on CPUs without it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -89,6 +90,28 @@ std::vector<Case> cases() {
       {1, 17, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true, false},
       {3, 2, 3, 50, 3, 3, 1, 1, 1, 1, 0, 1, 0, 1, true, false},
   };
+  // Sweep for the channel-blocked path: planes 1x1 to 56x56, stride 1 and 2, 3x3 and 5x5, pads 0-2
+  // (asymmetric), dilation 2, channel counts around the 16-lane block, batch 2.
+  const int64_t planes[][2] = {{1, 1}, {2, 3}, {7, 7}, {14, 14}, {15, 17}, {28, 28}, {56, 56}};
+  const int64_t channels[] = {1, 15, 16, 17, 33};
+  int i = 0;
+  for (const auto& hw : planes)
+    for (int64_t s : {1, 2})
+      for (int64_t k : {3, 5}) {
+        const int64_t p = k / 2, c = channels[i % 5], n = i % 3 == 0 ? 2 : 1;
+        const bool bias = i % 2 == 0, clamp = i % 4 < 2;
+        v.push_back({n, c, hw[0], hw[1], k, k, s, s, 1, 1, p, p, p, p, bias, clamp});
+        v.push_back({1, channels[(i + 2) % 5], hw[0], hw[1], k, k, s, s, 1, 1, 0, 0, 0, 0, !bias, clamp});
+        if (hw[0] >= 7) {
+          v.push_back({n, channels[(i + 3) % 5], hw[0], hw[1], k, k, s, s, 1, 1, p, 0, p - 1 + s, 2, bias, !clamp});
+          v.push_back({1, 17, hw[0], hw[1], k, k, s, s, 2, 2, 2 * p, 2 * p, 2 * p, 2 * p, true, false});
+        }
+        ++i;
+      }
+  // Drop sweep cases whose filter does not fit the padded plane (no output).
+  std::erase_if(v, [](const Case& c) {
+    return c.h + c.pt + c.pb < (c.k_h - 1) * c.d_h + 1 || c.w + c.pl + c.pr < (c.k_w - 1) * c.d_w + 1;
+  });
   return v;
 }
 
@@ -105,6 +128,15 @@ TEST(Depthwise, Avx512MatchesReference) {
     check(c, depthwise_conv2d_f32_avx512f, false);
     check(c, depthwise_conv2d_f32_avx512f, true);
   }
+}
+
+TEST(Depthwise, Avx512BlockedAndPlanesMatchReference) {
+  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  for (const Case& c : cases())
+    for (Kernel k : {depthwise_conv2d_f32_avx512f_blocked, depthwise_conv2d_f32_avx512f_planes}) {
+      check(c, k, false);
+      check(c, k, true);
+    }
 }
 
 TEST(Depthwise, DispatchMatchesReference) {

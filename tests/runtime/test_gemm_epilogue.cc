@@ -194,6 +194,25 @@ TEST(GemmEpilogue, WinogradSizedConvEpilogues) {
   }
 }
 
+// A 7x7 conv with 64 output channels runs pixel-major (Y^T, then a transpose): bias and Relu in
+// the GEMM's store without a residual, residual then Relu in the pass after the transpose.
+TEST(GemmEpilogue, PixelMajorConvEpilogues) {
+  for (int threads : {1, 2}) {
+    auto s = check(std::string(kHeader13) + R"(graph @g(%x: f32[1,24,7,7], %r: f32[1,64,7,7]) -> (%y: f32[1,64,7,7], %z: f32[1,64,7,7]) {
+    %w = )" + rand_const({64, 24, 1, 1}, 51) + R"(
+    %b = )" + rand_const({64}, 52) + R"(
+    %c = Conv(%x, %w, %b) : f32[1,64,7,7]
+    %a = Add(%r, %c) : f32[1,64,7,7]
+    %y = Relu(%a) : f32[1,64,7,7]
+    %c2 = Conv(%x, %w, %b) : f32[1,64,7,7]
+    %z = Relu(%c2) : f32[1,64,7,7]
+    return %y, %z
+  })", threads);
+    EXPECT_EQ(s.gemm_nodes, 5);
+    EXPECT_EQ(s.generated_nodes, 0);
+  }
+}
+
 TEST(GemmEpilogue, DepthwiseClipAndResidual) {
   auto s = check(std::string(kHeader13) + R"(graph @g(%x: f32[1,8,9,9]) -> (%y: f32[1,8,5,5]) {
     %w = )" + rand_const({8, 1, 3, 3}, 11) + R"(

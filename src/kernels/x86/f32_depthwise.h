@@ -1,6 +1,6 @@
 // f32 depthwise 2-D convolution (NCHW, one kh x kw filter per channel) with a fused
-// bias + clamp epilogue: an AVX-512 kernel (vectorized along W over a zero-padded, stride-phase
-// split copy of each input plane) and a portable scalar kernel, parallel over channel planes.
+// bias + clamp epilogue: two AVX-512 kernels (channel-blocked for small planes, per-plane along W
+// for large ones) and a portable scalar kernel, parallel over channel blocks / planes.
 // Tests: tests/kernels/test_depthwise.cc.
 #pragma once
 
@@ -40,8 +40,16 @@ void depthwise_conv2d_f32(const DepthwiseGeom& g, const float* x, const float* w
 // The portable kernel alone (the reference for tests and the fallback).
 void depthwise_conv2d_f32_generic(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                   const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
-// The AVX-512 kernel alone; only call it when isa_supported(Isa::kAvx512).
+// The AVX-512 kernels; only call them when isa_supported(Isa::kAvx512). _avx512f picks by plane
+// size: _blocked (16 channels in the vector lanes, via in-register transposes; any geometry) for
+// planes up to kDepthwiseBlockedMaxPlane input pixels, else _planes (one plane at a time,
+// vectorized along W over a padded copy).
+inline constexpr int64_t kDepthwiseBlockedMaxPlane = 64 * 64;
 void depthwise_conv2d_f32_avx512f(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                   const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
+void depthwise_conv2d_f32_avx512f_blocked(const DepthwiseGeom& g, const float* x, const float* w, float* y,
+                                          const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
+void depthwise_conv2d_f32_avx512f_planes(const DepthwiseGeom& g, const float* x, const float* w, float* y,
+                                         const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 
 }  // namespace kiln::kernels

@@ -1,11 +1,14 @@
 // Depthwise conv for AVX-512F (compiled with -mavx512f -mavx512vl -mfma; called only when the
-// CPU supports them). Per channel plane: copy the input into a zero-padded scratch plane split
+// CPU supports them). Two kernels: a channel-blocked one for small planes (see below) and a
+// per-plane one for large planes. Per channel plane: copy the input into a zero-padded scratch plane split
 // into `sw` column phases (phase p holds padded columns p, p+sw, ...), so every filter tap reads
 // a contiguous, in-bounds run for 16 consecutive outputs of a row; then R rows x V vectors of
 // outputs accumulate in registers over all taps, and bias + clamp are applied in the store.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -149,10 +152,280 @@ void plane(const TileArgs& a, int64_t ho) {
   }
 }
 
+// ---- Channel-blocked path: 16 channels in the vector lanes -------------------------------------
+// Per block of 16 channels of one image, the 16 input planes are transposed (16x16 in registers,
+// over the flattened plane) into a zero-bordered scratch [hq][wp][16]; every tap of every output is
+// then one full contiguous vector load + FMA with a [tap][16] weight vector, for any stride,
+// padding or dilation, with no per-row setup. The [ho*wo][16] result (bias + clamp applied) is
+// transposed back into the 16 NCHW output planes. Wins on small and medium planes, where the
+// per-plane path's scratch fill and short rows dominate.
+
+// Full masks: GCC 12 warns (falsely) that the unmasked shuffle intrinsics read an uninitialized
+// passthrough, so the maskz forms are used with every lane on.
+constexpr __mmask16 kAll16 = 0xFFFF;
+constexpr __mmask8 kAll8 = 0xFF;
+
+// In-register transpose of a 16x16 block: r[i][j] -> r[j][i].
+__attribute__((always_inline)) inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_maskz_unpacklo_ps(kAll16, r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_maskz_unpackhi_ps(kAll16, r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(kAll8, a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(kAll8, a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(kAll8, b, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(kAll8, b, d));
+  }
+  // r[4i+k], 128-bit lane j: rows 4i..4i+3 of column 4j+k; gather lane j of the four groups.
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const __m512 ab_lo = _mm512_maskz_shuffle_f32x4(kAll16, r[k], r[4 + k], 0x44), ab_hi = _mm512_maskz_shuffle_f32x4(kAll16, r[k], r[4 + k], 0xEE);
+    const __m512 cd_lo = _mm512_maskz_shuffle_f32x4(kAll16, r[8 + k], r[12 + k], 0x44);
+    const __m512 cd_hi = _mm512_maskz_shuffle_f32x4(kAll16, r[8 + k], r[12 + k], 0xEE);
+    t[k] = _mm512_maskz_shuffle_f32x4(kAll16, ab_lo, cd_lo, 0x88);
+    t[4 + k] = _mm512_maskz_shuffle_f32x4(kAll16, ab_lo, cd_lo, 0xDD);
+    t[8 + k] = _mm512_maskz_shuffle_f32x4(kAll16, ab_hi, cd_hi, 0x88);
+    t[12 + k] = _mm512_maskz_shuffle_f32x4(kAll16, ab_hi, cd_hi, 0xDD);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+struct BlockedLayout {
+  int64_t hq = 0, wp = 0;       // scratch rows / columns actually read
+  int64_t in_floats = 0;        // hq * wp * 16
+  int64_t out_floats = 0;       // round_up(ho * wo, 16) * 16
+  std::vector<int64_t> tap_off; // per tap: scratch floats from an output's first input
+};
+
+BlockedLayout make_blocked_layout(const DepthwiseGeom& g) {
+  BlockedLayout l;
+  l.hq = (g.ho - 1) * g.sh + (g.kh - 1) * g.dh + 1;
+  l.wp = (g.wo - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+  l.in_floats = l.hq * l.wp * 16;
+  l.out_floats = round_up(g.ho * g.wo, 16) * 16;
+  for (int64_t i = 0; i < g.kh; ++i)
+    for (int64_t j = 0; j < g.kw; ++j) l.tap_off.push_back((i * g.dh * l.wp + j * g.dw) * 16);
+  return l;
+}
+
+// Zeroes the scratch cells no input lands in (the padding border); the rest is rewritten per block.
+void zero_border(const DepthwiseGeom& g, const BlockedLayout& l, float* s) {
+  const int64_t row = l.wp * 16;
+  const int64_t y0 = std::min(g.pt, l.hq), y1 = std::min(g.pt + g.h, l.hq);
+  const int64_t x0 = std::min(g.pl, l.wp), x1 = std::min(g.pl + g.w, l.wp);
+  std::memset(s, 0, sizeof(float) * y0 * row);
+  std::memset(s + y1 * row, 0, sizeof(float) * (l.hq - y1) * row);
+  for (int64_t yq = y0; yq < y1; ++yq) {
+    std::memset(s + yq * row, 0, sizeof(float) * x0 * 16);
+    std::memset(s + yq * row + x1 * 16, 0, sizeof(float) * (l.wp - x1) * 16);
+  }
+}
+
+// Transposes planes [0, nc) of xb (plane stride hw) into the scratch interior.
+void fill_blocked(const DepthwiseGeom& g, const BlockedLayout& l, const float* xb, int64_t nc, float* s) {
+  const int64_t hw = g.h * g.w;
+  int64_t iy = 0, ix = 0;  // input position of flat index f0
+  for (int64_t f0 = 0; f0 < hw; f0 += 16) {
+    const int64_t nv = std::min<int64_t>(16, hw - f0);
+    const __mmask16 m = static_cast<__mmask16>(nv >= 16 ? 0xFFFF : (1u << nv) - 1);
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int c = 0; c < 16; ++c) r[c] = c < nc ? _mm512_maskz_loadu_ps(m, xb + c * hw + f0) : _mm512_setzero_ps();
+    transpose16(r);
+    if (nv == 16 && ix + 16 <= g.w && iy + g.pt < l.hq && ix + g.pl + 16 <= l.wp) {
+      // All 16 pixels in one row, inside the scratch.
+      float* dst = s + ((iy + g.pt) * l.wp + ix + g.pl) * 16;
+#pragma GCC unroll 16
+      for (int k = 0; k < 16; ++k) _mm512_storeu_ps(dst + 16 * k, r[k]);
+      if ((ix += 16) == g.w) ix = 0, ++iy;
+      continue;
+    }
+    for (int64_t k = 0; k < nv; ++k) {
+      const int64_t yq = iy + g.pt, xq = ix + g.pl;
+      if (yq < l.hq && xq < l.wp) _mm512_storeu_ps(s + (yq * l.wp + xq) * 16, r[k]);
+      if (++ix == g.w) ix = 0, ++iy;
+    }
+  }
+}
+
+struct BlockedArgs {
+  const float* s;       // input scratch
+  const int64_t* off;   // tap offsets
+  int64_t ntaps;
+  const float* wt;      // [tap][16] weights
+  int64_t step;         // scratch floats between horizontally adjacent outputs (sw * 16)
+  int64_t row;          // scratch floats per row (wp * 16)
+  __m512 bias, lo, hi;
+  bool clamp;
+};
+
+// V consecutive outputs of one row, 16 channels each, into out[V][16].
+template <int V>
+inline void blocked_tile(const BlockedArgs& a, const float* src, float* out) {
+  __m512 acc[V];
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) acc[v] = a.bias;
+  for (int64_t t = 0; t < a.ntaps; ++t) {
+    const __m512 wv = _mm512_loadu_ps(a.wt + 16 * t);
+    const float* p = src + a.off[t];
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) acc[v] = _mm512_fmadd_ps(_mm512_loadu_ps(p + v * a.step), wv, acc[v]);
+  }
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) {
+    __m512 o = acc[v];
+    if (a.clamp) o = _mm512_maskz_min_ps(kAll16, a.hi, _mm512_maskz_max_ps(kAll16, a.lo, o));
+    _mm512_storeu_ps(out + 16 * v, o);
+  }
+}
+
+// Square K x K filter, stride S, dilation 1: each input vector of a filter row is loaded once and
+// feeds every output and tap that uses it ((V-1)*S + K loads per row instead of V*K).
+template <int K, int S>
+struct SquareTile {
+  template <int V>
+  static inline void run(const BlockedArgs& a, const float* src, float* out) {
+    constexpr int N = (V - 1) * S + K;
+    __m512 acc[V];
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) acc[v] = a.bias;
+#pragma GCC unroll 5
+    for (int i = 0; i < K; ++i) {
+      const float* p = src + i * a.row;
+      __m512 in[N];
+#pragma GCC unroll 32
+      for (int n = 0; n < N; ++n) in[n] = _mm512_loadu_ps(p + 16 * n);
+#pragma GCC unroll 5
+      for (int j = 0; j < K; ++j) {
+        const __m512 wv = _mm512_loadu_ps(a.wt + 16 * (i * K + j));
+#pragma GCC unroll 8
+        for (int v = 0; v < V; ++v) acc[v] = _mm512_fmadd_ps(in[v * S + j], wv, acc[v]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      __m512 o = acc[v];
+      if (a.clamp) o = _mm512_maskz_min_ps(kAll16, a.hi, _mm512_maskz_max_ps(kAll16, a.lo, o));
+      _mm512_storeu_ps(out + 16 * v, o);
+    }
+  }
+};
+
+// Any filter: taps through the offset table.
+struct AnyTile {
+  template <int V>
+  static inline void run(const BlockedArgs& a, const float* src, float* out) { blocked_tile<V>(a, src, out); }
+};
+
+// One output row: tiles of 8 outputs, then one tile of the remaining 1-7.
+template <class Tile>
+void blocked_row(const BlockedArgs& a, const float* src, int64_t wo, float* out) {
+  int64_t ox = 0;
+  for (; ox + 8 <= wo; ox += 8) Tile::template run<8>(a, src + ox * a.step, out + ox * 16);
+  const float* p = src + ox * a.step;
+  float* o = out + ox * 16;
+  switch (wo - ox) {
+    case 7: Tile::template run<7>(a, p, o); break;
+    case 6: Tile::template run<6>(a, p, o); break;
+    case 5: Tile::template run<5>(a, p, o); break;
+    case 4: Tile::template run<4>(a, p, o); break;
+    case 3: Tile::template run<3>(a, p, o); break;
+    case 2: Tile::template run<2>(a, p, o); break;
+    case 1: Tile::template run<1>(a, p, o); break;
+    default: break;
+  }
+}
+
+template <class Tile>
+void blocked_plane(const BlockedArgs& a, int64_t ho, int64_t wo, int64_t sh, float* out) {
+  for (int64_t oy = 0; oy < ho; ++oy) blocked_row<Tile>(a, a.s + oy * sh * a.row, wo, out + oy * wo * 16);
+}
+
+// Transposes out[ho*wo][16] back into planes [0, nc) of yb (plane stride howo).
+void store_blocked(const float* out, int64_t howo, int64_t nc, float* yb) {
+  for (int64_t f0 = 0; f0 < howo; f0 += 16) {
+    const int64_t nv = std::min<int64_t>(16, howo - f0);
+    const __mmask16 m = static_cast<__mmask16>(nv >= 16 ? 0xFFFF : (1u << nv) - 1);
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k) r[k] = _mm512_loadu_ps(out + (f0 + k) * 16);  // rows past howo: padding
+    transpose16(r);
+    // Plain stores where possible: masked stores to lines not in cache are much slower.
+    if (nv == 16 && nc == 16) {
+#pragma GCC unroll 16
+      for (int c = 0; c < 16; ++c) _mm512_storeu_ps(yb + c * howo + f0, r[c]);
+    } else {
+      for (int64_t c = 0; c < nc; ++c) _mm512_mask_storeu_ps(yb + c * howo + f0, m, r[c]);
+    }
+  }
+}
+
+// 64-byte aligned float buffer reused by a thread across calls.
+float* thread_scratch(size_t floats) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < floats + 16) buf.assign(floats + 16, 0.0f);
+  auto p = reinterpret_cast<uintptr_t>(buf.data());
+  return reinterpret_cast<float*>((p + 63) & ~uintptr_t(63));
+}
+
 }  // namespace
+
+void depthwise_conv2d_f32_avx512f_blocked(const DepthwiseGeom& g, const float* x, const float* w, float* y,
+                                          const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
+  const BlockedLayout l = make_blocked_layout(g);
+  const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
+  const int64_t blocks = (g.c + 15) / 16, ntaps = g.kh * g.kw;
+  auto run = [&](int64_t begin, int64_t end) {
+    float* s = thread_scratch(static_cast<size_t>(l.in_floats + l.out_floats + ntaps * 16));
+    float* out = s + l.in_floats;
+    float* wt = out + l.out_floats;
+    zero_border(g, l, s);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t img = task / blocks, c0 = (task % blocks) * 16, nc = std::min<int64_t>(16, g.c - c0);
+      const __mmask16 cm = static_cast<__mmask16>(nc >= 16 ? 0xFFFF : (1u << nc) - 1);
+      for (int64_t t = 0; t < ntaps; ++t)
+        for (int64_t c = 0; c < 16; ++c) wt[t * 16 + c] = c < nc ? w[(c0 + c) * ntaps + t] : 0.0f;
+      fill_blocked(g, l, x + (img * g.c + c0) * g.h * g.w, nc, s);
+      BlockedArgs a;
+      a.s = s;
+      a.off = l.tap_off.data();
+      a.ntaps = ntaps;
+      a.wt = wt;
+      a.step = g.sw * 16;
+      a.bias = ep.bias ? _mm512_maskz_loadu_ps(cm, ep.bias + c0) : _mm512_setzero_ps();
+      a.lo = _mm512_set1_ps(ep.lo);
+      a.hi = _mm512_set1_ps(ep.hi);
+      a.clamp = clamp;
+      a.row = l.wp * 16;
+      const bool square = g.kh == g.kw && g.dh == 1 && g.dw == 1 && g.sh == g.sw;
+      if (square && g.kh == 3 && g.sw == 1) blocked_plane<SquareTile<3, 1>>(a, g.ho, g.wo, g.sh, out);
+      else if (square && g.kh == 3 && g.sw == 2) blocked_plane<SquareTile<3, 2>>(a, g.ho, g.wo, g.sh, out);
+      else if (square && g.kh == 5 && g.sw == 1) blocked_plane<SquareTile<5, 1>>(a, g.ho, g.wo, g.sh, out);
+      else if (square && g.kh == 5 && g.sw == 2) blocked_plane<SquareTile<5, 2>>(a, g.ho, g.wo, g.sh, out);
+      else blocked_plane<AnyTile>(a, g.ho, g.wo, g.sh, out);
+      store_blocked(out, g.ho * g.wo, nc, y + (img * g.c + c0) * g.ho * g.wo);
+    }
+  };
+  const int64_t n = g.n * blocks;
+  if (parallel && n > 1) parallel(n, run);
+  else run(0, n);
+}
 
 void depthwise_conv2d_f32_avx512f(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                   const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
+  if (g.h * g.w <= kDepthwiseBlockedMaxPlane) depthwise_conv2d_f32_avx512f_blocked(g, x, w, y, ep, parallel);
+  else depthwise_conv2d_f32_avx512f_planes(g, x, w, y, ep, parallel);
+}
+
+void depthwise_conv2d_f32_avx512f_planes(const DepthwiseGeom& g, const float* x, const float* w, float* y,
+                                         const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
   const Layout l = make_layout(g);
   const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
   auto planes = [&](int64_t begin, int64_t end) {

@@ -93,6 +93,10 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
       }
     });
   }
+  // With a residual, rows outermost: each micro-panel row's C and residual lines stream in
+  // order (14 streams each) instead of one 32-column step of every row of the M block
+  // (ResNet-50's 64->256 1x1 convs at 56x56: 20% faster).
+  const bool rows_outer = ep.residual != nullptr;
   auto task = [&](int64_t begin, int64_t end) {
     // Grown, never shrunk: a resize back up would zero-fill it again on every call.
     thread_local std::vector<float> b_buf;
@@ -123,17 +127,21 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
         for (int64_t i0 = m_begin / A.mc * A.mc; i0 < m_end; i0 += A.mc) {
           const int64_t r_begin = std::max(i0, m_begin) - i0, rows = std::min(i0 + A.mc, m_end) - i0;
           const float* a_block = A.block(i0, k0);
-          for (int64_t q = 0; q * nr < nc; ++q) {
-            const int64_t cols = std::min(nr, nc - q * nr);
-            const float* b_panel = b_block + q * kc * nr;
-            for (int64_t ii = r_begin; ii < rows; ii += mr) {
-              const int64_t mr_eff = std::min(mr, rows - ii);
-              if (last) {  // the epilogue runs in the microkernel's store, on the tile in registers
-                params.row_bias = ep.bias ? ep.bias + i0 + ii : nullptr;
-                params.residual = ep.residual ? ep.residual + (i0 + ii) * ep.ldr + j0 + q * nr : nullptr;
-              }
-              uk.fn(mr_eff, cols, kc, a_block + ii * kc, b_panel, C + (i0 + ii) * ldc + j0 + q * nr, ldc, params);
+          auto tile = [&](int64_t ii, int64_t q) {
+            const int64_t cols = std::min(nr, nc - q * nr), mr_eff = std::min(mr, rows - ii);
+            if (last) {  // the epilogue runs in the microkernel's store, on the tile in registers
+              params.row_bias = ep.bias ? ep.bias + i0 + ii : nullptr;
+              params.residual = ep.residual ? ep.residual + (i0 + ii) * ep.ldr + j0 + q * nr : nullptr;
             }
+            uk.fn(mr_eff, cols, kc, a_block + ii * kc, b_block + q * kc * nr, C + (i0 + ii) * ldc + j0 + q * nr, ldc,
+                  params);
+          };
+          if (rows_outer) {
+            for (int64_t ii = r_begin; ii < rows; ii += mr)
+              for (int64_t q = 0; q * nr < nc; ++q) tile(ii, q);
+          } else {
+            for (int64_t q = 0; q * nr < nc; ++q)
+              for (int64_t ii = r_begin; ii < rows; ii += mr) tile(ii, q);
           }
         }
       }
