@@ -26,11 +26,12 @@ const std::string& conv_ops_env() {
 bool winograd_preferred(const gemm_ops::GemmDesc& d) {
   std::optional<ConvGeom> g = conv_geom(d);
   if (!g) return false;
-  // Measured per layer (ResNet-18, AVX-512): 2.2-2.8x faster than the GEMM path at 56x56 and
-  // 28x28 outputs with 64-128 channels, 1 and 2 threads; no faster at 14x14 (16 tiles fill half
-  // a 32-column micro-panel and the 4x larger transformed weights stream from beyond L2).
+  // Measured per layer against the GEMM path (1 thread, AVX-512): 2.2-2.8x faster at 56x56 and
+  // 28x28 with 64-128 channels, 2.7-4.3x with 4-32 channels, 1.5-1.8x at 12x12 to 14x14 (16
+  // tiles: 16-column panels), 1.1x at 11x11; slower at 10x10 and below (9 tiles of which half
+  // is padding; 7x7: 4 tiles and 4x larger weights to stream).
   const int64_t tiles = ((g->ho + 3) / 4) * ((g->wo + 3) / 4);
-  return tiles >= 49 && g->c >= 32 && g->co >= 32;
+  return tiles >= 9 && g->ho * g->wo >= 120 && g->c >= 4 && g->co >= 4;
 }
 
 std::unique_ptr<gemm_ops::GemmOp> make_conv_op(const gemm_ops::GemmDesc& d) {

@@ -17,7 +17,7 @@ class WinogradConvOp : public gemm_ops::GemmOp {
   WinogradConvOp(const ConvGeom& g, const Tensor& w, const gemm_ops::GemmDesc& d, float lo, float hi) : g_(g) {
     wg_.c = g.c, wg_.co = g.co, wg_.h = g.h, wg_.w = g.w, wg_.ho = g.ho, wg_.wo = g.wo, wg_.pt = g.pt, wg_.pl = g.pl;
     blocking_ = kernels::winograd_blocking(wg_);
-    weights_ = kernels::winograd_f43_pack_weights(g.co, g.c, w.data<float>());
+    weights_ = kernels::winograd_f43_pack_weights(g.co, g.c, w.data<float>(), blocking_);
     node_bias_ = d.operands.size() > 2 ? d.operands[2] : gemm_ops::Operand();
     bias_.init(d, &node_bias_, g.co);
     ep_.lo = lo;
@@ -41,7 +41,7 @@ class WinogradConvOp : public gemm_ops::GemmOp {
     ep.ldr = g.ho * g.wo;
     ThreadPool& pool = current_thread_pool();
     const int64_t threads = pool.num_threads();
-    const int64_t blocks = blocking_.count(), panels = weights_.panels, vfloats = kernels::winograd_block_floats(wg_);
+    const int64_t blocks = blocking_.count(), panels = weights_.panels, vfloats = kernels::winograd_block_floats(wg_, blocking_);
     const float* x = ins[0]->tensor.data<float>();
     for (int64_t img = 0; img < g.n; ++img) {
       const float* xi = x + img * g.c * g.h * g.w;

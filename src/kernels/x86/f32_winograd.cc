@@ -23,13 +23,14 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 WinogradBlocking winograd_blocking(const WinogradGeom& g) {
   WinogradBlocking b;
   const int64_t th = g.tiles_h(), tw = g.tiles_w();
-  // Whole tile rows per block when a row fits in 32 columns, else equal pieces of a row.
-  if (tw <= 32) {
+  b.panel = th * tw <= 16 ? 16 : 32;
+  // Whole tile rows per block when a row fits in a panel, else equal pieces of a row.
+  if (tw <= b.panel) {
     b.cols = tw;
-    b.rows = std::min<int64_t>(th, 32 / tw);
+    b.rows = std::min<int64_t>(th, b.panel / tw);
     b.blocks_x = 1;
   } else {
-    b.blocks_x = ceil_div(tw, 32);
+    b.blocks_x = ceil_div(tw, b.panel);
     b.cols = ceil_div(tw, b.blocks_x);
     b.rows = 1;
   }
@@ -58,11 +59,19 @@ bool winograd_f43_available() {
   return uk.isa == Isa::kAvx512 && uk.nr == 32;
 }
 
-WinogradWeights winograd_f43_pack_weights(int64_t co, int64_t c, const float* g) {
+WinogradWeights winograd_f43_pack_weights(int64_t co, int64_t c, const float* g, const WinogradBlocking& b) {
   WinogradWeights w;
-  w.kernel = &f32_gemm_for_rows(co);
+  if (b.panel == 32) {
+    w.kernel = &f32_gemm_for_rows(co);
+    w.mr = w.kernel->mr;
+  } else {
+    // The 16-column kernel's row counts (f32_winograd_avx512f.cc): the one padding co least,
+    // the most rows on ties.
+    for (int64_t mr : {28, 24, 16})
+      if (w.mr == 0 || ceil_div(co, mr) * mr < ceil_div(co, w.mr) * w.mr) w.mr = mr;
+  }
   w.co = co, w.c = c;
-  const int64_t mr = w.kernel->mr;
+  const int64_t mr = w.mr;
   w.panels = ceil_div(co, mr);
   std::vector<float> u(static_cast<size_t>(36 * co * c));
   winograd_f43_weights(co, c, g, u.data());

@@ -5,7 +5,9 @@
 // GEMM micro-panel wide, so a block's transformed input (36 x [C, 32]) is written straight in the
 // f32 microkernel's packed-B layout and stays in L2 while the 36 GEMMs and the output transform
 // (bias, residual, clamp, activation fused) run over it one micro-panel of output channels at
-// a time. Transforms and the driver are AVX-512 only (the 32-column microkernels).
+// a time. Images of at most 16 tiles (13x13 to 16x16 outputs) use 16-column panels and a
+// 16-column microkernel of this file instead of half-empty 32-column ones. Transforms and the
+// driver are AVX-512 only.
 // Tests: tests/runtime/test_conv_winograd.cc.
 #pragma once
 
@@ -27,34 +29,39 @@ struct WinogradGeom {
   int64_t tiles() const { return tiles_h() * tiles_w(); }
 };
 
-// Tiles per block: `rows` tile rows x `cols` tile columns (rows * cols <= 32).
+// Tiles per block: `rows` tile rows x `cols` tile columns (rows * cols <= panel), panel = 16 or
+// 32 GEMM columns.
 struct WinogradBlocking {
+  int64_t panel = 32;
   int64_t rows = 1, cols = 1;
   int64_t blocks_y = 1, blocks_x = 1;
   int64_t count() const { return blocks_y * blocks_x; }
 };
 WinogradBlocking winograd_blocking(const WinogradGeom& g);
 
-// Floats of one block's transformed input (36 x [C, 32]).
-inline int64_t winograd_block_floats(const WinogradGeom& g) { return 36 * g.c * 32; }
+// Floats of one block's transformed input (36 x [C, panel]).
+inline int64_t winograd_block_floats(const WinogradGeom& g, const WinogradBlocking& b) { return 36 * g.c * b.panel; }
 
 // g: [co, c, 3, 3] -> u: 36 x [co, c] (e = 6 * row + col of the 6x6 tile).
 void winograd_f43_weights(int64_t co, int64_t c, const float* g, float* u);
 
-// Transformed weights packed as microkernel A panels, [panel][e][c][mr].
+// Transformed weights packed as microkernel A panels, [panel][e][c][mr], for the blocking's
+// panel width: the 32-column f32 microkernel `kernel`, or (16 columns) this file's own with mr
+// rows.
 struct WinogradWeights {
-  const F32GemmUkernel* kernel = nullptr;
+  const F32GemmUkernel* kernel = nullptr;  // 32-column panels only
+  int64_t mr = 0;
   int64_t co = 0, c = 0, panels = 0;
   std::vector<float> data;
-  const float* panel(int64_t p, int e) const { return data.data() + (p * 36 + e) * c * kernel->mr; }
+  const float* panel(int64_t p, int e) const { return data.data() + (p * 36 + e) * c * mr; }
 };
 
 // True when the CPU and KILN_ISA give a 32-column AVX-512 microkernel (what the transforms use).
 bool winograd_f43_available();
 // Requires winograd_f43_available().
-WinogradWeights winograd_f43_pack_weights(int64_t co, int64_t c, const float* g);
+WinogradWeights winograd_f43_pack_weights(int64_t co, int64_t c, const float* g, const WinogradBlocking& b);
 
-// Channels [c0, c1) of block `block` of image x ([c, h, w]) -> v (36 x [c, 32]).
+// Channels [c0, c1) of block `block` of image x ([c, h, w]) -> v (36 x [c, panel]).
 void winograd_f43_input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block,
                               int64_t c0, int64_t c1, float* v);
 

@@ -72,6 +72,31 @@ inline void at4(const __m512 m[6], __m512 out[4]) {
   out[3] = _mm512_add_ps(_mm512_fmadd_ps(eight, d3, d1), m[5]);
 }
 
+// C[mr, 16] = A * B over kc: A packed [kc][MR], B [kc][16], C rows 16 floats apart (overwritten).
+// One vector column, so MR up to 28 accumulators hide the FMA latency.
+template <int MR>
+void gemm_x16(int64_t mr, int64_t kc, const float* a, const float* b, float* c) {
+  __m512 acc[MR];
+#pragma GCC unroll 28
+  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 bk = _mm512_loadu_ps(b + 16 * k);
+#pragma GCC unroll 28
+    for (int i = 0; i < MR; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[k * MR + i]), bk, acc[i]);
+  }
+#pragma GCC unroll 28
+  for (int i = 0; i < MR; ++i)
+    if (i < mr) _mm512_storeu_ps(c + 16 * i, acc[i]);
+}
+
+void gemm_x16_rows(int64_t rows_of_kernel, int64_t mr, int64_t kc, const float* a, const float* b, float* c) {
+  switch (rows_of_kernel) {
+    case 28: return gemm_x16<28>(mr, kc, a, b, c);
+    case 24: return gemm_x16<24>(mr, kc, a, b, c);
+    default: return gemm_x16<16>(mr, kc, a, b, c);
+  }
+}
+
 // Row pass over one tile row of one channel: t[k][x] = sum_i BT[k][i] * xpad[iy0 + i][xbase + x].
 void row_pass(const WinogradGeom& g, const float* xc, int64_t iy0, int64_t xbase, int nx, const __mmask16* masks,
               float* t) {
@@ -126,8 +151,8 @@ void winograd_f43_input_block(const WinogradGeom& g, const WinogradBlocking& b, 
           p[5] = _mm512_permutex2var_ps(p[1], next, _mm512_set1_ps(tk[65]));
           __m512 out[6];
           bt6(p, out);
-          float* dst = v + (k * 6 * g.c + c) * 32 + col0 + 16 * gi;
-          for (int l = 0; l < 6; ++l) _mm512_mask_storeu_ps(dst + l * g.c * 32, store, out[l]);
+          float* dst = v + (k * 6 * g.c + c) * b.panel + col0 + 16 * gi;
+          for (int l = 0; l < 6; ++l) _mm512_mask_storeu_ps(dst + l * g.c * b.panel, store, out[l]);
         }
       }
     }
@@ -138,10 +163,10 @@ void winograd_f43_gemm_output_block(const WinogradGeom& g, const WinogradBlockin
                                     const float* v, int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep,
                                     float* y) {
   const BlockSpan s = block_span(g, b, block);
-  const F32GemmUkernel& uk = *u.kernel;
-  const int64_t mr = uk.mr, estride = mr * 32;
+  const int64_t mr = u.mr, panel = b.panel, estride = mr * panel;
+  // (+ one panel: a tile row's 16-tile loads may run past its last column.)
   thread_local std::vector<float> mbuf;
-  if (mbuf.size() < static_cast<size_t>(36 * estride)) mbuf.resize(static_cast<size_t>(36 * estride));
+  if (mbuf.size() < static_cast<size_t>(36 * estride + panel)) mbuf.resize(static_cast<size_t>(36 * estride + panel));
   float* m = mbuf.data();
   const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
   const __m512 lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
@@ -154,7 +179,10 @@ void winograd_f43_gemm_output_block(const WinogradGeom& g, const WinogradBlockin
   const F32GemmParams params;  // plain overwrite
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t k0 = p * mr, rows = std::min(mr, g.co - k0);
-    for (int e = 0; e < 36; ++e) uk.fn(rows, 32, g.c, u.panel(p, e), v + e * g.c * 32, m + e * estride, 32, params);
+    for (int e = 0; e < 36; ++e) {
+      if (panel == 32) u.kernel->fn(rows, 32, g.c, u.panel(p, e), v + e * g.c * 32, m + e * estride, 32, params);
+      else gemm_x16_rows(mr, rows, g.c, u.panel(p, e), v + e * g.c * 16, m + e * estride);
+    }
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t k = k0 + r;
       const __m512 bias = _mm512_set1_ps(ep.bias ? ep.bias[k] : 0.0f);
@@ -163,7 +191,7 @@ void winograd_f43_gemm_output_block(const WinogradGeom& g, const WinogradBlockin
       for (int64_t ty = s.ty0; ty < s.ty1; ++ty) {
         const int64_t col0 = (ty - s.ty0) * b.cols;
         for (int64_t gi = 0; gi < s.groups; ++gi) {
-          const float* mp = m + r * 32 + col0 + 16 * gi;
+          const float* mp = m + r * panel + col0 + 16 * gi;
           __m512 sa[4][6];
           for (int l = 0; l < 6; ++l) {
             __m512 col[6], out[4];
