@@ -49,6 +49,8 @@ inline __m512 activate16(Activation a, __m512 v) {
   return v;
 }
 
+constexpr int64_t kPrefetchSteps = 24;
+
 template <int MR>
 inline void gemm_mrx32(int64_t mr, int64_t nr, int64_t kc, const float* a, const float* b,
                        float* c, int64_t ldc, const F32GemmParams& p) {
@@ -59,6 +61,8 @@ inline void gemm_mrx32(int64_t mr, int64_t nr, int64_t kc, const float* a, const
     acc1[i] = _mm512_setzero_ps();
   }
   for (int64_t k = 0; k < kc; ++k) {
+    // A often streams from beyond L2 (conv weights used for few output columns): fetch ahead.
+    _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchSteps * MR), _MM_HINT_T0);
     const __m512 b0 = _mm512_loadu_ps(b);
     const __m512 b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 16

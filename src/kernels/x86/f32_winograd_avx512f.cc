@@ -74,12 +74,16 @@ inline void at4(const __m512 m[6], __m512 out[4]) {
 
 // C[mr, 16] = A * B over kc: A packed [kc][MR], B [kc][16], C rows 16 floats apart (overwritten).
 // One vector column, so MR up to 28 accumulators hide the FMA latency.
+constexpr int64_t kPrefetchSteps = 24;
+
 template <int MR>
 void gemm_x16(int64_t mr, int64_t kc, const float* a, const float* b, float* c) {
   __m512 acc[MR];
 #pragma GCC unroll 28
   for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
+    // The packed weights stream from beyond L2 (36 x [co, c]): fetch them well ahead.
+    _mm_prefetch(reinterpret_cast<const char*>(a + (k + kPrefetchSteps) * MR), _MM_HINT_T0);
     const __m512 bk = _mm512_loadu_ps(b + 16 * k);
 #pragma GCC unroll 28
     for (int i = 0; i < MR; ++i) acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[k * MR + i]), bk, acc[i]);
