@@ -1,7 +1,7 @@
 // Compiled executor vs the interpreter for the generated-kernel schedules of the hot ops:
 // Softmax/LogSoftmax rows (vector partial reductions, rows schedule with tails), LayerNorm,
 // MaxPool/AveragePool with the reduce loops outside a vector loop (ceil_mode, pads, narrow
-// planes), channel shuffle Reshape/Transpose/Reshape (grouped reshape index) and reshapes with
+// planes, strides 2-4), strided slices, channel shuffle Reshape/Transpose/Reshape (grouped reshape index) and reshapes with
 // size-1 dims; 1 and 2 threads.
 #include <gtest/gtest.h>
 
@@ -56,10 +56,24 @@ TEST(CompiledGenerated, PoolingVectorizesAlongW) {
                         Case{"1,4,112,112", "kernel_shape=[3,3], strides=[2,2], pads=[1,1,1,1]", "1,4,56,56"},
                         Case{"2,3,20,37", "kernel_shape=[3,3], strides=[2,2], ceil_mode=1", "2,3,10,18"},
                         Case{"1,2,9,33", "kernel_shape=[2,2], strides=[1,1]", "1,2,8,32"},
-                        Case{"1,2,9,18", "kernel_shape=[3,3], strides=[1,1], pads=[1,1,1,1]", "1,2,9,18"}}) {
+                        Case{"1,2,9,18", "kernel_shape=[3,3], strides=[1,1], pads=[1,1,1,1]", "1,2,9,18"},
+                        Case{"1,3,20,50", "kernel_shape=[3,3], strides=[3,3]", "1,3,6,16"},
+                        Case{"1,2,8,67", "kernel_shape=[2,4], strides=[2,4]", "1,2,4,16"}}) {
     for (const char* op : {"MaxPool", "AveragePool"})
       check(std::string("graph @g(%x: f32[") + c.x + "]) -> (%y: f32[" + c.y + "]) {\n  %y = " + op + "(%x) {" +
             c.attrs + "} : f32[" + c.y + "]\n  return %y\n}");
+  }
+}
+
+// Vector loads with a constant stride of 2-4 along the last axis are one masked contiguous load
+// plus a shuffle; the mask must stop at the last element used (here the buffer's last element).
+TEST(CompiledGenerated, StridedSlices) {
+  for (int step : {2, 3, 4}) {
+    const int n = 16 * step + 1, out = 17;
+    check("model ir=8 opsets={\"\": 13}\ngraph @g(%x: f32[3," + std::to_string(n) + "]) -> (%y: f32[3," +
+          std::to_string(out) + "]) {\n  %st = const i64[1] [0]\n  %en = const i64[1] [" + std::to_string(n) +
+          "]\n  %ax = const i64[1] [1]\n  %sp = const i64[1] [" + std::to_string(step) +
+          "]\n  %y = Slice(%x, %st, %en, %ax, %sp) : f32[3," + std::to_string(out) + "]\n  return %y\n}");
   }
 }
 

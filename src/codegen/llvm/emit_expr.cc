@@ -471,6 +471,17 @@ llvm::Value* Emitter::contiguous_address(const tir::Buffer& b, const std::vector
   return b_.CreateGEP(memory_type(b->dtype), buffer_ptr(b), flat_index(b, first));
 }
 
+llvm::Value* Emitter::strided_address(const tir::Buffer& b, const std::vector<Expr>& indices, int64_t* stride) {
+  const Expr& last = indices.back();
+  if (last->kind != ExprKind::kRamp || !tir::is_const_int(last->operands[1], stride) || *stride < 2 || *stride > 4)
+    return nullptr;
+  for (size_t k = 0; k + 1 < indices.size(); ++k)
+    if (indices[k]->type.lanes != 1) return nullptr;
+  std::vector<Expr> first = indices;
+  first.back() = last->operands[0];
+  return b_.CreateGEP(memory_type(b->dtype), buffer_ptr(b), flat_index(b, first));
+}
+
 llvm::Value* Emitter::emit_load(const ExprNode& n) {
   const tir::Buffer& buf = n.buffer;
   llvm::Type* elem = memory_type(buf->dtype);
@@ -478,9 +489,22 @@ llvm::Value* Emitter::emit_load(const ExprNode& n) {
   const llvm::Align align(elem->getPrimitiveSizeInBits() / 8);
   llvm::Value* v = nullptr;
   llvm::Value* ptr = lanes > 1 ? contiguous_address(buf, n.operands) : nullptr;
+  int64_t stride = 0;
+  llvm::Value* strided = lanes > 1 && !ptr ? strided_address(buf, n.operands, &stride) : nullptr;
   if (ptr) {
     llvm::Type* vt = llvm::FixedVectorType::get(elem, lanes);
     v = b_.CreateAlignedLoad(vt, ptr, align);
+  } else if (strided) {
+    // Every stride-th element of one masked contiguous load (shuffles, not a gather: pooling
+    // and strided slices); the mask stops at the last element used, so nothing past it is read.
+    const int64_t span = stride * lanes;
+    llvm::Type* wide = llvm::FixedVectorType::get(elem, static_cast<unsigned>(span));
+    std::vector<llvm::Constant*> mask_bits;
+    std::vector<int> pick;
+    for (int64_t i = 0; i < span; ++i) mask_bits.push_back(b_.getInt1(i <= stride * (lanes - 1)));
+    for (int i = 0; i < lanes; ++i) pick.push_back(static_cast<int>(i * stride));
+    llvm::Value* all = b_.CreateMaskedLoad(wide, strided, align, llvm::ConstantVector::get(mask_bits));
+    v = b_.CreateShuffleVector(all, pick);
   } else {
     llvm::Value* idx = to_lanes(flat_index(buf, n.operands), lanes);
     ptr = b_.CreateGEP(elem, buffer_ptr(buf), idx);
