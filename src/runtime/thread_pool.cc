@@ -4,6 +4,7 @@
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <memory>
 
@@ -17,7 +18,11 @@
 namespace kiln {
 namespace {
 
-constexpr int kSpinIterations = 1 << 14;  // roughly 50-100 us of pause instructions
+constexpr int kSpinIterations = 1 << 14;  // the caller's wait before it starts yielding
+// How long an idle worker spins before it sleeps: a model's ops follow each other closely, but a
+// serial stretch between two parallel ones (a small kernel, the executor's bookkeeping) can take
+// a few hundred microseconds, and waking a sleeping worker costs 50-500 us on a loaded VM.
+constexpr auto kWorkerSpin = std::chrono::microseconds(2000);
 thread_local int tl_parallel_depth = 0;   // > 0 inside a parallel_for body
 thread_local ThreadPool* tl_current_pool = nullptr;
 
@@ -64,8 +69,11 @@ void ThreadPool::run_chunks(const Job& job) {
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
-    for (int i = 0; i < kSpinIterations && generation_.load(std::memory_order_acquire) == seen; ++i)
-      KILN_CPU_RELAX();
+    const auto spin_end = std::chrono::steady_clock::now() + kWorkerSpin;
+    while (generation_.load(std::memory_order_acquire) == seen) {
+      for (int i = 0; i < 64; ++i) KILN_CPU_RELAX();
+      if (std::chrono::steady_clock::now() >= spin_end) break;
+    }
     Job job;
     {
       std::unique_lock<std::mutex> lk(mu_);

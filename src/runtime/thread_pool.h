@@ -1,5 +1,5 @@
 // Thread pool: a fixed set of worker threads running parallel_for over index ranges. The caller
-// takes part in the work; idle workers spin briefly, then sleep on a condition variable (no busy
+// takes part in the work; idle workers spin for up to 2 ms, then sleep on a condition variable (no busy
 // CPU when idle). A parallel_for issued from inside a parallel_for (or while another thread owns
 // the pool) runs serially on the calling thread. Generated kernels reach the pool through the C
 // ABI function kiln_parallel_for, which uses the current pool of the calling thread.
