@@ -26,12 +26,11 @@ const std::string& conv_ops_env() {
 bool winograd_preferred(const gemm_ops::GemmDesc& d) {
   std::optional<ConvGeom> g = conv_geom(d);
   if (!g) return false;
-  // Measured per layer against the GEMM path (1 thread, AVX-512): 2.2-2.8x faster at 56x56 and
-  // 28x28 with 64-128 channels, 2.7-4.3x with 4-32 channels, 1.5-1.8x at 12x12 to 14x14 (16
-  // tiles: 16-column panels), 1.1x at 11x11; slower at 10x10 and below (9 tiles of which half
-  // is padding; 7x7: 4 tiles and 4x larger weights to stream).
-  const int64_t tiles = ((g->ho + 3) / 4) * ((g->wo + 3) / 4);
-  return tiles >= 9 && g->ho * g->wo >= 120 && g->c >= 4 && g->co >= 4;
+  // Measured per layer against the GEMM path (1 thread, AVX-512). F(4x4): 2.2-2.8x faster at
+  // 56x56 and 28x28 with 64-128 channels, 2.7-4.3x with 4-32 channels, 1.5-2.1x at 12x12 to
+  // 14x14 (16-column panels), 1.3x at 11x11. Below that F(2x2) (winograd_tile): 1.4-1.9x at
+  // 6x6 to 10x10 (7x7 with 512 channels: 1.4x), no gain at 5x5 and 4x4.
+  return g->ho * g->wo >= 36 && g->c >= 4 && g->co >= 4;
 }
 
 std::unique_ptr<gemm_ops::GemmOp> make_conv_op(const gemm_ops::GemmDesc& d) {

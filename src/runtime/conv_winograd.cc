@@ -14,10 +14,12 @@ namespace {
 
 class WinogradConvOp : public gemm_ops::GemmOp {
  public:
-  WinogradConvOp(const ConvGeom& g, const Tensor& w, const gemm_ops::GemmDesc& d, float lo, float hi) : g_(g) {
+  WinogradConvOp(const ConvGeom& g, const Tensor& w, const gemm_ops::GemmDesc& d, float lo, float hi, int tile)
+      : g_(g) {
+    wg_.m = tile;
     wg_.c = g.c, wg_.co = g.co, wg_.h = g.h, wg_.w = g.w, wg_.ho = g.ho, wg_.wo = g.wo, wg_.pt = g.pt, wg_.pl = g.pl;
     blocking_ = kernels::winograd_blocking(wg_);
-    weights_ = kernels::winograd_f43_pack_weights(g.co, g.c, w.data<float>(), blocking_);
+    weights_ = kernels::winograd_pack_weights(wg_, w.data<float>(), blocking_);
     node_bias_ = d.operands.size() > 2 ? d.operands[2] : gemm_ops::Operand();
     bias_.init(d, &node_bias_, g.co);
     ep_.lo = lo;
@@ -54,8 +56,8 @@ class WinogradConvOp : public gemm_ops::GemmOp {
           thread_local std::vector<float> v;
           if (v.size() < static_cast<size_t>(vfloats)) v.resize(static_cast<size_t>(vfloats));
           for (int64_t b = b0; b < b1; ++b) {
-            kernels::winograd_f43_input_block(wg_, blocking_, xi, b, 0, g.c, v.data());
-            kernels::winograd_f43_gemm_output_block(wg_, blocking_, weights_, v.data(), b, 0, panels, ep, yi);
+            kernels::winograd_input_block(wg_, blocking_, xi, b, 0, g.c, v.data());
+            kernels::winograd_gemm_output_block(wg_, blocking_, weights_, v.data(), b, 0, panels, ep, yi);
           }
         });
         continue;
@@ -68,14 +70,14 @@ class WinogradConvOp : public gemm_ops::GemmOp {
       pool.parallel_for(blocks * chunks, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t b = t / chunks, c0 = (t % chunks) * kChannelChunk;
-          kernels::winograd_f43_input_block(wg_, blocking_, xi, b, c0, std::min(g.c, c0 + kChannelChunk),
+          kernels::winograd_input_block(wg_, blocking_, xi, b, c0, std::min(g.c, c0 + kChannelChunk),
                                             v_.data() + b * vfloats);
         }
       });
       pool.parallel_for(blocks * panels, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t b = t / panels, p = t % panels;
-          kernels::winograd_f43_gemm_output_block(wg_, blocking_, weights_, v_.data() + b * vfloats, b, p, p + 1, ep,
+          kernels::winograd_gemm_output_block(wg_, blocking_, weights_, v_.data() + b * vfloats, b, p, p + 1, ep,
                                                   yi);
         }
       });
@@ -97,9 +99,17 @@ class WinogradConvOp : public gemm_ops::GemmOp {
 
 }  // namespace
 
+int winograd_tile(const gemm_ops::GemmDesc& d) {
+  std::optional<ConvGeom> g = conv_geom(d);
+  if (!g) return 4;
+  // F(4x4) from 11x11 outputs (9 tiles, little padding); F(2x2) below, where it fills a
+  // 16-column panel (7x7: 16 tiles of 2x2, but only 4 of 4x4) and measured faster up to 10x10.
+  return ((g->ho + 3) / 4) * ((g->wo + 3) / 4) >= 9 && g->ho * g->wo >= 120 ? 4 : 2;
+}
+
 std::unique_ptr<gemm_ops::GemmOp> make_winograd_conv_op(const gemm_ops::GemmDesc& d, float clamp_lo,
-                                                        float clamp_hi) {
-  if (!kernels::winograd_f43_available()) return nullptr;
+                                                        float clamp_hi, int tile) {
+  if (!kernels::winograd_available()) return nullptr;
   std::optional<ConvGeom> g = conv_geom(d);
   if (!g || g->group != 1 || g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1)
     return nullptr;
@@ -108,7 +118,8 @@ std::unique_ptr<gemm_ops::GemmOp> make_winograd_conv_op(const gemm_ops::GemmDesc
   const bool has_bias = d.operands.size() > 2 && d.operands[2].present;
   const Tensor* b = has_bias ? d.operands[2].constant : nullptr;
   if (b && (b->dtype() != DType::kFloat32 || b->numel() != g->co)) return nullptr;
-  return std::make_unique<WinogradConvOp>(*g, *w, d, clamp_lo, clamp_hi);
+  if (tile != 2 && tile != 4) tile = winograd_tile(d);
+  return std::make_unique<WinogradConvOp>(*g, *w, d, clamp_lo, clamp_hi, tile);
 }
 
 }  // namespace kiln::conv_ops

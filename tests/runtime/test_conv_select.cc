@@ -12,6 +12,7 @@
 #include "pass/pass.h"
 #include "runtime/compiled_executor.h"
 #include "runtime/conv_select.h"
+#include "runtime/conv_winograd.h"
 #include "runtime/interpreter.h"
 #include "../common/random_const.h"
 
@@ -34,12 +35,14 @@ gemm_ops::GemmDesc conv_desc(std::vector<int64_t> x, std::vector<int64_t> w, std
 
 TEST(ConvSelect, ChoosesByShape) {
   Tensor w3(DType::kFloat32, {64, 64, 3, 3}), w3s(DType::kFloat32, {16, 16, 3, 3}), wd(DType::kFloat32, {64, 1, 3, 3});
-  // 56x56 or 14x14, 64 or 16 channels: Winograd territory; 10x10 and 7x7: GEMM.
+  // 56x56, 14x14 or 7x7, 64 or 16 channels: Winograd (F(2x2) at 7x7); 5x5 and 4x4: GEMM.
   EXPECT_TRUE(conv_ops::winograd_preferred(conv_desc({1, 64, 56, 56}, {64, 64, 3, 3}, {1, 64, 56, 56}, 1, &w3)));
   EXPECT_TRUE(conv_ops::winograd_preferred(conv_desc({1, 64, 14, 14}, {64, 64, 3, 3}, {1, 64, 14, 14}, 1, &w3)));
   EXPECT_TRUE(conv_ops::winograd_preferred(conv_desc({1, 16, 56, 56}, {16, 16, 3, 3}, {1, 16, 56, 56}, 1, &w3s)));
-  EXPECT_FALSE(conv_ops::winograd_preferred(conv_desc({1, 64, 10, 10}, {64, 64, 3, 3}, {1, 64, 10, 10}, 1, &w3)));
-  EXPECT_FALSE(conv_ops::winograd_preferred(conv_desc({1, 64, 7, 7}, {64, 64, 3, 3}, {1, 64, 7, 7}, 1, &w3)));
+  EXPECT_TRUE(conv_ops::winograd_preferred(conv_desc({1, 64, 7, 7}, {64, 64, 3, 3}, {1, 64, 7, 7}, 1, &w3)));
+  EXPECT_EQ(conv_ops::winograd_tile(conv_desc({1, 64, 7, 7}, {64, 64, 3, 3}, {1, 64, 7, 7}, 1, &w3)), 2);
+  EXPECT_EQ(conv_ops::winograd_tile(conv_desc({1, 64, 14, 14}, {64, 64, 3, 3}, {1, 64, 14, 14}, 1, &w3)), 4);
+  EXPECT_FALSE(conv_ops::winograd_preferred(conv_desc({1, 64, 5, 5}, {64, 64, 3, 3}, {1, 64, 5, 5}, 1, &w3)));
   EXPECT_TRUE(conv_ops::make_conv_op(conv_desc({1, 64, 56, 56}, {64, 64, 3, 3}, {1, 64, 56, 56}, 1, &w3)));
   EXPECT_TRUE(conv_ops::make_conv_op(conv_desc({1, 64, 14, 14}, {64, 64, 3, 3}, {1, 64, 14, 14}, 1, &w3)));
   EXPECT_TRUE(conv_ops::make_conv_op(conv_desc({1, 64, 14, 14}, {64, 1, 3, 3}, {1, 64, 14, 14}, 64, &wd)));

@@ -1,4 +1,4 @@
-// Winograd F(4x4, 3x3) conv op (runtime/conv_winograd.h) made from a GemmDesc, against a
+// Winograd F(4x4, 3x3) and F(2x2, 3x3) conv ops (runtime/conv_winograd.h) made from a GemmDesc, against a
 // double-precision naive conv: pads 0/1/2 and asymmetric/SAME, output sizes not a multiple of
 // the 4x4 tile (1x1 to 57x57), channel counts around the microkernel blocking, bias / no bias,
 // clamp, rows of tiles wider than a block, one block shared by threads, batch 2, 1 and 2
@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 
 #include "kernels/x86/f32_winograd.h"
@@ -18,16 +19,18 @@ namespace {
 
 using conv_test::Case;
 
-void check(const Case& cs, int threads) {
+void check(const Case& cs, int threads, int tile) {
+  const float inf = std::numeric_limits<float>::infinity();
   conv_test::check_conv(cs, threads,
-                        [](const gemm_ops::GemmDesc& d, bool clamp) {
-                          return clamp ? conv_ops::make_winograd_conv_op(d, -0.5f, 0.75f) : conv_ops::make_winograd_conv_op(d);
+                        [&](const gemm_ops::GemmDesc& d, bool clamp) {
+                          return clamp ? conv_ops::make_winograd_conv_op(d, -0.5f, 0.75f, tile)
+                                       : conv_ops::make_winograd_conv_op(d, -inf, inf, tile);
                         },
                         2e-4, 2e-5);
 }
 
 TEST(ConvWinograd, MatchesReference) {
-  if (!kernels::winograd_f43_available()) GTEST_SKIP() << "no 32-column AVX-512 microkernel";
+  if (!kernels::winograd_available()) GTEST_SKIP() << "no 32-column AVX-512 microkernel";
   const std::vector<Case> cases = {
       {1, 8, 15, 15, 14, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", true, true},
       {1, 16, 16, 16, 16, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", true, false},
@@ -41,12 +44,13 @@ TEST(ConvWinograd, MatchesReference) {
       {1, 33, 6, 150, 34, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", true, true},  // 38 tiles wide: 2 blocks per row
       {1, 40, 14, 14, 24, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", true, true},  // one block: shared on 2 threads
   };
-  for (int threads : {1, 2})
-    for (const Case& c : cases) check(c, threads);
+  for (int tile : {4, 2})
+    for (int threads : {1, 2})
+      for (const Case& c : cases) check(c, threads, tile);
 }
 
 TEST(ConvWinograd, Declines) {
-  if (!kernels::winograd_f43_available()) GTEST_SKIP() << "no 32-column AVX-512 microkernel";
+  if (!kernels::winograd_available()) GTEST_SKIP() << "no 32-column AVX-512 microkernel";
   Tensor w(DType::kFloat32, {4, 2, 3, 3});
   gemm_ops::GemmDesc d;
   d.kind = gemm_ops::GemmKind::kConv;
@@ -55,6 +59,7 @@ TEST(ConvWinograd, Declines) {
   d.operands.push_back({true, DType::kFloat32, {1, 2, 5, 5}, nullptr});
   d.operands.push_back({true, DType::kFloat32, {4, 2, 3, 3}, &w});
   EXPECT_TRUE(conv_ops::make_winograd_conv_op(d));
+  EXPECT_EQ(conv_ops::winograd_tile(d), 2);  // 3x3 outputs: one 4x4 tile, four 2x2 ones
   d.operands[1].constant = nullptr;  // run-time weights
   EXPECT_FALSE(conv_ops::make_winograd_conv_op(d));
   d.operands[1].constant = &w;

@@ -1,5 +1,5 @@
-// Winograd F(4x4, 3x3): tile blocking, the weight transform and its packing (see
-// f32_winograd.h); the AVX-512 transforms are in f32_winograd_avx512f.cc.
+// Winograd F(4x4, 3x3) and F(2x2, 3x3): tile blocking, the weight transforms and their packing
+// (see f32_winograd.h); the AVX-512 transforms are in f32_winograd_avx512f.cc.
 #include "kernels/x86/f32_winograd.h"
 
 #include <algorithm>
@@ -9,7 +9,8 @@ namespace {
 
 // G (6x3) of F(4x4, 3x3) with interpolation points 0, +-1, +-2 and infinity.
 // In double: the transformed weights are rounded to float once.
-constexpr double kG[6][3] = {{1.0 / 4, 0, 0},
+constexpr double kG2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+constexpr double kG4[6][3] = {{1.0 / 4, 0, 0},
                              {-1.0 / 6, -1.0 / 6, -1.0 / 6},
                              {-1.0 / 6, 1.0 / 6, -1.0 / 6},
                              {1.0 / 24, 1.0 / 12, 1.0 / 6},
@@ -39,28 +40,32 @@ WinogradBlocking winograd_blocking(const WinogradGeom& g) {
   return b;
 }
 
-void winograd_f43_weights(int64_t co, int64_t c, const float* g, float* u) {
+void winograd_weights(int64_t m, int64_t co, int64_t c, const float* g, float* u) {
+  const int a = static_cast<int>(m + 2);
+  const double(*G)[3] = m == 2 ? kG2 : kG4;
   const int64_t plane = co * c;
   for (int64_t o = 0; o < co; ++o)
     for (int64_t ci = 0; ci < c; ++ci) {
       const float* k = g + (o * c + ci) * 9;
       double tmp[6][3];  // G g
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 3; ++j) tmp[i][j] = kG[i][0] * k[j] + kG[i][1] * k[3 + j] + kG[i][2] * k[6 + j];
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 6; ++j)
-          u[(i * 6 + j) * plane + o * c + ci] =
-              static_cast<float>(tmp[i][0] * kG[j][0] + tmp[i][1] * kG[j][1] + tmp[i][2] * kG[j][2]);
+      for (int i = 0; i < a; ++i)
+        for (int j = 0; j < 3; ++j) tmp[i][j] = G[i][0] * k[j] + G[i][1] * k[3 + j] + G[i][2] * k[6 + j];
+      for (int i = 0; i < a; ++i)
+        for (int j = 0; j < a; ++j)
+          u[(i * a + j) * plane + o * c + ci] =
+              static_cast<float>(tmp[i][0] * G[j][0] + tmp[i][1] * G[j][1] + tmp[i][2] * G[j][2]);
     }
 }
 
-bool winograd_f43_available() {
+bool winograd_available() {
   const F32GemmUkernel& uk = f32_gemm_default();
   return uk.isa == Isa::kAvx512 && uk.nr == 32;
 }
 
-WinogradWeights winograd_f43_pack_weights(int64_t co, int64_t c, const float* g, const WinogradBlocking& b) {
+WinogradWeights winograd_pack_weights(const WinogradGeom& geom, const float* g, const WinogradBlocking& b) {
+  const int64_t co = geom.co, c = geom.c, points = geom.points();
   WinogradWeights w;
+  w.points = points;
   if (b.panel == 32) {
     w.kernel = &f32_gemm_for_rows(co);
     w.mr = w.kernel->mr;
@@ -73,14 +78,14 @@ WinogradWeights winograd_f43_pack_weights(int64_t co, int64_t c, const float* g,
   w.co = co, w.c = c;
   const int64_t mr = w.mr;
   w.panels = ceil_div(co, mr);
-  std::vector<float> u(static_cast<size_t>(36 * co * c));
-  winograd_f43_weights(co, c, g, u.data());
+  std::vector<float> u(static_cast<size_t>(points * co * c));
+  winograd_weights(geom.m, co, c, g, u.data());
   std::vector<float> packed(static_cast<size_t>(w.panels * mr * c));
-  w.data.resize(static_cast<size_t>(36 * w.panels * mr * c));
-  for (int e = 0; e < 36; ++e) {
+  w.data.resize(static_cast<size_t>(points * w.panels * mr * c));
+  for (int64_t e = 0; e < points; ++e) {
     f32_gemm_pack_a(false, co, c, u.data() + e * co * c, c, 1.0f, static_cast<int>(mr), packed.data());
     for (int64_t p = 0; p < w.panels; ++p)
-      std::copy_n(packed.data() + p * c * mr, c * mr, w.data.data() + (p * 36 + e) * c * mr);
+      std::copy_n(packed.data() + p * c * mr, c * mr, w.data.data() + (p * points + e) * c * mr);
   }
   return w;
 }

@@ -1,6 +1,7 @@
-// Winograd F(4x4, 3x3) for f32 stride-1 3x3 convs (Lavin & Gray): each 4x4 output tile comes
-// from a 6x6 input tile as A^T [(G g G^T) .* (B^T d B)] A, i.e. 36 independent GEMMs over
-// channels, [Co, C] x [C, tiles], with 4x fewer multiplies than the direct conv.
+// Winograd F(4x4, 3x3) and F(2x2, 3x3) for f32 stride-1 3x3 convs (Lavin & Gray): each m x m
+// output tile (m = 4 or 2) comes from an (m+2) x (m+2) input tile as A^T [(G g G^T) .* (B^T d B)] A,
+// i.e. 36 (or 16) independent GEMMs over channels, [Co, C] x [C, tiles], with 4x (2.25x) fewer
+// multiplies than the direct conv. F(2x2) is for small images (7x7: 16 tiles instead of 4).
 // The tiles of an image go in blocks of at most 32 (a rectangle of tile rows x tile columns), one
 // GEMM micro-panel wide, so a block's transformed input (36 x [C, 32]) is written straight in the
 // f32 microkernel's packed-B layout and stays in L2 while the 36 GEMMs and the output transform
@@ -20,12 +21,15 @@
 namespace kiln::kernels {
 
 struct WinogradGeom {
+  int64_t m = 4;           // output tile size: 4 (F(4x4, 3x3)) or 2 (F(2x2, 3x3))
   int64_t c = 0, co = 0;   // input / output channels
   int64_t h = 0, w = 0;    // input plane
   int64_t ho = 0, wo = 0;  // output plane
   int64_t pt = 0, pl = 0;  // top / left padding
-  int64_t tiles_h() const { return (ho + 3) / 4; }
-  int64_t tiles_w() const { return (wo + 3) / 4; }
+  int64_t alpha() const { return m + 2; }              // input tile size
+  int64_t points() const { return alpha() * alpha(); }  // GEMMs: 36 or 16
+  int64_t tiles_h() const { return (ho + m - 1) / m; }
+  int64_t tiles_w() const { return (wo + m - 1) / m; }
   int64_t tiles() const { return tiles_h() * tiles_w(); }
 };
 
@@ -39,37 +43,38 @@ struct WinogradBlocking {
 };
 WinogradBlocking winograd_blocking(const WinogradGeom& g);
 
-// Floats of one block's transformed input (36 x [C, panel]).
-inline int64_t winograd_block_floats(const WinogradGeom& g, const WinogradBlocking& b) { return 36 * g.c * b.panel; }
+// Floats of one block's transformed input (points x [C, panel]).
+inline int64_t winograd_block_floats(const WinogradGeom& g, const WinogradBlocking& b) {
+  return g.points() * g.c * b.panel;
+}
 
-// g: [co, c, 3, 3] -> u: 36 x [co, c] (e = 6 * row + col of the 6x6 tile).
-void winograd_f43_weights(int64_t co, int64_t c, const float* g, float* u);
+// g: [co, c, 3, 3] -> u: points x [co, c] (e = alpha * row + col of the input tile).
+void winograd_weights(int64_t m, int64_t co, int64_t c, const float* g, float* u);
 
 // Transformed weights packed as microkernel A panels, [panel][e][c][mr], for the blocking's
 // panel width: the 32-column f32 microkernel `kernel`, or (16 columns) this file's own with mr
 // rows.
 struct WinogradWeights {
   const F32GemmUkernel* kernel = nullptr;  // 32-column panels only
-  int64_t mr = 0;
+  int64_t mr = 0, points = 36;
   int64_t co = 0, c = 0, panels = 0;
   std::vector<float> data;
-  const float* panel(int64_t p, int e) const { return data.data() + (p * 36 + e) * c * mr; }
+  const float* panel(int64_t p, int64_t e) const { return data.data() + (p * points + e) * c * mr; }
 };
 
 // True when the CPU and KILN_ISA give a 32-column AVX-512 microkernel (what the transforms use).
-bool winograd_f43_available();
-// Requires winograd_f43_available().
-WinogradWeights winograd_f43_pack_weights(int64_t co, int64_t c, const float* g, const WinogradBlocking& b);
+bool winograd_available();
+// Requires winograd_available().
+WinogradWeights winograd_pack_weights(const WinogradGeom& g, const float* w, const WinogradBlocking& b);
 
-// Channels [c0, c1) of block `block` of image x ([c, h, w]) -> v (36 x [c, panel]).
-void winograd_f43_input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block,
-                              int64_t c0, int64_t c1, float* v);
+// Channels [c0, c1) of block `block` of image x ([c, h, w]) -> v (points x [c, panel]).
+void winograd_input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block, int64_t c0,
+                          int64_t c1, float* v);
 
-// Output-channel panels [p0, p1) of block `block`: the 36 GEMMs over v, then the output
+// Output-channel panels [p0, p1) of block `block`: the GEMMs over v, then the output
 // transform into y ([co, ho, wo]) with ep's bias (per channel), residual ([co, ho, wo], ldr =
 // plane), clamp and activation.
-void winograd_f43_gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u,
-                                    const float* v, int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep,
-                                    float* y);
+void winograd_gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u,
+                                const float* v, int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep, float* y);
 
 }  // namespace kiln::kernels

@@ -1,7 +1,7 @@
-// Winograd F(4x4, 3x3) input and output transforms and the per-block GEMM driver for AVX-512
-// (see f32_winograd.h); compiled with -mavx512f -mavx512vl -mfma, called only when
-// winograd_f43_available(). Each 1-D transform pass is vectorized: along image columns for the
-// row pass, across 16 tiles (after a stride-4 deinterleave) for the column pass.
+// Winograd F(4x4, 3x3) / F(2x2, 3x3) input and output transforms and the per-block GEMM driver
+// for AVX-512 (see f32_winograd.h); compiled with -mavx512f -mavx512vl -mfma, called only when
+// winograd_available(). Each 1-D transform pass is vectorized: along image columns for the row
+// pass, across 16 tiles (after a stride-m deinterleave) for the column pass.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -16,8 +16,8 @@ void activate_inplace__avx512f(Activation a, float* y, int64_t n);  // f32_gemm_
 
 namespace {
 
-// Floats per row of the row-transformed strip: 4 * 32 + 2 columns read, rounded up to whole
-// vectors, plus the two columns past the last 16-tile group that the column pass reads.
+// Floats per row of the row-transformed strip: at most 4 * 32 + 2 columns read, rounded up to
+// whole vectors, plus the two columns past the last 16-tile group that the column pass reads.
 constexpr int64_t kStrip = 144;
 
 struct BlockSpan {
@@ -61,6 +61,20 @@ inline void bt6(const __m512 d[6], __m512 out[6]) {
   out[5] = _mm512_fmadd_ps(four, d[1], _mm512_fnmadd_ps(five, d[3], d[5]));
 }
 
+// out[k] = sum_i BT[k][i] d[i] (B^T of F(2x2, 3x3)).
+inline void bt4(const __m512 d[4], __m512 out[4]) {
+  out[0] = _mm512_sub_ps(d[0], d[2]);
+  out[1] = _mm512_add_ps(d[1], d[2]);
+  out[2] = _mm512_sub_ps(d[2], d[1]);
+  out[3] = _mm512_sub_ps(d[1], d[3]);
+}
+
+// out[a] = sum_k AT[a][k] m[k] (A^T of F(2x2, 3x3)).
+inline void at2(const __m512 m[4], __m512 out[2]) {
+  out[0] = _mm512_add_ps(_mm512_add_ps(m[0], m[1]), m[2]);
+  out[1] = _mm512_sub_ps(_mm512_sub_ps(m[1], m[2]), m[3]);
+}
+
 // out[a] = sum_k AT[a][k] m[k] (A^T of F(4x4, 3x3)).
 inline void at4(const __m512 m[6], __m512 out[4]) {
   const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f), eight = _mm512_set1_ps(8.0f);
@@ -70,6 +84,18 @@ inline void at4(const __m512 m[6], __m512 out[4]) {
   out[1] = _mm512_fmadd_ps(two, d3, d1);
   out[2] = _mm512_fmadd_ps(four, p3, p1);
   out[3] = _mm512_add_ps(_mm512_fmadd_ps(eight, d3, d1), m[5]);
+}
+
+template <int M>
+inline void bt(const __m512* d, __m512* out) {
+  if constexpr (M == 4) bt6(d, out);
+  else bt4(d, out);
+}
+
+template <int M>
+inline void at(const __m512* m, __m512* out) {
+  if constexpr (M == 4) at4(m, out);
+  else at2(m, out);
 }
 
 // C[mr, 16] = A * B over kc: A packed [kc][MR], B [kc][16], C rows 16 floats apart (overwritten).
@@ -82,7 +108,7 @@ void gemm_x16(int64_t mr, int64_t kc, const float* a, const float* b, float* c) 
 #pragma GCC unroll 28
   for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
-    // The packed weights stream from beyond L2 (36 x [co, c]): fetch them well ahead.
+    // The packed weights stream from beyond L2 (points x [co, c]): fetch them well ahead.
     _mm_prefetch(reinterpret_cast<const char*>(a + (k + kPrefetchSteps) * MR), _MM_HINT_T0);
     const __m512 bk = _mm512_loadu_ps(b + 16 * k);
 #pragma GCC unroll 28
@@ -102,88 +128,117 @@ void gemm_x16_rows(int64_t rows_of_kernel, int64_t mr, int64_t kc, const float* 
 }
 
 // Row pass over one tile row of one channel: t[k][x] = sum_i BT[k][i] * xpad[iy0 + i][xbase + x].
+template <int M>
 void row_pass(const WinogradGeom& g, const float* xc, int64_t iy0, int64_t xbase, int nx, const __mmask16* masks,
               float* t) {
+  constexpr int A = M + 2;
   for (int q = 0; q < nx; ++q) {
-    __m512 d[6], out[6];
-    for (int i = 0; i < 6; ++i) {
+    __m512 d[A], out[A];
+    for (int i = 0; i < A; ++i) {
       const int64_t iy = iy0 + i;
       d[i] = iy < 0 || iy >= g.h || masks[q] == 0
                  ? _mm512_setzero_ps()
                  : _mm512_maskz_loadu_ps(masks[q], xc + iy * g.w + xbase + 16 * q);
     }
-    bt6(d, out);
-    for (int k = 0; k < 6; ++k) _mm512_store_ps(t + k * kStrip + 16 * q, out[k]);
+    bt<M>(d, out);
+    for (int k = 0; k < A; ++k) _mm512_store_ps(t + k * kStrip + 16 * q, out[k]);
   }
 }
 
-}  // namespace
-
-void winograd_f43_input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block,
-                              int64_t c0, int64_t c1, float* v) {
-  const BlockSpan s = block_span(g, b, block);
-  const int64_t xbase = 4 * s.tx0 - g.pl;
-  const int nx = static_cast<int>((4 * s.ncol + 2 + 15) / 16);
-  __mmask16 masks[kStrip / 16];
-  for (int q = 0; q < nx; ++q) masks[q] = range_mask(xbase + 16 * q, g.w);
-  // Zeroed so that the columns past the strip, read for lanes of absent tiles, hold no garbage.
-  alignas(64) float t[6 * kStrip] = {};
+// Columns [0, 16 M + 2) of a row-transformed strip row -> p[j][tile] = tk[M * tile + j] for 16
+// tiles, j < M + 2 (a stride-M deinterleave; phases M and M+1 are phases 0 and 1 of the next tile).
+template <int M>
+inline void tile_phases(const float* tk, __m512* p) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512i next = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
+  if constexpr (M == 4) {
+    const __m512 z0 = _mm512_load_ps(tk), z1 = _mm512_load_ps(tk + 16), z2 = _mm512_load_ps(tk + 32),
+                 z3 = _mm512_load_ps(tk + 48);
+    const __m512 e01 = _mm512_permutex2var_ps(z0, even, z1), o01 = _mm512_permutex2var_ps(z0, odd, z1);
+    const __m512 e23 = _mm512_permutex2var_ps(z2, even, z3), o23 = _mm512_permutex2var_ps(z2, odd, z3);
+    p[0] = _mm512_permutex2var_ps(e01, even, e23);
+    p[2] = _mm512_permutex2var_ps(e01, odd, e23);
+    p[1] = _mm512_permutex2var_ps(o01, even, o23);
+    p[3] = _mm512_permutex2var_ps(o01, odd, o23);
+  } else {
+    const __m512 z0 = _mm512_load_ps(tk), z1 = _mm512_load_ps(tk + 16);
+    p[0] = _mm512_permutex2var_ps(z0, even, z1);
+    p[1] = _mm512_permutex2var_ps(z0, odd, z1);
+  }
+  p[M] = _mm512_permutex2var_ps(p[0], next, _mm512_set1_ps(tk[16 * M]));
+  p[M + 1] = _mm512_permutex2var_ps(p[1], next, _mm512_set1_ps(tk[16 * M + 1]));
+}
+
+template <int M>
+void input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block, int64_t c0,
+                 int64_t c1, float* v) {
+  constexpr int A = M + 2;
+  const BlockSpan s = block_span(g, b, block);
+  const int64_t xbase = M * s.tx0 - g.pl;
+  const int nx = static_cast<int>((M * s.ncol + 2 + 15) / 16);
+  __mmask16 masks[kStrip / 16];
+  for (int q = 0; q < nx; ++q) masks[q] = range_mask(xbase + 16 * q, g.w);
+  // Zeroed so that the columns past the strip, read for lanes of absent tiles, hold no garbage.
+  alignas(64) float t[A * kStrip] = {};
   for (int64_t c = c0; c < c1; ++c) {
     const float* xc = x + c * g.h * g.w;
     for (int64_t ty = s.ty0; ty < s.ty1; ++ty) {
-      row_pass(g, xc, 4 * ty - g.pt, xbase, nx, masks, t);
+      row_pass<M>(g, xc, M * ty - g.pt, xbase, nx, masks, t);
       const int64_t col0 = (ty - s.ty0) * b.cols;
       for (int64_t gi = 0; gi < s.groups; ++gi) {
         const __mmask16 store = first_lanes(s.ncol - 16 * gi);
-        for (int k = 0; k < 6; ++k) {
-          const float* tk = t + k * kStrip + 64 * gi;
-          // Deinterleave 64 columns into phases p = column mod 4 (16 tiles each); phases 4 and 5
-          // are phases 0 and 1 of the next tile.
-          const __m512 z0 = _mm512_load_ps(tk), z1 = _mm512_load_ps(tk + 16), z2 = _mm512_load_ps(tk + 32),
-                       z3 = _mm512_load_ps(tk + 48);
-          const __m512 e01 = _mm512_permutex2var_ps(z0, even, z1), o01 = _mm512_permutex2var_ps(z0, odd, z1);
-          const __m512 e23 = _mm512_permutex2var_ps(z2, even, z3), o23 = _mm512_permutex2var_ps(z2, odd, z3);
-          __m512 p[6];
-          p[0] = _mm512_permutex2var_ps(e01, even, e23);
-          p[2] = _mm512_permutex2var_ps(e01, odd, e23);
-          p[1] = _mm512_permutex2var_ps(o01, even, o23);
-          p[3] = _mm512_permutex2var_ps(o01, odd, o23);
-          p[4] = _mm512_permutex2var_ps(p[0], next, _mm512_set1_ps(tk[64]));
-          p[5] = _mm512_permutex2var_ps(p[1], next, _mm512_set1_ps(tk[65]));
-          __m512 out[6];
-          bt6(p, out);
-          float* dst = v + (k * 6 * g.c + c) * b.panel + col0 + 16 * gi;
-          for (int l = 0; l < 6; ++l) _mm512_mask_storeu_ps(dst + l * g.c * b.panel, store, out[l]);
+        for (int k = 0; k < A; ++k) {
+          __m512 p[A], out[A];
+          tile_phases<M>(t + k * kStrip + 16 * M * gi, p);
+          bt<M>(p, out);
+          float* dst = v + (k * A * g.c + c) * b.panel + col0 + 16 * gi;
+          for (int l = 0; l < A; ++l) _mm512_mask_storeu_ps(dst + l * g.c * b.panel, store, out[l]);
         }
       }
     }
   }
 }
 
-void winograd_f43_gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u,
-                                    const float* v, int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep,
-                                    float* y) {
+// The M x 16 outputs of output row `a` of 16 tiles, o[j][tile] (column M * tile + j), interleaved
+// into M vectors of consecutive columns.
+template <int M>
+inline void interleave_columns(const __m512* o, __m512* row) {
+  const __m512i il_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i il_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const __m512 ab_lo = _mm512_permutex2var_ps(o[0], il_lo, o[1]), ab_hi = _mm512_permutex2var_ps(o[0], il_hi, o[1]);
+  if constexpr (M == 4) {
+    const __m512i q_lo = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+    const __m512i q_hi = _mm512_setr_epi32(8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+    const __m512 cd_lo = _mm512_permutex2var_ps(o[2], il_lo, o[3]), cd_hi = _mm512_permutex2var_ps(o[2], il_hi, o[3]);
+    row[0] = _mm512_permutex2var_ps(ab_lo, q_lo, cd_lo);
+    row[1] = _mm512_permutex2var_ps(ab_lo, q_hi, cd_lo);
+    row[2] = _mm512_permutex2var_ps(ab_hi, q_lo, cd_hi);
+    row[3] = _mm512_permutex2var_ps(ab_hi, q_hi, cd_hi);
+  } else {
+    row[0] = ab_lo;
+    row[1] = ab_hi;
+  }
+}
+
+template <int M>
+void gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u, const float* v,
+                       int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep, float* y) {
+  constexpr int A = M + 2, E = A * A;
   const BlockSpan s = block_span(g, b, block);
   const int64_t mr = u.mr, panel = b.panel, estride = mr * panel;
   // (+ one panel: a tile row's 16-tile loads may run past its last column.)
   thread_local std::vector<float> mbuf;
-  if (mbuf.size() < static_cast<size_t>(36 * estride + panel)) mbuf.resize(static_cast<size_t>(36 * estride + panel));
+  if (mbuf.size() < static_cast<size_t>(E * estride + panel)) mbuf.resize(static_cast<size_t>(E * estride + panel));
   float* m = mbuf.data();
   const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
   const __m512 lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
-  const __m512i il_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  const __m512i il_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-  const __m512i q_lo = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
-  const __m512i q_hi = _mm512_setr_epi32(8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
   const int64_t plane = g.ho * g.wo;
-  const int64_t x_end = std::min(g.wo, 4 * (s.tx0 + s.ncol));
+  const int64_t x_end = std::min(g.wo, M * (s.tx0 + s.ncol));
   const F32GemmParams params;  // plain overwrite
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t k0 = p * mr, rows = std::min(mr, g.co - k0);
-    for (int e = 0; e < 36; ++e) {
+    for (int e = 0; e < E; ++e) {
       if (panel == 32) u.kernel->fn(rows, 32, g.c, u.panel(p, e), v + e * g.c * 32, m + e * estride, 32, params);
       else gemm_x16_rows(mr, rows, g.c, u.panel(p, e), v + e * g.c * 16, m + e * estride);
     }
@@ -196,28 +251,24 @@ void winograd_f43_gemm_output_block(const WinogradGeom& g, const WinogradBlockin
         const int64_t col0 = (ty - s.ty0) * b.cols;
         for (int64_t gi = 0; gi < s.groups; ++gi) {
           const float* mp = m + r * panel + col0 + 16 * gi;
-          __m512 sa[4][6];
-          for (int l = 0; l < 6; ++l) {
-            __m512 col[6], out[4];
-            for (int j = 0; j < 6; ++j) col[j] = _mm512_loadu_ps(mp + (j * 6 + l) * estride);
-            at4(col, out);
-            for (int a = 0; a < 4; ++a) sa[a][l] = out[a];
+          __m512 sa[M][A];
+          for (int l = 0; l < A; ++l) {
+            __m512 col[A], out[M];
+            for (int j = 0; j < A; ++j) col[j] = _mm512_loadu_ps(mp + (j * A + l) * estride);
+            at<M>(col, out);
+            for (int a = 0; a < M; ++a) sa[a][l] = out[a];
           }
-          const int64_t xo = 4 * (s.tx0 + 16 * gi);
-          for (int a = 0; a < 4; ++a) {
-            const int64_t oy = 4 * ty + a;
+          const int64_t xo = M * (s.tx0 + 16 * gi);
+          for (int a = 0; a < M; ++a) {
+            const int64_t oy = M * ty + a;
             if (oy >= g.ho) break;
-            __m512 o[4];
-            at4(sa[a], o);
-            for (int i = 0; i < 4; ++i) o[i] = _mm512_add_ps(o[i], bias);
-            // Interleave the 4 column phases back into 64 consecutive output columns.
-            const __m512 ab_lo = _mm512_permutex2var_ps(o[0], il_lo, o[1]), ab_hi = _mm512_permutex2var_ps(o[0], il_hi, o[1]);
-            const __m512 cd_lo = _mm512_permutex2var_ps(o[2], il_lo, o[3]), cd_hi = _mm512_permutex2var_ps(o[2], il_hi, o[3]);
-            const __m512 row[4] = {_mm512_permutex2var_ps(ab_lo, q_lo, cd_lo), _mm512_permutex2var_ps(ab_lo, q_hi, cd_lo),
-                                   _mm512_permutex2var_ps(ab_hi, q_lo, cd_hi), _mm512_permutex2var_ps(ab_hi, q_hi, cd_hi)};
+            __m512 o[M], row[M];
+            at<M>(sa[a], o);
+            for (int i = 0; i < M; ++i) o[i] = _mm512_add_ps(o[i], bias);
+            interleave_columns<M>(o, row);
             float* yrow = yk + oy * g.wo;
             int64_t stored = 0;
-            for (int i = 0; i < 4; ++i) {
+            for (int i = 0; i < M; ++i) {
               const int64_t x0 = xo + 16 * i;
               if (x0 >= x_end) break;
               const __mmask16 mask = first_lanes(x_end - x0);
@@ -237,6 +288,21 @@ void winograd_f43_gemm_output_block(const WinogradGeom& g, const WinogradBlockin
       }
     }
   }
+}
+
+}  // namespace
+
+void winograd_input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block, int64_t c0,
+                          int64_t c1, float* v) {
+  if (g.m == 2) input_block<2>(g, b, x, block, c0, c1, v);
+  else input_block<4>(g, b, x, block, c0, c1, v);
+}
+
+void winograd_gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u,
+                                const float* v, int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep,
+                                float* y) {
+  if (g.m == 2) gemm_output_block<2>(g, b, u, v, block, p0, p1, ep, y);
+  else gemm_output_block<4>(g, b, u, v, block, p0, p1, ep, y);
 }
 
 }  // namespace kiln::kernels
