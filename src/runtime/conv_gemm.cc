@@ -91,7 +91,8 @@ class GemmConvOp : public gemm_ops::GemmOp {
 
  private:
   // 1x1 convs, per image: Y^T = X^T * W^T with the bias (and, without a residual, the clamp and
-  // activation) in the GEMM's store, then the transpose into NCHW and the residual pass.
+  // activation) in the GEMM's store, then the transpose into NCHW, 16 channels at a time, each
+  // block followed by the residual, clamp and activation.
   void run_pixel_major(const float* x, const kernels::RowEpilogue& ep, const std::vector<const RtValue*>& ins,
                        float* out, const kernels::ParallelFor& par, int threads) {
     const ConvGeom& g = g_;
@@ -112,12 +113,23 @@ class GemmConvOp : public gemm_ops::GemmOp {
       const float* xi = x + img * g.c * g.h * g.w;
       float* yi = out + img * g.co * ohw;
       kernels::sgemm_packed(true, ohw, xi, ohw, 1.0f, weight_t_, 0.0f, yt_.data(), g.co, par, gep, threads);
+      const float* ri = residual ? tail.residual_data(ins) + img * g.co * ohw : nullptr;
+      const bool clamp = tail.has_clamp();
       pool.parallel_for((g.co + 15) / 16, [&](int64_t b0, int64_t b1) {
         const int64_t c0 = b0 * 16, c1 = std::min(g.co, b1 * 16);
-        kernels::transpose_f32(ohw, c1 - c0, yt_.data() + c0, g.co, yi + c0 * ohw, ohw);
+        float* yb = yi + c0 * ohw;
+        kernels::transpose_f32(ohw, c1 - c0, yt_.data() + c0, g.co, yb, ohw);
+        if (!ri) return;
+        // The residual, clamp and activation while the block's rows are still in L1.
+        const float* rb = ri + c0 * ohw;
+        const int64_t n = (c1 - c0) * ohw;
+        for (int64_t i = 0; i < n; ++i) {
+          const float v = yb[i] + rb[i];
+          yb[i] = clamp ? std::min(std::max(v, tail.lo), tail.hi) : v;
+        }
+        kernels::apply_activation_inplace(tail.act, yb, n);
       });
     }
-    if (residual) tail.apply(out, g.n * g.co * ohw, ins);
   }
 
   ConvGeom g_;
