@@ -734,6 +734,16 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
         PlanStep st = node_step(i, PlanStep::Kind::kGemm);
         st.inputs = std::move(step_inputs);
         st.outputs = {slot_of[produced]};
+        {
+          // The output's place in the arena (not for graph outputs), bound like a kernel's.
+          PlanArg a;
+          a.slot = slot_of[produced];
+          a.output = true;
+          a.graph_output = graph_outputs.count(produced) > 0;
+          a.dtype = ex.slots[static_cast<size_t>(a.slot)].dtype;
+          a.dims = ex.slots[static_cast<size_t>(a.slot)].dims;
+          if (!a.graph_output) st.args.push_back(std::move(a));
+        }
         for (int c : chain) {
           st.op += "+" + g.nodes[static_cast<size_t>(c)]->op_type;
           absorbed.insert(c);

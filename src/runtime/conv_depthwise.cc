@@ -2,6 +2,7 @@
 #include "runtime/conv_depthwise.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "runtime/conv_geom.h"
 #include "runtime/gemm_epilogue.h"
@@ -20,12 +21,17 @@ class DepthwiseConvOp : public gemm_ops::GemmOp {
     ep_.lo = lo;
     ep_.hi = hi;
   }
-  // Bias and clamp go in the kernel's store; a residual (then the clamp) in a pass after.
+  // Bias, clamp and activation go in the kernel; a residual (then the clamp and activation) in a
+  // pass after.
   bool take_epilogue(const gemm_ops::GemmDesc& d) override {
-    return gemm_ops::fold_into_channel_kernel(d, g_.c, has_bias_, bias_, ep_.lo, ep_.hi, tail_);
+    if (!gemm_ops::fold_into_channel_kernel(d, g_.c, has_bias_, bias_, ep_.lo, ep_.hi, tail_)) return false;
+    // Without a residual the activation follows the (folded) clamp: the kernel applies it too.
+    ep_.act = kernels::Activation::kNone;
+    if (tail_.residual < 0) std::swap(ep_.act, tail_.act);
+    return true;
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
-    Tensor y = Tensor::uninitialized(DType::kFloat32, {g_.n, g_.c, g_.ho, g_.wo});
+    Tensor y = output_tensor(DType::kFloat32, {g_.n, g_.c, g_.ho, g_.wo});
     const float* w = weight_.empty() ? ins[1]->tensor.data<float>() : weight_.data();
     kernels::DepthwiseEpilogue ep = ep_;
     if (has_bias_) ep.bias = bias_.empty() ? ins[2]->tensor.data<float>() : bias_.data();

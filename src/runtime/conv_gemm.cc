@@ -56,7 +56,7 @@ class GemmConvOp : public gemm_ops::GemmOp {
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
     const ConvGeom& g = g_;
-    Tensor y = Tensor::uninitialized(DType::kFloat32, {g.n, g.co, g.ho, g.wo});
+    Tensor y = output_tensor(DType::kFloat32, {g.n, g.co, g.ho, g.wo});
     kernels::RowEpilogue ep = ep_;
     ep.bias = bias_.get(node_bias_.present && !node_bias_.constant ? ins[2]->tensor.data<float>() : nullptr);
     const float* res = residual_ >= 0 ? ins[static_cast<size_t>(residual_)]->tensor.data<float>() : nullptr;

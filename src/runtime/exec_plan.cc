@@ -113,7 +113,9 @@ std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& fe
       try {
         if (st.kind == PlanStep::Kind::kGemm) {
           if (!st.gemm_op) plan.make_gemm_op(st);  // deferred from the load (weights packed here)
-          outs.emplace_back(st.gemm_op->run(ins));
+          // Into the arena when the plan placed the output there (older plans did not).
+          const bool in_arena = !st.args.empty() && st.args[0].output && st.args[0].view.defined();
+          outs.emplace_back(st.gemm_op->run_into(ins, in_arena ? st.args[0].view : Tensor()));
         } else {
           if (!fallback) throw Error(ErrorKind::kUnsupported, "this plan has no reference kernels");
           outs = fallback(st, ins);
@@ -131,9 +133,12 @@ std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& fe
         size_t s = static_cast<size_t>(so);
         RtValue& r = outs[i];
         if (r.is_tensor()) {
-          // A kernel may return a view of its input; arena memory is reused, so copy it out.
+          // A kernel may return a view of its input; arena memory is reused, so copy it out
+          // (unless it is the step's own place in the arena).
           const char* p = static_cast<const char*>(r.tensor.raw());
-          if (p && p >= arena_lo && p < arena_hi) r.tensor = r.tensor.clone();
+          const bool own = !st.args.empty() && st.args[0].output && st.args[0].view.defined() &&
+                           st.args[0].view.raw() == r.tensor.raw();
+          if (p && p >= arena_lo && p < arena_hi && !own) r.tensor = r.tensor.clone();
           if (plan.slots[s].tensor && r.tensor.dims() != plan.slots[s].dims)
             throw PlanShapeMismatch(ErrorKind::kUnsupported,
                                     "output shape depends on input values (" + dims_to_string(r.tensor.dims()) +

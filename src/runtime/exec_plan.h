@@ -42,7 +42,7 @@ struct PlanStep {
   std::string name;  // kernel name or node name (profiles, error messages)
   std::string op;    // "Conv", "Add+Relu", ...
   int32_t kernel = -1;             // kKernel: index into ExecPlan::kernels
-  std::vector<PlanArg> args;       // kKernel, kEmpty (outputs only)
+  std::vector<PlanArg> args;       // kKernel, kEmpty (outputs only), kGemm (its output in the arena)
   std::vector<int32_t> inputs;     // kGemm, kFallback: input slots (-1 for absent inputs)
   std::vector<int32_t> outputs;    // kGemm, kFallback: output slots (-1 for absent outputs)
   int32_t node = -1;               // kFallback: node index (the JIT's callback runs it)

@@ -70,7 +70,7 @@ class MatMulOp : public GemmOp {
     return true;
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
-    Tensor y = Tensor::uninitialized(DType::kFloat32, out_);
+    Tensor y = output_tensor(DType::kFloat32, out_);
     auto par = pool_parallel();
     const PackedB& pb = b_.get(fdata(ins[1]), scratch_, par);
     GemmEpilogue ep = kernel_epilogue(tail_, ins, b_.n);
@@ -123,7 +123,7 @@ class GemmNodeOp : public GemmOp {
     return true;
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
-    Tensor y = Tensor::uninitialized(DType::kFloat32, {m_, n_});
+    Tensor y = output_tensor(DType::kFloat32, {m_, n_});
     float* out = y.data<float>();
     auto par = pool_parallel();
     const PackedB& pb = b_.get(fdata(ins[1]), scratch_, par);
@@ -363,6 +363,7 @@ class PostEpilogueOp : public GemmOp {
     bias_.init(d, nullptr, channels_);
     tail_.init(d);
   }
+  void set_output(const Tensor& out) override { inner_->set_output(out); }
   Tensor run(const std::vector<const RtValue*>& ins) override {
     Tensor y = inner_->run(ins);
     const float* b = bias_.get(nullptr);

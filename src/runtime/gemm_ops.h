@@ -49,6 +49,25 @@ class GemmOp {
   // `ins` parallel to the node inputs (null for absent ones); returns output 0. Uses the calling
   // thread's current pool. Not reentrant (scratch buffers are members).
   virtual Tensor run(const std::vector<const RtValue*>& ins) = 0;
+  // run() writing its output into `out` (a view of the executor's arena that no input
+  // overlaps) when `out` is defined with the output's dtype and dims; a fresh tensor otherwise.
+  Tensor run_into(const std::vector<const RtValue*>& ins, const Tensor& out) {
+    set_output(out);
+    return run(ins);
+  }
+  // The destination of the next runs (see run_into); ops that wrap another forward it.
+  virtual void set_output(const Tensor& out) { out_ = out; }
+
+ protected:
+  // The tensor run() returns: the destination when it fits, else a new uninitialized one (the
+  // op writes every element).
+  Tensor output_tensor(DType dtype, const std::vector<int64_t>& dims) const {
+    if (out_.defined() && out_.dtype() == dtype && out_.dims() == dims) return out_;
+    return Tensor::uninitialized(dtype, dims);
+  }
+
+ private:
+  Tensor out_;
 };
 
 enum class GemmKind : int32_t { kMatMul = 0, kGemm = 1, kConv = 2 };

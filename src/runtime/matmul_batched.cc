@@ -112,7 +112,7 @@ class BatchedMatMulOp : public GemmOp {
   }
 
   Tensor run(const std::vector<const RtValue*>& ins) override {
-    Tensor y = Tensor::uninitialized(DType::kFloat32, s_.out_dims);
+    Tensor y = output_tensor(DType::kFloat32, s_.out_dims);
     const int64_t M = s_.m, K = s_.k, N = s_.n, batches = static_cast<int64_t>(s_.a_index.size());
     float* out = y.data<float>();
     if (y.numel() == 0) return y;
@@ -180,7 +180,7 @@ class GemvOp : public GemmOp {
     }
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
-    Tensor y = Tensor::uninitialized(DType::kFloat32, out_);
+    Tensor y = output_tensor(DType::kFloat32, out_);
     if (has_c_ && !bias_const_) fill_bias(fdata(ins[2]));
     kernels::gemv_packed(fdata(ins[0]), alpha_, w_, has_c_ ? bias_.data() : nullptr, false, y.data<float>(),
                          pool_parallel());
