@@ -4,6 +4,8 @@
 //   allocate acc local[1] { acc[0] = init; for r...: acc[0] = acc[0] op f(r); B[i] = acc[0] }
 // The accumulator then lives in a register and codegen may reassociate it (vectorized sums, see
 // codegen/llvm emit_store); B is written once per output element instead of once per term.
+// Vector accumulations (B[ramp] = B[ramp] op f, after vectorize_loops: pooling windows) get a
+// local buffer of one vector.
 // Requires flattened storage (one index per access). Tests: tests/tir/test_tir.cc (TirLocalize*).
 #include "tir/passes.h"
 #include "tir/rewrite.h"
@@ -37,7 +39,7 @@ int accumulation_operand(const StmtNode& update, const StmtNode& init) {
   if (update.buffer != init.buffer || update.indices.size() != 1 || init.indices.size() != 1) return -1;
   if (!structural_equal(update.indices[0], init.indices[0])) return -1;
   const Expr& v = update.value;
-  if (!is_combiner(v->kind) || v->type.lanes != 1) return -1;
+  if (!is_combiner(v->kind) || v->type.lanes != init.value->type.lanes) return -1;
   for (int k = 0; k < 2; ++k) {
     const Expr& self = v->operands[static_cast<size_t>(k)];
     const Expr& other = v->operands[static_cast<size_t>(1 - k)];
@@ -58,8 +60,11 @@ std::vector<Stmt> localize(const std::vector<Stmt>& stmts, int* counter) {
   std::vector<Stmt> out;
   for (size_t k = 0; k < stmts.size(); ++k) {
     const Stmt& init = stmts[k];
-    if (k + 1 < stmts.size() && init->kind == StmtKind::kStore && init->value->type.lanes == 1 &&
-        init->indices.size() == 1 && init->indices[0]->type.lanes == 1 && init->buffer->dtype != DType::kBool) {
+    // Scalar accumulators, or (after vectorize_loops) vector ones stored through a ramp.
+    const int lanes = init->kind == StmtKind::kStore ? init->value->type.lanes : 0;
+    if (k + 1 < stmts.size() && init->kind == StmtKind::kStore && init->indices.size() == 1 &&
+        init->indices[0]->type.lanes == lanes && (lanes == 1 || init->indices[0]->kind == ExprKind::kRamp) &&
+        init->buffer->dtype != DType::kBool) {
       std::vector<const ExprNode*> vars;
       const Stmt& nest = stmts[k + 1];
       const StmtNode* update = nest_store(nest, &vars);
@@ -68,8 +73,8 @@ std::vector<Stmt> localize(const std::vector<Stmt>& stmts, int* counter) {
       for (const ExprNode* v : vars) invariant = invariant && !uses_var(init->indices[0], v);
       if (invariant && !loads_buffer(init->value, init->buffer.get())) {
         Buffer acc = make_buffer(init->buffer->name + "_acc" + std::to_string((*counter)++), init->buffer->dtype,
-                                 {int_imm(1)}, "local");
-        Expr zero = int_imm(0);
+                                 {int_imm(lanes)}, "local");
+        Expr zero = lanes == 1 ? int_imm(0) : ramp(int_imm(0), int_imm(1), lanes);
         std::vector<Expr> ops = update->value->operands;
         ops[static_cast<size_t>(self)] = load(acc, {zero});
         Stmt accumulate = store(acc, {zero}, with_operands(update->value, ops));

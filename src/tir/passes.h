@@ -1,6 +1,7 @@
 // TIR passes: each is a plain PrimFunc -> PrimFunc function. Run order in lowering:
 // flatten_storage -> simplify -> localize_accumulators -> vectorize_reductions -> partition_loops ->
-// vectorize_loops -> unroll_loops -> fuse_loops -> simplify.
+// vectorize_loops -> localize_accumulators (vector accumulators) -> unroll_loops -> fuse_loops ->
+// simplify.
 // Each pass lives in its own file (src/tir/<pass>.cc) with a note on what it requires and
 // guarantees. Tests: tests/tir/test_tir.cc (every pass is checked by running the function
 // before and after it through tir/evaluator.h on random data).
@@ -26,7 +27,8 @@ Stmt substitute(const Stmt& s, const Expr& var, const Expr& value);
 PrimFunc flatten_storage(const PrimFunc& f);
 
 // Reductions accumulating into their output element (B[i] = init; for r: B[i] = B[i] op f)
-// accumulate in a one-element local buffer instead and store B[i] once (see the file).
+// accumulate in a one-element (or, for B[ramp] after vectorization, one-vector) local buffer
+// instead and store B[i] once (see the file).
 PrimFunc localize_accumulators(const PrimFunc& f);
 
 // A serial loop accumulating f(r) into a one-element local float accumulator, with f reading

@@ -517,6 +517,22 @@ TEST(TirLocalize, AccumulatorsMoveToLocalBuffers) {
     EXPECT_NE(text.find("O[i] = O_acc0[0]"), std::string::npos) << text;
     expect_same(fn, out);
   }
+  // A vector accumulation (after vectorize_loops: pooling) gets a one-vector accumulator.
+  {
+    Buffer A = make_buffer("A", DType::kFloat32, {c(64)});
+    Buffer O = make_buffer("O", DType::kFloat32, {c(16)});
+    Expr r = make_var("r");
+    Stmt body = seq({store(O, {ramp(c(0), c(1), 16)}, broadcast(f(-1e30), 16)),
+                     for_loop(r, c(0), c(4), ForKind::kSerial,
+                              store(O, {ramp(c(0), c(1), 16)},
+                                    binary(ExprKind::kMax, load(O, {ramp(c(0), c(1), 16)}),
+                                           load(A, {ramp(r, c(4), 16)}))))});
+    PrimFunc fn{"vector_max", {A, O}, {}, body};
+    PrimFunc out = localize_accumulators(fn);
+    std::string text = print(out);
+    EXPECT_NE(text.find("allocate O_acc0: f32[16] local"), std::string::npos) << text;
+    expect_same(fn, out);
+  }
   // The output index moves with the reduction: nothing to localize.
   PrimFunc moving = row_reduce(ExprKind::kAdd, true);
   EXPECT_EQ(print(localize_accumulators(moving)), print(moving));
