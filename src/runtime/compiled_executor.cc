@@ -322,6 +322,16 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
   };
 
   // Turns the current segment into a kernel step (or fallback steps if lowering fails).
+  // A step's output argument: written into the arena unless it is a graph output.
+  auto make_out_arg = [&](const Value* v) {
+    PlanArg a;
+    a.slot = slot_of[v];
+    a.output = true;
+    a.graph_output = graph_outputs.count(v) > 0;
+    a.dtype = ex.slots[static_cast<size_t>(a.slot)].dtype;
+    a.dims = ex.slots[static_cast<size_t>(a.slot)].dims;
+    return a;
+  };
   auto flush = [&]() {
     if (seg.nodes.empty()) return;
     std::set<int> in_seg(seg.nodes.begin(), seg.nodes.end());
@@ -338,15 +348,6 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     bool empty = false;
     for (auto& [v, t] : outputs)
       empty |= lower::numel_of(ex.slots[static_cast<size_t>(slot_of[v])].dims) == 0;
-    auto make_out_arg = [&](const Value* v) {
-      PlanArg a;
-      a.slot = slot_of[v];
-      a.output = true;
-      a.graph_output = graph_outputs.count(v) > 0;
-      a.dtype = ex.slots[static_cast<size_t>(a.slot)].dtype;
-      a.dims = ex.slots[static_cast<size_t>(a.slot)].dims;
-      return a;
-    };
     if (outputs.empty()) {
       // Nothing leaves the segment: its nodes are dead.
       plan->stats.generated_nodes += static_cast<int>(seg.nodes.size());
@@ -734,16 +735,8 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
         PlanStep st = node_step(i, PlanStep::Kind::kGemm);
         st.inputs = std::move(step_inputs);
         st.outputs = {slot_of[produced]};
-        {
-          // The output's place in the arena (not for graph outputs), bound like a kernel's.
-          PlanArg a;
-          a.slot = slot_of[produced];
-          a.output = true;
-          a.graph_output = graph_outputs.count(produced) > 0;
-          a.dtype = ex.slots[static_cast<size_t>(a.slot)].dtype;
-          a.dims = ex.slots[static_cast<size_t>(a.slot)].dims;
-          if (!a.graph_output) st.args.push_back(std::move(a));
-        }
+        // The output's place in the arena (not for graph outputs), bound like a kernel's.
+        if (PlanArg a = make_out_arg(produced); !a.graph_output) st.args.push_back(std::move(a));
         for (int c : chain) {
           st.op += "+" + g.nodes[static_cast<size_t>(c)]->op_type;
           absorbed.insert(c);

@@ -38,29 +38,20 @@ class GemmConvOp : public gemm_ops::GemmOp {
     pixel_major_ = direct_ && prefer_pixel_major(g.ho * g.wo, g.co);
     if (pixel_major_) weight_t_ = kernels::pack_b(true, ckk, g.co, w.data<float>(), ckk);
     else weight_ = kernels::pack_a(g.co, ckk, w.data<float>(), ckk);
-    node_bias_ = d.operands.size() > 2 ? d.operands[2] : gemm_ops::Operand();
-    bias_.init(d, &node_bias_, g.co);
-    ep_.lo = lo;
-    ep_.hi = hi;
+    epilogue_.init(d, g.co, lo, hi);
     ig_.c = g.c, ig_.h = g.h, ig_.w = g.w, ig_.kh = g.kh, ig_.kw = g.kw, ig_.ho = g.ho, ig_.wo = g.wo;
     ig_.sh = g.sh, ig_.sw = g.sw, ig_.dh = g.dh, ig_.dw = g.dw, ig_.pt = g.pt, ig_.pl = g.pl;
   }
   // Bias, residual and clamp all go in the per-tile epilogue (the tile is still in L1).
   bool take_epilogue(const gemm_ops::GemmDesc& d) override {
-    bias_.init(d, &node_bias_, g_.co);
-    ep_.lo = std::max(ep_.lo, d.clamp_lo);
-    ep_.hi = std::min(ep_.hi, d.clamp_hi);
-    residual_ = d.epilogue_residual;
-    ep_.act = static_cast<kernels::Activation>(d.epilogue_activation);
+    epilogue_.take(d);
     return true;
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
     const ConvGeom& g = g_;
     Tensor y = output_tensor(DType::kFloat32, {g.n, g.co, g.ho, g.wo});
-    kernels::RowEpilogue ep = ep_;
-    ep.bias = bias_.get(node_bias_.present && !node_bias_.constant ? ins[2]->tensor.data<float>() : nullptr);
-    const float* res = residual_ >= 0 ? ins[static_cast<size_t>(residual_)]->tensor.data<float>() : nullptr;
-    ep.ldr = g.ho * g.wo;
+    kernels::RowEpilogue ep = epilogue_.bind(ins, g.ho * g.wo);
+    const float* res = ep.residual;
     kernels::ParallelFor par = [](int64_t n, std::function<void(int64_t, int64_t)> fn) {
       current_thread_pool().parallel_for(n, fn);
     };
@@ -100,9 +91,9 @@ class GemmConvOp : public gemm_ops::GemmOp {
     const int64_t ohw = g.ho * g.wo;
     kernels::GemmEpilogue gep;
     gep.bias = ep.bias;
-    const bool residual = residual_ >= 0;
+    const bool residual = epilogue_.residual_operand() >= 0;
     gemm_ops::EpilogueTail tail;
-    tail.residual = residual_;
+    tail.residual = epilogue_.residual_operand();
     tail.lo = ep.lo, tail.hi = ep.hi, tail.act = ep.act;
     if (!residual) {
       gep.clamp = tail.has_clamp();
@@ -140,10 +131,7 @@ class GemmConvOp : public gemm_ops::GemmOp {
   kernels::PackedA weight_;    // channel-major: W as the GEMM's A
   kernels::PackedB weight_t_;  // pixel-major: W^T as the GEMM's B
   std::vector<float> yt_;       // pixel-major scratch: Y^T
-  gemm_ops::Operand node_bias_;  // its `constant` is only read while the op is made
-  gemm_ops::ChannelBias bias_;
-  int32_t residual_ = -1;  // operand index of the fused residual
-  kernels::RowEpilogue ep_;
+  gemm_ops::ConvEpilogue epilogue_;
 };
 
 }  // namespace

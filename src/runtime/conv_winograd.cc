@@ -20,27 +20,18 @@ class WinogradConvOp : public gemm_ops::GemmOp {
     wg_.c = g.c, wg_.co = g.co, wg_.h = g.h, wg_.w = g.w, wg_.ho = g.ho, wg_.wo = g.wo, wg_.pt = g.pt, wg_.pl = g.pl;
     blocking_ = kernels::winograd_blocking(wg_);
     weights_ = kernels::winograd_pack_weights(wg_, w.data<float>(), blocking_);
-    node_bias_ = d.operands.size() > 2 ? d.operands[2] : gemm_ops::Operand();
-    bias_.init(d, &node_bias_, g.co);
-    ep_.lo = lo;
-    ep_.hi = hi;
+    epilogue_.init(d, g.co, lo, hi);
   }
   // Bias, residual, clamp and activation all go in the output transform.
   bool take_epilogue(const gemm_ops::GemmDesc& d) override {
-    bias_.init(d, &node_bias_, g_.co);
-    ep_.lo = std::max(ep_.lo, d.clamp_lo);
-    ep_.hi = std::min(ep_.hi, d.clamp_hi);
-    residual_ = d.epilogue_residual;
-    ep_.act = static_cast<kernels::Activation>(d.epilogue_activation);
+    epilogue_.take(d);
     return true;
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
     const ConvGeom& g = g_;
     Tensor y = output_tensor(DType::kFloat32, {g.n, g.co, g.ho, g.wo});  // every element is written
-    kernels::RowEpilogue ep = ep_;
-    ep.bias = bias_.get(node_bias_.present && !node_bias_.constant ? ins[2]->tensor.data<float>() : nullptr);
-    const float* res = residual_ >= 0 ? ins[static_cast<size_t>(residual_)]->tensor.data<float>() : nullptr;
-    ep.ldr = g.ho * g.wo;
+    kernels::RowEpilogue ep = epilogue_.bind(ins, g.ho * g.wo);
+    const float* res = ep.residual;
     ThreadPool& pool = current_thread_pool();
     const int64_t threads = pool.num_threads();
     const int64_t blocks = blocking_.count(), panels = weights_.panels, vfloats = kernels::winograd_block_floats(wg_, blocking_);
@@ -90,10 +81,7 @@ class WinogradConvOp : public gemm_ops::GemmOp {
   kernels::WinogradGeom wg_;
   kernels::WinogradBlocking blocking_;
   kernels::WinogradWeights weights_;
-  gemm_ops::Operand node_bias_;  // its `constant` is only read while the op is made
-  gemm_ops::ChannelBias bias_;
-  int32_t residual_ = -1;  // operand index of the fused residual
-  kernels::RowEpilogue ep_;
+  gemm_ops::ConvEpilogue epilogue_;
   std::vector<float> v_;  // all blocks' transformed input (shared-block schedule)
 };
 

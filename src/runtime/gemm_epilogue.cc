@@ -120,4 +120,28 @@ void EpilogueTail::apply(float* y, int64_t n, const std::vector<const RtValue*>&
   });
 }
 
+void ConvEpilogue::init(const GemmDesc& d, int64_t channels, float lo, float hi) {
+  channels_ = channels;
+  node_bias_ = d.operands.size() > 2 ? d.operands[2] : Operand();
+  bias_.init(d, &node_bias_, channels);
+  ep_.lo = lo;
+  ep_.hi = hi;
+}
+
+void ConvEpilogue::take(const GemmDesc& d) {
+  bias_.init(d, &node_bias_, channels_);
+  ep_.lo = std::max(ep_.lo, d.clamp_lo);
+  ep_.hi = std::min(ep_.hi, d.clamp_hi);
+  residual_ = d.epilogue_residual;
+  ep_.act = static_cast<kernels::Activation>(d.epilogue_activation);
+}
+
+kernels::RowEpilogue ConvEpilogue::bind(const std::vector<const RtValue*>& ins, int64_t plane) {
+  kernels::RowEpilogue ep = ep_;
+  ep.bias = bias_.get(node_bias_.present && !node_bias_.constant ? ins[2]->tensor.data<float>() : nullptr);
+  ep.residual = residual_ >= 0 ? ins[static_cast<size_t>(residual_)]->tensor.data<float>() : nullptr;
+  ep.ldr = plane;
+  return ep;
+}
+
 }  // namespace kiln::gemm_ops

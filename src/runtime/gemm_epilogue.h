@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/x86/f32_gemm.h"
+#include "kernels/x86/f32_gemm_prepacked_a.h"
 #include "runtime/gemm_ops.h"
 
 namespace kiln::gemm_ops {
@@ -54,6 +55,28 @@ struct EpilogueTail {
   const float* residual_data(const std::vector<const RtValue*>& ins) const;
   // In place over y's n elements (parallel on the current pool); a no-op when !any().
   void apply(float* y, int64_t n, const std::vector<const RtValue*>& ins) const;
+};
+
+// The whole fused epilogue of a conv op whose kernels apply it per output channel (GEMM conv,
+// Winograd): the node's bias (constant or run-time) plus the epilogue bias, the residual, the
+// clamp (a fused Clip/Relu and the descriptor's) and the activation.
+class ConvEpilogue {
+ public:
+  // node bias: operand 2 of `d`, if any; lo/hi: the op's own fused clamp.
+  void init(const GemmDesc& d, int64_t channels, float lo, float hi);
+  // take_epilogue: the descriptor's epilogue fields join the op's (always taken).
+  void take(const GemmDesc& d);
+  // This run's epilogue for image 0 (per-channel bias; the residual, if any, with leading dim
+  // `plane`); later images offset `residual` by channels * plane.
+  kernels::RowEpilogue bind(const std::vector<const RtValue*>& ins, int64_t plane);
+  int32_t residual_operand() const { return residual_; }
+
+ private:
+  int64_t channels_ = 0;
+  Operand node_bias_;  // its `constant` is only read while the op is made
+  ChannelBias bias_;
+  int32_t residual_ = -1;  // operand index of the fused residual
+  kernels::RowEpilogue ep_;
 };
 
 // take_epilogue of ops whose own kernel adds a per-channel bias and clamps (depthwise, Winograd):

@@ -459,11 +459,9 @@ llvm::Value* Emitter::element_address(const tir::Buffer& b, const std::vector<Ex
   return b_.CreateGEP(memory_type(b->dtype), buffer_ptr(b), idx);
 }
 
-llvm::Value* Emitter::contiguous_address(const tir::Buffer& b, const std::vector<Expr>& indices) {
+llvm::Value* Emitter::ramp_address(const tir::Buffer& b, const std::vector<Expr>& indices, int64_t* stride) {
   const Expr& last = indices.back();
-  int64_t stride = 0;
-  if (last->kind != ExprKind::kRamp || !tir::is_const_int(last->operands[1], &stride) || stride != 1)
-    return nullptr;
+  if (last->kind != ExprKind::kRamp || !tir::is_const_int(last->operands[1], stride)) return nullptr;
   for (size_t k = 0; k + 1 < indices.size(); ++k)
     if (indices[k]->type.lanes != 1) return nullptr;
   std::vector<Expr> first = indices;
@@ -471,15 +469,10 @@ llvm::Value* Emitter::contiguous_address(const tir::Buffer& b, const std::vector
   return b_.CreateGEP(memory_type(b->dtype), buffer_ptr(b), flat_index(b, first));
 }
 
-llvm::Value* Emitter::strided_address(const tir::Buffer& b, const std::vector<Expr>& indices, int64_t* stride) {
-  const Expr& last = indices.back();
-  if (last->kind != ExprKind::kRamp || !tir::is_const_int(last->operands[1], stride) || *stride < 2 || *stride > 4)
-    return nullptr;
-  for (size_t k = 0; k + 1 < indices.size(); ++k)
-    if (indices[k]->type.lanes != 1) return nullptr;
-  std::vector<Expr> first = indices;
-  first.back() = last->operands[0];
-  return b_.CreateGEP(memory_type(b->dtype), buffer_ptr(b), flat_index(b, first));
+llvm::Value* Emitter::contiguous_address(const tir::Buffer& b, const std::vector<Expr>& indices) {
+  int64_t stride = 0;
+  llvm::Value* p = ramp_address(b, indices, &stride);
+  return stride == 1 ? p : nullptr;
 }
 
 llvm::Value* Emitter::emit_load(const ExprNode& n) {
@@ -490,7 +483,8 @@ llvm::Value* Emitter::emit_load(const ExprNode& n) {
   llvm::Value* v = nullptr;
   llvm::Value* ptr = lanes > 1 ? contiguous_address(buf, n.operands) : nullptr;
   int64_t stride = 0;
-  llvm::Value* strided = lanes > 1 && !ptr ? strided_address(buf, n.operands, &stride) : nullptr;
+  llvm::Value* strided = lanes > 1 && !ptr ? ramp_address(buf, n.operands, &stride) : nullptr;
+  if (stride < 2 || stride > 4) strided = nullptr;
   if (ptr) {
     llvm::Type* vt = llvm::FixedVectorType::get(elem, lanes);
     v = b_.CreateAlignedLoad(vt, ptr, align);

@@ -46,11 +46,11 @@ class Emitter {
   llvm::Value* inline_exp(llvm::Value* x);
   llvm::Value* flat_index(const tir::Buffer& b, const std::vector<tir::Expr>& indices);
   llvm::Value* buffer_ptr(const tir::Buffer& b);
-  // Address of the first element of a vector access whose last index is Ramp(base, 1), else null.
+  // Address of lane 0 of a vector access whose last index is Ramp(base, stride) with a constant
+  // stride (set in *stride) and whose other indices are scalars, else null.
+  llvm::Value* ramp_address(const tir::Buffer& b, const std::vector<tir::Expr>& indices, int64_t* stride);
+  // The same for Ramp(base, 1) only.
   llvm::Value* contiguous_address(const tir::Buffer& b, const std::vector<tir::Expr>& indices);
-  // The address of lane 0 of a load whose last index is a ramp with constant stride 2-4 (other
-  // indices scalar), with *stride set; else null.
-  llvm::Value* strided_address(const tir::Buffer& b, const std::vector<tir::Expr>& indices, int64_t* stride);
   llvm::Value* element_address(const tir::Buffer& b, const std::vector<tir::Expr>& indices);
   llvm::Value* to_lanes(llvm::Value* v, int lanes);
   llvm::Value* as_i64(llvm::Value* v, bool is_signed);
