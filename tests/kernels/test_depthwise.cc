@@ -24,6 +24,7 @@ using Kernel = void (*)(const DepthwiseGeom&, const float*, const float*, float*
 struct Case {
   int64_t n, c, h, w, k_h, k_w, s_h, s_w, d_h, d_w, pt, pl, pb, pr;
   bool bias, clamp;
+  Activation act = Activation::kNone;
 };
 
 void check(const Case& cs, Kernel kernel, bool threaded) {
@@ -42,6 +43,7 @@ void check(const Case& cs, Kernel kernel, bool threaded) {
   DepthwiseEpilogue ep;
   if (cs.bias) ep.bias = b.data();
   if (cs.clamp) ep.lo = -0.25f, ep.hi = 0.5f;
+  ep.act = cs.act;
   std::vector<float> y(g.n * g.c * g.ho * g.wo, 1e30f);
   kernel(g, x.data(), w.data(), y.data(), ep, threaded ? testing::two_threads() : ParallelFor());
   for (int64_t p = 0; p < g.n * g.c; ++p)
@@ -56,6 +58,7 @@ void check(const Case& cs, Kernel kernel, bool threaded) {
               acc += double(x[(p * g.h + iy) * g.w + ix]) * w[(ch * g.kh + i) * g.kw + j];
           }
         if (cs.clamp) acc = std::min(std::max(acc, -0.25), 0.5);
+        acc = apply_activation(cs.act, static_cast<float>(acc));
         const float got = y[(p * g.ho + oy) * g.wo + ox];
         ASSERT_NEAR(got, acc, 1e-4) << "plane " << p << " at (" << oy << ", " << ox << ") of " << g.ho << "x"
                                     << g.wo << ", input " << g.h << "x" << g.w << ", kernel " << g.kh << "x"
@@ -108,6 +111,11 @@ std::vector<Case> cases() {
         }
         ++i;
       }
+  // Activations after the clamp (SiLU: EfficientNet; HardSwish: MobileNetV3), both kernels' paths.
+  v.push_back({1, 17, 14, 14, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, true, false, Activation::kSilu});
+  v.push_back({2, 20, 56, 56, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true, true, Activation::kHardSwish});
+  v.push_back({1, 18, 28, 28, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, false, Activation::kSigmoid});
+  v.push_back({1, 3, 64, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true, false, Activation::kSilu});
   // Drop sweep cases whose filter does not fit the padded plane (no output).
   std::erase_if(v, [](const Case& c) {
     return c.h + c.pt + c.pb < (c.k_h - 1) * c.d_h + 1 || c.w + c.pl + c.pr < (c.k_w - 1) * c.d_w + 1;

@@ -32,7 +32,7 @@ void depthwise_conv2d_f32_generic(const DepthwiseGeom& g, const float* x, const 
               if (ix >= 0 && ix < g.w) acc += xp[iy * g.w + ix] * wp[i * g.kw + j];
             }
           }
-          yp[oy * g.wo + ox] = std::min(std::max(acc + b, ep.lo), ep.hi);
+          yp[oy * g.wo + ox] = apply_activation(ep.act, std::min(std::max(acc + b, ep.lo), ep.hi));
         }
     }
   };

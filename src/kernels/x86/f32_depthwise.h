@@ -1,6 +1,6 @@
-// f32 depthwise 2-D convolution (NCHW, one kh x kw filter per channel) with a fused
-// bias + clamp epilogue: two AVX-512 kernels (channel-blocked for small planes, per-plane along W
-// for large ones) and a portable scalar kernel, parallel over channel blocks / planes.
+// f32 depthwise 2-D convolution (NCHW, one kh x kw filter per channel) with a fused bias + clamp
+// + activation epilogue: two AVX-512 kernels (channel-blocked for small planes and strides > 1,
+// per plane along W for large stride-1 planes) and a portable scalar kernel, run in parallel.
 // Tests: tests/kernels/test_depthwise.cc.
 #pragma once
 
@@ -21,11 +21,12 @@ struct DepthwiseGeom {
   int64_t pt = 0, pl = 0;        // top / left padding (bottom/right follow from ho/wo)
 };
 
-// y = clamp(conv(x, w) + bias, lo, hi); bias may be null. lo/hi = -inf/+inf: no clamp.
+// y = act(clamp(conv(x, w) + bias, lo, hi)); bias may be null. lo/hi = -inf/+inf: no clamp.
 struct DepthwiseEpilogue {
   const float* bias = nullptr;
   float lo = -std::numeric_limits<float>::infinity();
   float hi = std::numeric_limits<float>::infinity();
+  Activation act = Activation::kNone;  // applied while the output is still in cache
 };
 
 // True when the geometry is one the kernels handle (positive sizes, strides, dilations;
@@ -40,13 +41,17 @@ void depthwise_conv2d_f32(const DepthwiseGeom& g, const float* x, const float* w
 // The portable kernel alone (the reference for tests and the fallback).
 void depthwise_conv2d_f32_generic(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                   const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
-// The AVX-512 kernels; only call them when isa_supported(Isa::kAvx512). _avx512f picks by plane
-// size: _blocked (16 channels in the vector lanes, via in-register transposes; any geometry) for
-// planes up to kDepthwiseBlockedMaxPlane input pixels, else _planes (one plane at a time,
-// vectorized along W over a padded copy).
-inline constexpr int64_t kDepthwiseBlockedMaxPlane = 64 * 64;
+// The AVX-512 kernels; only call them when isa_supported(Isa::kAvx512). _avx512f picks
+// _blocked (16 channels in the vector lanes, via in-register transposes; any geometry) where
+// depthwise_blocked_preferred() says so, else _planes (one plane at a time, vectorized along W
+// over a padded copy).
 void depthwise_conv2d_f32_avx512f(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                   const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
+// Measured (MobileNetV2 shapes, 1 thread): blocked wins on every strided conv and on planes up
+// to ~40x40; at stride 1 on 56x56 and larger both are memory bound and _planes is a little ahead.
+inline bool depthwise_blocked_preferred(const DepthwiseGeom& g) {
+  return g.sh > 1 || g.sw > 1 || g.h * g.w <= 40 * 40;
+}
 void depthwise_conv2d_f32_avx512f_blocked(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                           const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 void depthwise_conv2d_f32_avx512f_planes(const DepthwiseGeom& g, const float* x, const float* w, float* y,

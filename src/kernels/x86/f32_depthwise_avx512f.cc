@@ -1,14 +1,14 @@
 // Depthwise conv for AVX-512F (compiled with -mavx512f -mavx512vl -mfma; called only when the
-// CPU supports them). Two kernels: a channel-blocked one for small planes (see below) and a
-// per-plane one for large planes. Per channel plane: copy the input into a zero-padded scratch plane split
-// into `sw` column phases (phase p holds padded columns p, p+sw, ...), so every filter tap reads
-// a contiguous, in-bounds run for 16 consecutive outputs of a row; then R rows x V vectors of
-// outputs accumulate in registers over all taps, and bias + clamp are applied in the store.
+// CPU supports them). Two kernels, picked by depthwise_blocked_preferred():
+// - per plane (large stride-1 planes): copy the input plane into a zero-padded scratch split into
+//   `sw` column phases (phase p holds padded columns p, p+sw, ...), so every filter tap reads a
+//   contiguous, in-bounds run for 16 consecutive outputs of a row; R rows x V vectors of outputs
+//   accumulate in registers over all taps; bias + clamp in the store, the activation after.
+// - channel-blocked (small planes, strides > 1): 16 channels in the vector lanes, see below.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -156,9 +156,10 @@ void plane(const TileArgs& a, int64_t ho) {
 // Per block of 16 channels of one image, the 16 input planes are transposed (16x16 in registers,
 // over the flattened plane) into a zero-bordered scratch [hq][wp][16]; every tap of every output is
 // then one full contiguous vector load + FMA with a [tap][16] weight vector, for any stride,
-// padding or dilation, with no per-row setup. The [ho*wo][16] result (bias + clamp applied) is
-// transposed back into the 16 NCHW output planes. Wins on small and medium planes, where the
-// per-plane path's scratch fill and short rows dominate.
+// padding or dilation, with no per-row setup. The [ho*wo][16] result (bias, clamp, activation
+// applied) is transposed back into the 16 NCHW output planes. Wins on small and medium planes,
+// where the per-plane path's per-row scratch fill and short rows dominate, and on strided convs.
+// With fewer than 8 channel blocks the output rows are split into parts too (parallelism).
 
 // Full masks: GCC 12 warns (falsely) that the unmasked shuffle intrinsics read an uninitialized
 // passthrough, so the maskz forms are used with every lane on.
@@ -185,7 +186,8 @@ __attribute__((always_inline)) inline void transpose16(__m512 r[16]) {
   // r[4i+k], 128-bit lane j: rows 4i..4i+3 of column 4j+k; gather lane j of the four groups.
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
-    const __m512 ab_lo = _mm512_maskz_shuffle_f32x4(kAll16, r[k], r[4 + k], 0x44), ab_hi = _mm512_maskz_shuffle_f32x4(kAll16, r[k], r[4 + k], 0xEE);
+    const __m512 ab_lo = _mm512_maskz_shuffle_f32x4(kAll16, r[k], r[4 + k], 0x44);
+    const __m512 ab_hi = _mm512_maskz_shuffle_f32x4(kAll16, r[k], r[4 + k], 0xEE);
     const __m512 cd_lo = _mm512_maskz_shuffle_f32x4(kAll16, r[8 + k], r[12 + k], 0x44);
     const __m512 cd_hi = _mm512_maskz_shuffle_f32x4(kAll16, r[8 + k], r[12 + k], 0xEE);
     t[k] = _mm512_maskz_shuffle_f32x4(kAll16, ab_lo, cd_lo, 0x88);
@@ -200,8 +202,10 @@ __attribute__((always_inline)) inline void transpose16(__m512 r[16]) {
 struct BlockedLayout {
   int64_t hq = 0, wp = 0;       // scratch rows / columns actually read
   int64_t in_floats = 0;        // hq * wp * 16
-  int64_t out_floats = 0;       // round_up(ho * wo, 16) * 16
+  int64_t out_floats = 0;       // [ho * wo][16] plus slack for a last 16-row transpose
   std::vector<int64_t> tap_off; // per tap: scratch floats from an output's first input
+  std::vector<int32_t> dst;     // per input pixel: its scratch offset, -1 when outside the scratch
+  std::vector<uint8_t> run16;   // per input pixel f: 1 when pixels f..f+15 land consecutively
 };
 
 BlockedLayout make_blocked_layout(const DepthwiseGeom& g) {
@@ -209,9 +213,21 @@ BlockedLayout make_blocked_layout(const DepthwiseGeom& g) {
   l.hq = (g.ho - 1) * g.sh + (g.kh - 1) * g.dh + 1;
   l.wp = (g.wo - 1) * g.sw + (g.kw - 1) * g.dw + 1;
   l.in_floats = l.hq * l.wp * 16;
-  l.out_floats = round_up(g.ho * g.wo, 16) * 16;
+  l.out_floats = (round_up(g.ho * g.wo, 16) + 16) * 16;  // + a chunk: row parts start unaligned
   for (int64_t i = 0; i < g.kh; ++i)
     for (int64_t j = 0; j < g.kw; ++j) l.tap_off.push_back((i * g.dh * l.wp + j * g.dw) * 16);
+  l.dst.resize(static_cast<size_t>(g.h * g.w));
+  for (int64_t iy = 0; iy < g.h; ++iy)
+    for (int64_t ix = 0; ix < g.w; ++ix) {
+      const int64_t yq = iy + g.pt, xq = ix + g.pl;
+      l.dst[iy * g.w + ix] = static_cast<int32_t>(yq < l.hq && xq < l.wp ? (yq * l.wp + xq) * 16 : -1);
+    }
+  l.run16.resize(static_cast<size_t>(g.h * g.w));
+  for (int64_t iy = 0; iy < g.h; ++iy)
+    for (int64_t ix = 0; ix < g.w; ++ix) {
+      const int64_t f = iy * g.w + ix;
+      l.run16[f] = ix + 16 <= g.w && l.dst[f] >= 0 && l.dst[f + 15] >= 0;
+    }
   return l;
 }
 
@@ -228,30 +244,28 @@ void zero_border(const DepthwiseGeom& g, const BlockedLayout& l, float* s) {
   }
 }
 
-// Transposes planes [0, nc) of xb (plane stride hw) into the scratch interior.
-void fill_blocked(const DepthwiseGeom& g, const BlockedLayout& l, const float* xb, int64_t nc, float* s) {
+// Transposes pixels [f_begin, f_end) of planes [0, nc) of xb (plane stride hw) into the scratch
+// interior; dst[f] is the scratch offset of input pixel f (-1: not read by any output).
+void fill_blocked(const DepthwiseGeom& g, const BlockedLayout& l, const float* xb, int64_t nc, float* s,
+                  int64_t f_begin, int64_t f_end) {
   const int64_t hw = g.h * g.w;
-  int64_t iy = 0, ix = 0;  // input position of flat index f0
-  for (int64_t f0 = 0; f0 < hw; f0 += 16) {
-    const int64_t nv = std::min<int64_t>(16, hw - f0);
+  const int32_t* dst = l.dst.data();
+  for (int64_t f0 = f_begin; f0 < f_end; f0 += 16) {
+    const int64_t nv = std::min<int64_t>(16, f_end - f0);
     const __mmask16 m = static_cast<__mmask16>(nv >= 16 ? 0xFFFF : (1u << nv) - 1);
     __m512 r[16];
 #pragma GCC unroll 16
     for (int c = 0; c < 16; ++c) r[c] = c < nc ? _mm512_maskz_loadu_ps(m, xb + c * hw + f0) : _mm512_setzero_ps();
     transpose16(r);
-    if (nv == 16 && ix + 16 <= g.w && iy + g.pt < l.hq && ix + g.pl + 16 <= l.wp) {
+    if (nv == 16 && l.run16[f0]) {
       // All 16 pixels in one row, inside the scratch.
-      float* dst = s + ((iy + g.pt) * l.wp + ix + g.pl) * 16;
+      float* d = s + dst[f0];
 #pragma GCC unroll 16
-      for (int k = 0; k < 16; ++k) _mm512_storeu_ps(dst + 16 * k, r[k]);
-      if ((ix += 16) == g.w) ix = 0, ++iy;
+      for (int k = 0; k < 16; ++k) _mm512_storeu_ps(d + 16 * k, r[k]);
       continue;
     }
-    for (int64_t k = 0; k < nv; ++k) {
-      const int64_t yq = iy + g.pt, xq = ix + g.pl;
-      if (yq < l.hq && xq < l.wp) _mm512_storeu_ps(s + (yq * l.wp + xq) * 16, r[k]);
-      if (++ix == g.w) ix = 0, ++iy;
-    }
+    for (int64_t k = 0; k < nv; ++k)
+      if (dst[f0 + k] >= 0) _mm512_storeu_ps(s + dst[f0 + k], r[k]);
   }
 }
 
@@ -344,18 +358,18 @@ void blocked_row(const BlockedArgs& a, const float* src, int64_t wo, float* out)
 }
 
 template <class Tile>
-void blocked_plane(const BlockedArgs& a, int64_t ho, int64_t wo, int64_t sh, float* out) {
-  for (int64_t oy = 0; oy < ho; ++oy) blocked_row<Tile>(a, a.s + oy * sh * a.row, wo, out + oy * wo * 16);
+void blocked_rows(const BlockedArgs& a, int64_t oy0, int64_t oy1, int64_t wo, int64_t sh, float* out) {
+  for (int64_t oy = oy0; oy < oy1; ++oy) blocked_row<Tile>(a, a.s + oy * sh * a.row, wo, out + oy * wo * 16);
 }
 
-// Transposes out[ho*wo][16] back into planes [0, nc) of yb (plane stride howo).
-void store_blocked(const float* out, int64_t howo, int64_t nc, float* yb) {
-  for (int64_t f0 = 0; f0 < howo; f0 += 16) {
-    const int64_t nv = std::min<int64_t>(16, howo - f0);
+// Transposes out[f_begin, f_end)[16] back into planes [0, nc) of yb (plane stride howo).
+void store_blocked(const float* out, int64_t f_begin, int64_t f_end, int64_t howo, int64_t nc, float* yb) {
+  for (int64_t f0 = f_begin; f0 < f_end; f0 += 16) {
+    const int64_t nv = std::min<int64_t>(16, f_end - f0);
     const __mmask16 m = static_cast<__mmask16>(nv >= 16 ? 0xFFFF : (1u << nv) - 1);
     __m512 r[16];
 #pragma GCC unroll 16
-    for (int k = 0; k < 16; ++k) r[k] = _mm512_loadu_ps(out + (f0 + k) * 16);  // rows past howo: padding
+    for (int k = 0; k < 16; ++k) r[k] = _mm512_loadu_ps(out + (f0 + k) * 16);  // rows past f_end: slack
     transpose16(r);
     // Plain stores where possible: masked stores to lines not in cache are much slower.
     if (nv == 16 && nc == 16) {
@@ -364,6 +378,19 @@ void store_blocked(const float* out, int64_t howo, int64_t nc, float* yb) {
     } else {
       for (int64_t c = 0; c < nc; ++c) _mm512_mask_storeu_ps(yb + c * howo + f0, m, r[c]);
     }
+  }
+}
+
+// wt[t][c] = w[c][t] for the block's nc channels (zero for the rest), 16 taps at a time.
+void repack_weights(const float* w, int64_t ntaps, int64_t nc, float* wt) {
+  for (int64_t t0 = 0; t0 < ntaps; t0 += 16) {
+    const int64_t nt = std::min<int64_t>(16, ntaps - t0);
+    const __mmask16 m = static_cast<__mmask16>(nt >= 16 ? 0xFFFF : (1u << nt) - 1);
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int c = 0; c < 16; ++c) r[c] = c < nc ? _mm512_maskz_loadu_ps(m, w + c * ntaps + t0) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int64_t t = 0; t < nt; ++t) _mm512_storeu_ps(wt + (t0 + t) * 16, r[t]);
   }
 }
 
@@ -379,20 +406,29 @@ float* thread_scratch(size_t floats) {
 
 void depthwise_conv2d_f32_avx512f_blocked(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                           const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
+  // Scratch offsets are int32 (and the scratch must stay modest): huge planes go per plane.
+  if ((g.h + g.pt + (g.kh - 1) * g.dh) * (g.w + g.pl + (g.kw - 1) * g.dw) * 16 > (int64_t(1) << 28))
+    return depthwise_conv2d_f32_avx512f_planes(g, x, w, y, ep, parallel);
   const BlockedLayout l = make_blocked_layout(g);
   const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
   const int64_t blocks = (g.c + 15) / 16, ntaps = g.kh * g.kw;
+  // Few channel blocks: split the output rows too, so that two threads (or more) get work.
+  const int64_t parts = g.n * blocks >= 8 ? 1 : std::min(g.ho, (8 + g.n * blocks - 1) / (g.n * blocks));
   auto run = [&](int64_t begin, int64_t end) {
     float* s = thread_scratch(static_cast<size_t>(l.in_floats + l.out_floats + ntaps * 16));
     float* out = s + l.in_floats;
     float* wt = out + l.out_floats;
     zero_border(g, l, s);
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t img = task / blocks, c0 = (task % blocks) * 16, nc = std::min<int64_t>(16, g.c - c0);
+      const int64_t part = task % parts, img = task / parts / blocks, c0 = (task / parts % blocks) * 16;
+      const int64_t nc = std::min<int64_t>(16, g.c - c0);
+      // Output rows [oy0, oy1) of this part and the input rows [iy0, iy1) they read.
+      const int64_t oy0 = part * g.ho / parts, oy1 = (part + 1) * g.ho / parts;
+      const int64_t iy0 = std::clamp<int64_t>(oy0 * g.sh - g.pt, 0, g.h);
+      const int64_t iy1 = std::clamp<int64_t>((oy1 - 1) * g.sh + (g.kh - 1) * g.dh - g.pt + 1, iy0, g.h);
       const __mmask16 cm = static_cast<__mmask16>(nc >= 16 ? 0xFFFF : (1u << nc) - 1);
-      for (int64_t t = 0; t < ntaps; ++t)
-        for (int64_t c = 0; c < 16; ++c) wt[t * 16 + c] = c < nc ? w[(c0 + c) * ntaps + t] : 0.0f;
-      fill_blocked(g, l, x + (img * g.c + c0) * g.h * g.w, nc, s);
+      repack_weights(w + c0 * ntaps, ntaps, nc, wt);
+      fill_blocked(g, l, x + (img * g.c + c0) * g.h * g.w, nc, s, iy0 * g.w, iy1 * g.w);
       BlockedArgs a;
       a.s = s;
       a.off = l.tap_off.data();
@@ -405,22 +441,23 @@ void depthwise_conv2d_f32_avx512f_blocked(const DepthwiseGeom& g, const float* x
       a.clamp = clamp;
       a.row = l.wp * 16;
       const bool square = g.kh == g.kw && g.dh == 1 && g.dw == 1 && g.sh == g.sw;
-      if (square && g.kh == 3 && g.sw == 1) blocked_plane<SquareTile<3, 1>>(a, g.ho, g.wo, g.sh, out);
-      else if (square && g.kh == 3 && g.sw == 2) blocked_plane<SquareTile<3, 2>>(a, g.ho, g.wo, g.sh, out);
-      else if (square && g.kh == 5 && g.sw == 1) blocked_plane<SquareTile<5, 1>>(a, g.ho, g.wo, g.sh, out);
-      else if (square && g.kh == 5 && g.sw == 2) blocked_plane<SquareTile<5, 2>>(a, g.ho, g.wo, g.sh, out);
-      else blocked_plane<AnyTile>(a, g.ho, g.wo, g.sh, out);
-      store_blocked(out, g.ho * g.wo, nc, y + (img * g.c + c0) * g.ho * g.wo);
+      if (square && g.kh == 3 && g.sw == 1) blocked_rows<SquareTile<3, 1>>(a, oy0, oy1, g.wo, g.sh, out);
+      else if (square && g.kh == 3 && g.sw == 2) blocked_rows<SquareTile<3, 2>>(a, oy0, oy1, g.wo, g.sh, out);
+      else if (square && g.kh == 5 && g.sw == 1) blocked_rows<SquareTile<5, 1>>(a, oy0, oy1, g.wo, g.sh, out);
+      else if (square && g.kh == 5 && g.sw == 2) blocked_rows<SquareTile<5, 2>>(a, oy0, oy1, g.wo, g.sh, out);
+      else blocked_rows<AnyTile>(a, oy0, oy1, g.wo, g.sh, out);
+      if (ep.act != Activation::kNone) apply_activation_inplace(ep.act, out + oy0 * g.wo * 16, (oy1 - oy0) * g.wo * 16);
+      store_blocked(out, oy0 * g.wo, oy1 * g.wo, g.ho * g.wo, nc, y + (img * g.c + c0) * g.ho * g.wo);
     }
   };
-  const int64_t n = g.n * blocks;
+  const int64_t n = g.n * blocks * parts;
   if (parallel && n > 1) parallel(n, run);
   else run(0, n);
 }
 
 void depthwise_conv2d_f32_avx512f(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                   const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
-  if (g.h * g.w <= kDepthwiseBlockedMaxPlane) depthwise_conv2d_f32_avx512f_blocked(g, x, w, y, ep, parallel);
+  if (depthwise_blocked_preferred(g)) depthwise_conv2d_f32_avx512f_blocked(g, x, w, y, ep, parallel);
   else depthwise_conv2d_f32_avx512f_planes(g, x, w, y, ep, parallel);
 }
 
@@ -449,6 +486,7 @@ void depthwise_conv2d_f32_avx512f_planes(const DepthwiseGeom& g, const float* x,
       a.hi = _mm512_set1_ps(ep.hi);
       a.clamp = clamp;
       plane(a, g.ho);
+      if (ep.act != Activation::kNone) apply_activation_inplace(ep.act, a.y, g.ho * g.wo);
     }
   };
   const int64_t n = g.n * g.c;
