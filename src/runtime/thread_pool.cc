@@ -71,7 +71,7 @@ void ThreadPool::worker_loop() {
   for (;;) {
     const auto spin_end = std::chrono::steady_clock::now() + kWorkerSpin;
     while (generation_.load(std::memory_order_acquire) == seen) {
-      for (int i = 0; i < 64; ++i) KILN_CPU_RELAX();
+      for (int i = 0; i < 8; ++i) KILN_CPU_RELAX();
       if (std::chrono::steady_clock::now() >= spin_end) break;
     }
     Job job;
