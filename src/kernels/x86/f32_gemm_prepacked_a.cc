@@ -72,7 +72,11 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
   // another row group packs it again (~8 GB/s); another column chunk streams A again (unless it
   // stays in L2).
   const int64_t kblocks = ceil_div(K, static_cast<int64_t>(uk.kc));
-  const bool share_b = parallel && threads != 1 && 4 * K * panels * nr <= l2_cache_bytes();
+  // (Not for fewer than 16 micro-panel rows: column chunks alone split those, each task packing its own
+  // B panels in its own core's cache; sharing would make every task read panels the other core
+  // packed. MobileNetV2's 1x1 projections with 24-96 output channels were slower on 2 threads
+  // than on 1 with a shared B.)
+  const bool share_b = parallel && threads != 1 && upanels >= 16 && 4 * K * panels * nr <= l2_cache_bytes();
   const GemmSplit split =
       choose_gemm_split(M, N, K, uk, parallel ? threads : 1, gemm_split_stream_ns(4.0 * double(M) * double(K)),
                         share_b ? 0.0 : 4.0 * double(K) * double(N) / 8.0);
