@@ -535,6 +535,7 @@ py::dict compile_library(const std::string& path, const std::string& out_path, c
   d["blob_bytes"] = r.blob_bytes;
   d["generated_nodes"] = r.stats.generated_nodes;
   d["microkernel_nodes"] = r.stats.gemm_nodes;
+  d["folded_nodes"] = r.stats.folded_nodes;
   d["fallback_nodes"] = r.stats.fallback_nodes;
   d["kernels"] = r.stats.kernels;
   d["plan_ms"] = r.plan_ms;

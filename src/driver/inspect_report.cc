@@ -138,6 +138,7 @@ std::string inspect_report_json(const InspectReport& r, bool passes, int indent)
   if (r.compiled) {
     j["generated_nodes"] = compiled.stats.generated_nodes;
     j["microkernel_nodes"] = compiled.stats.gemm_nodes;
+    j["folded_nodes"] = compiled.stats.folded_nodes;
     j["fallback_nodes"] = compiled.stats.fallback_nodes;
     j["fallback_ops"] = compiled.stats.fallback_ops;
     j["kernels"] = compiled.stats.kernels;

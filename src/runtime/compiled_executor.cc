@@ -268,8 +268,54 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
   for (size_t i = 0; i < g.inputs.size(); ++i) learn(g.inputs[i], feeds[i]);
   for (size_t s = 0; s < nslots; ++s)
     if (values[s]->is_constant()) learn(values[s], RtValue(values[s]->initializer));
-  reference_->run(feeds, [&](const Value& v, const RtValue& r) { learn(&v, r); });
+  // Small values, kept for the folding below (the plan depends on the input shapes only).
+  constexpr int64_t kFoldMaxElements = 1 << 16;
+  std::unordered_map<const Value*, Tensor> small_values;
+  reference_->run(feeds, [&](const Value& v, const RtValue& r) {
+    learn(&v, r);
+    if (r.is_tensor() && r.tensor.numel() <= kFoldMaxElements) small_values[&v] = r.tensor;
+  });
   plan->stats.shapes_ms = ms_since(t0);
+
+  // Values the input shapes alone decide (Shape/Size and what is computed from them and from
+  // constants: the reshape targets exporters compute at run time) become plan constants, and
+  // their nodes run no step. Not graph outputs, nodes with subgraphs, or random ops.
+  std::unordered_map<const Value*, const Tensor*> folded;
+  std::unordered_set<int> folded_nodes;
+  {
+    std::unordered_set<const Value*> outputs_set(g.outputs.begin(), g.outputs.end());
+    static const std::unordered_set<std::string> kVarying = {"RandomNormal", "RandomUniform", "RandomNormalLike",
+                                                             "RandomUniformLike", "Multinomial", "Bernoulli",
+                                                             "Dropout", "If", "Loop", "Scan"};
+    for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
+      const Node& n = *g.nodes[static_cast<size_t>(i)];
+      if ((!n.domain.empty() && n.domain != "ai.onnx") || kVarying.count(n.op_type) || n.inputs.empty() ||
+          n.outputs.empty())
+        continue;
+      bool ok = true;
+      if (n.op_type == "Shape" || n.op_type == "Size") {
+        ok = n.inputs[0] != nullptr;
+      } else {
+        for (const Value* v : n.inputs) ok = ok && (!v || v->is_constant() || folded.count(v));
+      }
+      for (const Value* v : n.outputs) ok = ok && v && !outputs_set.count(v) && small_values.count(v);
+      if (!ok) continue;
+      for (const Value* v : n.outputs) folded[v] = &small_values[v];
+      folded_nodes.insert(i);
+    }
+    for (auto& [v, t] : folded) {
+      PlanSlot& ps = ex.slots[static_cast<size_t>(slot_of.at(v))];
+      ps.constant = static_cast<int32_t>(ex.constants.size());
+      ex.constants.push_back(t->clone());  // (the reference run owns *t)
+    }
+    plan->stats.folded_nodes = static_cast<int>(folded_nodes.size());
+  }
+  // A value's tensor when it is known at plan time: an initializer or a folded value.
+  auto constant_of = [&](const Value* v) -> const Tensor* {
+    if (v->is_constant()) return &v->initializer;
+    auto it = folded.find(v);
+    return it == folded.end() ? nullptr : it->second;
+  };
 
   // Consumers of each value (node indices); graph outputs count as a consumer "after the end".
   const int nnodes = static_cast<int>(g.nodes.size());
@@ -384,7 +430,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
         if (!reached.count(t.get())) continue;
         args.push_back(t);
         PlanArg a;
-        if (v->is_constant()) a.constant = ex.slots[static_cast<size_t>(slot_of[v])].constant;
+        if (constant_of(v)) a.constant = ex.slots[static_cast<size_t>(slot_of[v])].constant;
         else a.slot = slot_of[v];
         st.args.push_back(std::move(a));
       }
@@ -558,7 +604,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       return true;
     };
     auto computed_before = [&](const Value* v) {
-      if (v->is_graph_input || v->is_constant()) return true;
+      if (v->is_graph_input || constant_of(v)) return true;
       auto it = producer.find(v);
       return it != producer.end() && pos_in_order[static_cast<size_t>(it->second)] < pos_in_order[static_cast<size_t>(i)];
     };
@@ -572,15 +618,16 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       o.present = true;
       o.dtype = ps.dtype;
       o.dims = ps.dims;
-      o.constant = v->is_constant() ? &v->initializer : nullptr;
+      o.constant = constant_of(v);
       d.operands.push_back(std::move(o));
       inputs.push_back(slot_of[v]);
       return static_cast<int32_t>(d.operands.size() - 1);
     };
     auto scalar_f32 = [&](const Value* v, float& out) {
       if (!v) return true;  // absent bound
-      if (!v->is_constant() || v->initializer.dtype() != DType::kFloat32 || v->initializer.numel() != 1) return false;
-      out = v->initializer.data<float>()[0];
+      const Tensor* c = constant_of(v);
+      if (!c || c->dtype() != DType::kFloat32 || c->numel() != 1) return false;
+      out = c->data<float>()[0];
       return true;
     };
     // A node that may join the chain: ai.onnx, one f32 output with the GEMM's dims, after the
@@ -641,7 +688,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
             break;
           bias = pn.inputs[0];
         }
-        if (stage == 0 && bias->is_constant() && is_channel_bias(vs.dims)) {
+        if (stage == 0 && constant_of(bias) && is_channel_bias(vs.dims)) {
           d.epilogue_bias = add_operand(bias);
           stage = 1;
         } else if (stage <= 1 && vs.dims == dims && computed_before(other)) {
@@ -685,6 +732,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
 
   for (int i : order) {
     if (absorbed.count(i)) continue;  // runs in an earlier GEMM step's epilogue
+    if (folded_nodes.count(i)) continue;  // its outputs are plan constants
     const Node& n = *g.nodes[static_cast<size_t>(i)];
     int64_t grp = grouped ? group_of(i) : -3 - i;
     if (grp != seg_group) {
@@ -703,7 +751,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
           o.present = true;
           o.dtype = ex.slots[s].dtype;
           o.dims = ex.slots[s].dims;
-          o.constant = v->is_constant() ? &v->initializer : nullptr;
+          o.constant = constant_of(v);
         }
         ops.push_back(std::move(o));
       }
@@ -774,9 +822,9 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
                                   [&](const auto& p) { return p.first == v; });
           if (pit != seg.placeholders.end()) {
             t = pit->second;
-          } else if (v->is_constant() && v->initializer.numel() == 1 && v->initializer.dtype() != DType::kBool) {
+          } else if (const Tensor* k = constant_of(v); k && k->numel() == 1 && k->dtype() != DType::kBool) {
             // Scalar constants fold into the kernel as immediates.
-            double c = v->initializer.get_double(0);
+            double c = k->get_double(0);
             DType dt = ex.slots[s].dtype;
             t = te::compute("c" + std::to_string(seg.next_placeholder++), lower::to_exprs(te_dims(ex.slots[s].dims)),
                             [&](const std::vector<tir::Expr>&) { return lower::constant(dt, c); });
@@ -790,7 +838,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
         ctx.inputs.push_back(t);
         ctx.input_shapes.push_back(te_dims(ex.slots[s].dims));
         ctx.input_dtypes.push_back(ex.slots[s].dtype);
-        ctx.constants.push_back(v->is_constant() ? &v->initializer : nullptr);
+        ctx.constants.push_back(constant_of(v));
       }
       for (const Value* v : n.outputs) {
         size_t s = v ? static_cast<size_t>(slot_of[v]) : 0;
@@ -855,7 +903,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
   }
   for (size_t s = 0; s < nslots; ++s) {
     const Value* v = values[s];
-    if (graph_outputs.count(v) || v->is_graph_input || v->is_constant()) continue;
+    if (graph_outputs.count(v) || v->is_graph_input || constant_of(v)) continue;
     int at = last[s] >= 0 ? last[s] : first[s];
     if (at >= 0) ex.steps[static_cast<size_t>(at)].free_after.push_back(static_cast<int>(s));
   }

@@ -49,6 +49,7 @@ struct CompileStats {
   int generated_nodes = 0;  // nodes computed by generated kernels
   int fallback_nodes = 0;   // nodes run through their reference kernels
   int gemm_nodes = 0;       // MatMul/Gemm/Conv nodes run through sgemm (runtime/gemm_ops.h)
+  int folded_nodes = 0;     // nodes whose outputs the input shapes decide: plan constants
   int kernels = 0;
   std::map<std::string, int> fallback_ops;  // op -> nodes run through the reference kernel
   int64_t arena_bytes = 0;

@@ -1,4 +1,5 @@
-// Compiled executor vs the interpreter for the generated-kernel schedules of the hot ops:
+// Compiled executor vs the interpreter for the generated-kernel schedules of the hot ops and
+// the plan-time folding of shape chains:
 // Softmax/LogSoftmax rows (vector partial reductions, rows schedule with tails), LayerNorm,
 // MaxPool/AveragePool with the reduce loops outside a vector loop (ceil_mode, pads, narrow
 // planes, strides 2-4), strided slices, channel shuffle Reshape/Transpose/Reshape (grouped reshape index) and reshapes with
@@ -74,6 +75,37 @@ TEST(CompiledGenerated, StridedSlices) {
           std::to_string(out) + "]) {\n  %st = const i64[1] [0]\n  %en = const i64[1] [" + std::to_string(n) +
           "]\n  %ax = const i64[1] [1]\n  %sp = const i64[1] [" + std::to_string(step) +
           "]\n  %y = Slice(%x, %st, %en, %ax, %sp) : f32[3," + std::to_string(out) + "]\n  return %y\n}");
+  }
+}
+
+// A reshape target computed from Shape at run time (as exporters write channel shuffles and
+// attention heads): the Shape/Gather/Div/Unsqueeze/Concat chain is folded into plan constants
+// and only the Reshape/Transpose run.
+TEST(CompiledGenerated, ShapeChainsAreFolded) {
+  const std::string text = R"(model ir=8 opsets={"": 13}
+graph @g(%x: f32[1,8,5,6]) -> (%y: f32[1,8,5,6]) {
+  %s = Shape(%x) : i64[4]
+  %i0 = const i64[] [0]
+  %i1 = const i64[] [1]
+  %two = const i64[] [2]
+  %n = Gather(%s, %i0) {axis=0} : i64[]
+  %c = Gather(%s, %i1) {axis=0} : i64[]
+  %h = Div(%c, %two) : i64[]
+  %hw = const i64[2] [5, 6]
+  %nu = Unsqueeze(%n, %i0) : i64[1]
+  %hu = Unsqueeze(%h, %i0) : i64[1]
+  %twou = Unsqueeze(%two, %i0) : i64[1]
+  %shape = Concat(%nu, %twou, %hu, %hw) {axis=0} : i64[5]
+  %r = Reshape(%x, %shape) : f32[1,2,4,5,6]
+  %t = Transpose(%r) {perm=[0, 2, 1, 3, 4]} : f32[1,4,2,5,6]
+  %back = const i64[4] [1, 8, 5, 6]
+  %y = Reshape(%t, %back) : f32[1,8,5,6]
+  return %y
+})";
+  for (int threads : {1, 2}) {
+    CompileStats s = test::engines_agree(text, threads, 7);
+    EXPECT_EQ(s.folded_nodes, 8) << threads;  // Shape, 2 Gather, Div, 3 Unsqueeze, Concat
+    EXPECT_EQ(s.fallback_nodes, 0);
   }
 }
 

@@ -78,6 +78,7 @@ int compile_command(const CompileArgs& a) {
   std::cout << "generated_nodes: " << s.generated_nodes << "\n";
   std::cout << "microkernel_nodes: " << s.gemm_nodes
             << "  (Conv/MatMul/Gemm on the f32 microkernels, and the bias/residual/activation nodes fused into them)\n";
+  std::cout << "folded_nodes: " << s.folded_nodes << "  (decided by the input shapes alone: computed while compiling)\n";
   std::cout << "fallback_nodes: " << s.fallback_nodes;
   std::string sep = " (";
   for (const auto& [op, n] : s.fallback_ops) {

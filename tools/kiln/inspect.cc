@@ -106,6 +106,7 @@ int inspect_command(const InspectArgs& a) {
   if (r.compiled)
     std::cout << "compiled engine: " << compiled.stats.kernels << " kernels, " << compiled.stats.generated_nodes
               << " generated nodes, " << compiled.stats.gemm_nodes << " microkernel nodes, "
+              << compiled.stats.folded_nodes << " folded nodes, "
               << compiled.stats.fallback_nodes << " fallback nodes, compiled in " << std::fixed << std::setprecision(1)
               << compiled.stats.total_ms << " ms\n" << std::defaultfloat;
   if (r.compiled && !compiled.stats.fallback_ops.empty()) {
