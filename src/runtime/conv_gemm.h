@@ -1,9 +1,7 @@
 // Conv 2-D with group 1 and constant weights as Y[Co, pixels] = W[Co, C*kh*kw] * col + bias per
 // image: W packed once (kernels::pack_a), the column matrix packed per run straight from the
 // image (implicit im2col; 1x1/stride 1/no pad reads the image as B directly), output written in
-// NCHW with bias and an optional clamp fused in the store. 1x1 convs with few output pixels
-// (7x7) run pixel-major instead, Y^T = X^T * W^T then a transpose, which pads the pixels to
-// fewer micro-panel rows than 32-column panels would. Built from a GemmDesc (no Node).
+// NCHW with bias and an optional clamp fused in the store. Built from a GemmDesc (no Node).
 // Tests: tests/runtime/test_conv_gemm.cc.
 #pragma once
 

@@ -36,7 +36,7 @@ TEST(ConvGemm, MatchesReference) {
       {1, 6, 12, 11, 29, 3, 3, {2, 2}, {1, 1}, {0, 0, 0, 0}, "SAME_UPPER", true, false},
       {1, 70, 5, 4, 120, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", true, false},  // K > KC, M > MC
       {1, 2, 3, 40, 5, 1, 3, {1, 3}, {1, 1}, {0, 1, 0, 1}, "NOTSET", false, false},
-      // Few pixels (7x7): a 1x1 conv runs pixel-major (GEMM + transpose); 3x3 and stride 2 don't.
+      // Few pixels (7x7): 1x1, 3x3 and stride 2 with a partial last column panel.
       {2, 32, 7, 7, 64, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, "NOTSET", true, true},
       {1, 16, 7, 7, 64, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", true, true},
       {1, 8, 14, 14, 96, 3, 3, {2, 2}, {1, 1}, {1, 1, 1, 1}, "NOTSET", false, false},

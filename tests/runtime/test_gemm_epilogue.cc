@@ -194,9 +194,9 @@ TEST(GemmEpilogue, WinogradSizedConvEpilogues) {
   }
 }
 
-// A 7x7 conv with 64 output channels runs pixel-major (Y^T, then a transpose): bias and Relu in
-// the GEMM's store without a residual, residual then Relu in the pass after the transpose.
-TEST(GemmEpilogue, PixelMajorConvEpilogues) {
+// A 7x7 1x1 conv (49 pixels: a partial last column panel) with bias + residual + Relu and with
+// bias + Relu.
+TEST(GemmEpilogue, SmallImageConvEpilogues) {
   for (int threads : {1, 2}) {
     auto s = check(std::string(kHeader13) + R"(graph @g(%x: f32[1,24,7,7], %r: f32[1,64,7,7]) -> (%y: f32[1,64,7,7], %z: f32[1,64,7,7]) {
     %w = )" + rand_const({64, 24, 1, 1}, 51) + R"(
