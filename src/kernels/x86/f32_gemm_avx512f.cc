@@ -60,9 +60,13 @@ inline void gemm_mrx32(int64_t mr, int64_t nr, int64_t kc, const float* a, const
     acc0[i] = _mm512_setzero_ps();
     acc1[i] = _mm512_setzero_ps();
   }
+  constexpr int64_t b_step = 32;
   for (int64_t k = 0; k < kc; ++k) {
     // A often streams from beyond L2 (conv weights used for few output columns): fetch ahead.
     _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchSteps * MR), _MM_HINT_T0);
+    // So may a packed B (weights of a MatMul): its next rows, two lines each.
+    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchSteps * b_step), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchSteps * b_step + 16), _MM_HINT_T0);
     const __m512 b0 = _mm512_loadu_ps(b);
     const __m512 b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 16
