@@ -199,6 +199,14 @@ __attribute__((always_inline)) inline void transpose16(__m512 r[16]) {
   for (int i = 0; i < 16; ++i) r[i] = t[i];
 }
 
+// Rows [0, nc) of a 16-row block (row stride `stride`, the 16 columns masked by m; rows past nc
+// read as zeros), transposed: r[k] is column k.
+inline void load_transposed16(const float* src, int64_t stride, int64_t nc, __mmask16 m, __m512 r[16]) {
+#pragma GCC unroll 16
+  for (int c = 0; c < 16; ++c) r[c] = c < nc ? _mm512_maskz_loadu_ps(m, src + c * stride) : _mm512_setzero_ps();
+  transpose16(r);
+}
+
 struct BlockedLayout {
   int64_t hq = 0, wp = 0;       // scratch rows / columns actually read
   int64_t in_floats = 0;        // hq * wp * 16
@@ -254,9 +262,7 @@ void fill_blocked(const DepthwiseGeom& g, const BlockedLayout& l, const float* x
     const int64_t nv = std::min<int64_t>(16, f_end - f0);
     const __mmask16 m = static_cast<__mmask16>(nv >= 16 ? 0xFFFF : (1u << nv) - 1);
     __m512 r[16];
-#pragma GCC unroll 16
-    for (int c = 0; c < 16; ++c) r[c] = c < nc ? _mm512_maskz_loadu_ps(m, xb + c * hw + f0) : _mm512_setzero_ps();
-    transpose16(r);
+    load_transposed16(xb + f0, hw, nc, m, r);
     if (nv == 16 && l.run16[f0]) {
       // All 16 pixels in one row, inside the scratch.
       float* d = s + dst[f0];
@@ -387,9 +393,7 @@ void repack_weights(const float* w, int64_t ntaps, int64_t nc, float* wt) {
     const int64_t nt = std::min<int64_t>(16, ntaps - t0);
     const __mmask16 m = static_cast<__mmask16>(nt >= 16 ? 0xFFFF : (1u << nt) - 1);
     __m512 r[16];
-#pragma GCC unroll 16
-    for (int c = 0; c < 16; ++c) r[c] = c < nc ? _mm512_maskz_loadu_ps(m, w + c * ntaps + t0) : _mm512_setzero_ps();
-    transpose16(r);
+    load_transposed16(w + t0, ntaps, nc, m, r);
     for (int64_t t = 0; t < nt; ++t) _mm512_storeu_ps(wt + (t0 + t) * 16, r[t]);
   }
 }
