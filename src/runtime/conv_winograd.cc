@@ -1,4 +1,4 @@
-// Winograd F(4x4, 3x3) conv op (see conv_winograd.h).
+// Winograd F(4x4, 3x3) / F(2x2, 3x3) conv op (see conv_winograd.h).
 #include "runtime/conv_winograd.h"
 
 #include <algorithm>
@@ -34,7 +34,8 @@ class WinogradConvOp : public gemm_ops::GemmOp {
     const float* res = ep.residual;
     ThreadPool& pool = current_thread_pool();
     const int64_t threads = pool.num_threads();
-    const int64_t blocks = blocking_.count(), panels = weights_.panels, vfloats = kernels::winograd_block_floats(wg_, blocking_);
+    const int64_t blocks = blocking_.count(), panels = weights_.panels;
+    const int64_t vfloats = kernels::winograd_block_floats(wg_, blocking_);
     const float* x = ins[0]->tensor.data<float>();
     for (int64_t img = 0; img < g.n; ++img) {
       const float* xi = x + img * g.c * g.h * g.w;
@@ -62,14 +63,14 @@ class WinogradConvOp : public gemm_ops::GemmOp {
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t b = t / chunks, c0 = (t % chunks) * kChannelChunk;
           kernels::winograd_input_block(wg_, blocking_, xi, b, c0, std::min(g.c, c0 + kChannelChunk),
-                                            v_.data() + b * vfloats);
+                                        v_.data() + b * vfloats);
         }
       });
       pool.parallel_for(blocks * panels, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t b = t / panels, p = t % panels;
           kernels::winograd_gemm_output_block(wg_, blocking_, weights_, v_.data() + b * vfloats, b, p, p + 1, ep,
-                                                  yi);
+                                              yi);
         }
       });
     }
