@@ -1,6 +1,6 @@
 // Conv 2-D 3x3, stride 1, dilation 1, group 1, constant weights, by Winograd F(4x4, 3x3) or, for
 // small images, F(2x2, 3x3) (kernels/x86/f32_winograd.h): weights transformed and packed once; per run, blocks of up to 32
-// tiles go through the input transform, 36 GEMMs and the output transform with the whole fused
+// tiles go through the input transform, 36 (16) GEMMs and the output transform with the whole fused
 // epilogue (bias, residual, clamp, activation) while they are in L2. Parallel over blocks, or,
 // with fewer blocks than threads can share, over (block, channel chunk) then (block, output
 // channel panel). AVX-512 only (declined elsewhere). Built from a GemmDesc (no Node).

@@ -4,7 +4,7 @@
 // multiplies than the direct conv. F(2x2) is for small images (7x7: 16 tiles instead of 4).
 // The tiles of an image go in blocks of at most 32 (a rectangle of tile rows x tile columns), one
 // GEMM micro-panel wide, so a block's transformed input (36 x [C, 32]) is written straight in the
-// f32 microkernel's packed-B layout and stays in L2 while the 36 GEMMs and the output transform
+// f32 microkernel's packed-B layout and stays in L2 while the 36 (16) GEMMs and the output transform
 // (bias, residual, clamp, activation fused) run over it one micro-panel of output channels at
 // a time. Images of at most 16 tiles (13x13 to 16x16 outputs) use 16-column panels and a
 // 16-column microkernel of this file instead of half-empty 32-column ones. Transforms and the
