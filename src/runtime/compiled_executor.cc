@@ -907,6 +907,55 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     int at = last[s] >= 0 ? last[s] : first[s];
     if (at >= 0) ex.steps[static_cast<size_t>(at)].free_after.push_back(static_cast<int>(s));
   }
+  // Concats in place: a Concat step whose inputs are contiguous pieces of its output (all dims
+  // before the axis are 1) and are each made only for it, by an earlier step, at 64-byte-aligned
+  // offsets, becomes an empty step; its producers write straight into its output's block.
+  std::unordered_map<const PlanArg*, std::pair<const PlanArg*, int64_t>> inside;  // piece -> (concat output, bytes in)
+  std::unordered_map<const PlanArg*, int> piece_begin;  // concat output -> its first producer's step
+  {
+    std::unordered_map<int32_t, std::pair<int, PlanArg*>> made_by;  // slot -> (step, output arg)
+    for (int k = 0; k < nsteps; ++k)
+      for (auto& a : ex.steps[static_cast<size_t>(k)].args)
+        if (a.output && !a.graph_output) made_by[a.slot] = {k, &a};
+    for (int k = 0; k < nsteps; ++k) {
+      PlanStep& st = ex.steps[static_cast<size_t>(k)];
+      if (st.kind != PlanStep::Kind::kKernel || st.op != "Concat") continue;
+      PlanArg* out = nullptr;
+      for (auto& a : st.args)
+        if (a.output) out = out ? nullptr : &a;
+      if (!out || out->graph_output) continue;
+      auto pit = producer.find(values[static_cast<size_t>(out->slot)]);
+      if (pit == producer.end()) continue;
+      const Node& cn = *g.nodes[static_cast<size_t>(pit->second)];
+      const Attribute* ax = cn.attr("axis");
+      const int64_t rank = static_cast<int64_t>(out->dims.size());
+      int64_t axis = ax && ax->kind == Attribute::Kind::kInt ? ax->i : 0;
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis >= rank) continue;
+      bool ok = true;
+      for (int64_t d = 0; d < axis; ++d) ok &= out->dims[static_cast<size_t>(d)] == 1;
+      std::vector<std::pair<PlanArg*, int64_t>> pieces;
+      std::unordered_set<const Value*> seen;
+      int64_t bytes = 0, first_step = k;
+      for (const Value* v : cn.inputs) {
+        if (!ok) break;
+        auto mit = v ? made_by.find(slot_of[v]) : made_by.end();
+        ok = v && !constant_of(v) && seen.insert(v).second && consumers[v].size() == 1 && mit != made_by.end() &&
+             mit->second.first < k && !inside.count(mit->second.second) && !piece_begin.count(mit->second.second) &&
+             bytes % kArenaAlign == 0 &&
+             mit->second.second->dtype == out->dtype;
+        if (!ok) break;
+        pieces.emplace_back(mit->second.second, bytes);
+        first_step = std::min<int64_t>(first_step, mit->second.first);
+        bytes += lower::numel_of(mit->second.second->dims) * static_cast<int64_t>(dtype_size(out->dtype));
+      }
+      if (!ok || pieces.empty() || bytes != lower::numel_of(out->dims) * static_cast<int64_t>(dtype_size(out->dtype)))
+        continue;
+      for (auto& [a, off] : pieces) inside[a] = {out, off};
+      piece_begin[out] = static_cast<int>(first_step);
+      st.kind = PlanStep::Kind::kEmpty;  // the pieces are already in place
+    }
+  }
   struct Block {
     PlanArg* arg;
     int64_t size, begin, end, offset;
@@ -914,11 +963,13 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
   std::vector<Block> blocks;
   for (int k = 0; k < nsteps; ++k)
     for (auto& a : ex.steps[static_cast<size_t>(k)].args)
-      if (a.output && !a.graph_output) {
+      if (a.output && !a.graph_output && !inside.count(&a)) {
         int64_t bytes = lower::numel_of(a.dims) * static_cast<int64_t>(dtype_size(a.dtype));
         bytes = (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
         int s = a.slot;
-        blocks.push_back({&a, std::max<int64_t>(bytes, kArenaAlign), k, std::max(k, last[static_cast<size_t>(s)]), 0});
+        auto pb = piece_begin.find(&a);
+        const int begin = pb == piece_begin.end() ? k : pb->second;
+        blocks.push_back({&a, std::max<int64_t>(bytes, kArenaAlign), begin, std::max(k, last[static_cast<size_t>(s)]), 0});
       }
   std::vector<size_t> by_size(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) by_size[i] = i;
@@ -947,6 +998,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
   }
   ex.arena_bytes = arena;
   for (auto& b : blocks) b.arg->arena_offset = b.offset;
+  for (auto& [piece, where] : inside) const_cast<PlanArg*>(piece)->arena_offset = where.first->arena_offset + where.second;
   ex.allocate_arena();
   plan->stats.arena_bytes = arena;
   plan->stats.total_ms = ms_since(t_total);

@@ -1,5 +1,5 @@
 // Compiled executor vs the interpreter: hand-written graphs (elementwise chains, broadcasting,
-// reductions, softmax, a Conv fallback with a fused epilogue) and ~50 seeded random graphs of
+// reductions, softmax, a Conv fallback with a fused epilogue, concats in place) and ~50 seeded random graphs of
 // elementwise/broadcast/reduction/injective ops with odd and size-1 dims.
 #include <gtest/gtest.h>
 
@@ -353,6 +353,66 @@ TEST(CompiledExecutor, DifferentialRandomGraphs) {
     if (HasFatalFailure()) return;
   }
   EXPECT_EQ(generated, total) << "every op in the random graphs has a lowering";
+}
+
+// Concats in place: a channel Concat of two conv outputs made only for it becomes an empty step
+// (the convs write into its output); not when a piece has another consumer, on an axis with a
+// non-1 dim before it, or at an offset that is not 64-byte aligned.
+int empty_concats(const std::string& text, int threads) {
+  Model m = prepare(text);
+  Interpreter interp(m);
+  CompiledOptions opts;
+  opts.threads = threads;
+  CompiledExecutor exec(m, opts);
+  auto feeds = random_feeds(m, 5);
+  auto want = interp.run(feeds);
+  expect_close(exec.run(feeds), want, text);
+  expect_close(exec.run(feeds), want, text);
+  int n = 0;
+  for (const auto& st : exec.last_exec_plan()->steps) n += st.kind == PlanStep::Kind::kEmpty && st.op == "Concat";
+  return n;
+}
+
+TEST(CompiledExecutor, ConcatsInPlace) {
+  // "%name = Conv(%in, W)" with a random [co, ci, 1, 1] weight, output [1, co, h, w].
+  auto conv = [](const char* name, const char* in, int co, int ci, int h, int w, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> uni(-1.0, 1.0);
+    std::ostringstream os;
+    os << "  %" << name << "_w = const f32[" << co << "," << ci << ",1,1] [";
+    for (int i = 0; i < co * ci; ++i) os << (i ? ", " : "") << uni(rng);
+    os << "]\n  %" << name << " = Conv(%" << in << ", %" << name << "_w) : f32[1," << co << "," << h << "," << w
+       << "]\n";
+    return os.str();
+  };
+  const std::string head = "model ir=8 opsets={\"\": 13}\ngraph @g(%x: f32[1,4,6,8]) -> ";
+  for (int threads : {1, 2}) {
+    // 8 and 12 channels of 6x8 floats (pieces at 0 and 1536 bytes), read by the next conv.
+    EXPECT_EQ(empty_concats(head + "(%y: f32[1,5,6,8]) {\n" + conv("a", "x", 8, 4, 6, 8, 1) +
+                                conv("b", "x", 12, 4, 6, 8, 2) + "  %c = Concat(%a, %b) {axis=1} : f32[1,20,6,8]\n" +
+                                conv("y", "c", 5, 20, 6, 8, 3) + "  return %y\n}",
+                            threads),
+              1);
+    // %a also feeds the Add: not in place.
+    EXPECT_EQ(empty_concats(head + "(%y: f32[1,5,6,8], %z: f32[1,8,6,8]) {\n" + conv("a", "x", 8, 4, 6, 8, 1) +
+                                conv("b", "x", 12, 4, 6, 8, 2) + "  %c = Concat(%a, %b) {axis=1} : f32[1,20,6,8]\n" +
+                                conv("y", "c", 5, 20, 6, 8, 3) + "  %z = Add(%a, %a) : f32[1,8,6,8]\n  return %y, %z\n}",
+                            threads),
+              0);
+    // Along the last axis the pieces interleave: not in place.
+    EXPECT_EQ(empty_concats(head + "(%y: f32[1,5,6,16]) {\n" + conv("a", "x", 8, 4, 6, 8, 1) +
+                                conv("b", "x", 8, 4, 6, 8, 2) + "  %c = Concat(%a, %b) {axis=3} : f32[1,8,6,16]\n" +
+                                conv("y", "c", 5, 8, 6, 16, 3) + "  return %y\n}",
+                            threads),
+              0);
+    // 3 channels of 5x5 floats: the second piece would start at 300 bytes, not 64-aligned.
+    EXPECT_EQ(empty_concats("model ir=8 opsets={\"\": 13}\ngraph @g(%x: f32[1,4,5,5]) -> (%y: f32[1,5,5,5]) {\n" +
+                                conv("a", "x", 3, 4, 5, 5, 1) + conv("b", "x", 12, 4, 5, 5, 2) +
+                                "  %c = Concat(%a, %b) {axis=1} : f32[1,15,5,5]\n" + conv("y", "c", 5, 15, 5, 5, 3) +
+                                "  return %y\n}",
+                            threads),
+              0);
+  }
 }
 
 }  // namespace
