@@ -78,11 +78,6 @@ Stmt rewrite(const Stmt& s) {
 
 }  // namespace
 
-PrimFunc fuse_loops(const PrimFunc& f) {
-  PrimFunc out = f;
-  out.body = f.body ? rewrite(f.body) : f.body;
-  if (!out.body) out.body = seq({});
-  return out;
-}
+PrimFunc fuse_loops(const PrimFunc& f) { return with_rewritten_body(f, rewrite); }
 
 }  // namespace kiln::tir

@@ -98,11 +98,8 @@ Stmt rewrite(const Stmt& s, int* counter) {
 }  // namespace
 
 PrimFunc localize_accumulators(const PrimFunc& f) {
-  PrimFunc out = f;
   int counter = 0;
-  out.body = rewrite(f.body, &counter);
-  if (!out.body) out.body = seq({});
-  return out;
+  return with_rewritten_body(f, [&](const Stmt& s) { return rewrite(s, &counter); });
 }
 
 }  // namespace kiln::tir

@@ -176,4 +176,11 @@ bool uses_var(const Stmt& s, const ExprNode* var) {
   return found;
 }
 
+PrimFunc with_rewritten_body(const PrimFunc& f, const std::function<Stmt(const Stmt&)>& rewrite) {
+  PrimFunc out = f;
+  out.body = f.body ? rewrite(f.body) : f.body;
+  if (!out.body) out.body = seq({});
+  return out;
+}
+
 }  // namespace kiln::tir

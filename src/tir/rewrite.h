@@ -33,4 +33,8 @@ void visit_stmts(const Stmt& s, const std::function<void(const Stmt&)>& f);
 bool uses_var(const Expr& e, const ExprNode* var);
 bool uses_var(const Stmt& s, const ExprNode* var);
 
+// A pass over a function's body: `f` with `rewrite` applied to its body (when it has one); a
+// body that ends up null becomes an empty sequence, as the later passes and codegen expect.
+PrimFunc with_rewritten_body(const PrimFunc& f, const std::function<Stmt(const Stmt&)>& rewrite);
+
 }  // namespace kiln::tir

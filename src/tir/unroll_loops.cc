@@ -24,11 +24,6 @@ Stmt unroll(const Stmt& s) {
 
 }  // namespace
 
-PrimFunc unroll_loops(const PrimFunc& f) {
-  PrimFunc out = f;
-  out.body = unroll(f.body);
-  if (!out.body) out.body = seq({});
-  return out;
-}
+PrimFunc unroll_loops(const PrimFunc& f) { return with_rewritten_body(f, unroll); }
 
 }  // namespace kiln::tir

@@ -152,11 +152,6 @@ Stmt vectorize(const Stmt& s) {
 
 }  // namespace
 
-PrimFunc vectorize_loops(const PrimFunc& f) {
-  PrimFunc out = f;
-  out.body = vectorize(f.body);
-  if (!out.body) out.body = seq({});
-  return out;
-}
+PrimFunc vectorize_loops(const PrimFunc& f) { return with_rewritten_body(f, vectorize); }
 
 }  // namespace kiln::tir
