@@ -12,6 +12,11 @@ int64_t epilogue_channels(const GemmDesc& d) {
   return d.kind == GemmKind::kConv ? (d.out_dims.size() > 1 ? d.out_dims[1] : 0) : d.out_dims.back();
 }
 
+bool has_epilogue(const GemmDesc& d) {
+  return d.epilogue_bias >= 0 || d.epilogue_residual >= 0 || d.clamp_lo > -std::numeric_limits<float>::infinity() ||
+         d.clamp_hi < std::numeric_limits<float>::infinity() || d.epilogue_activation != 0;
+}
+
 bool epilogue_valid(const GemmDesc& d) {
   const int64_t first = static_cast<int64_t>(node_arity(d.kind)), n = static_cast<int64_t>(d.operands.size());
   auto ok_index = [&](int32_t i) { return i < 0 || (i >= first && i < n); };

@@ -16,6 +16,9 @@ namespace kiln::gemm_ops {
 // Output channels the epilogue bias is per: Conv dim 1, MatMul/Gemm the last dim.
 int64_t epilogue_channels(const GemmDesc& d);
 
+// True when the descriptor carries a fused epilogue (bias, residual, clamp or activation).
+bool has_epilogue(const GemmDesc& d);
+
 // True when the epilogue fields are consistent: operand indices past the node's inputs and in
 // range, a present f32 constant bias with one value per channel, an f32 residual with exactly
 // the output's dims. Ops are only made for valid descriptors (make_gemm_op checks).

@@ -37,7 +37,7 @@ struct BOperand {
   }
   const PackedB& get(const float* b, PackedB& scratch, const kernels::ParallelFor& par) const {
     if (constant) return packed;
-    scratch = kernels::pack_b(trans, k, n, b, ldb, nullptr, par);
+    kernels::pack_b_into(trans, k, n, b, ldb, scratch, nullptr, par);
     return scratch;
   }
 };
@@ -396,11 +396,6 @@ class PostEpilogueOp : public GemmOp {
   ChannelBias bias_;
   EpilogueTail tail_;
 };
-
-bool has_epilogue(const GemmDesc& d) {
-  return d.epilogue_bias >= 0 || d.epilogue_residual >= 0 || d.clamp_lo > -std::numeric_limits<float>::infinity() ||
-         d.clamp_hi < std::numeric_limits<float>::infinity() || d.epilogue_activation != 0;
-}
 
 std::unique_ptr<GemmOp> make_plain_gemm_op(const GemmDesc& d);
 

@@ -9,48 +9,12 @@
 
 #include "kernels/x86/f32_gemm.h"
 #include "kernels/x86/f32_gemv.h"
+#include "runtime/gemm_epilogue.h"
 #include "runtime/gemm_op_util.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::gemm_ops {
 namespace {
-
-// Whether the descriptor carries a fused epilogue (GemmDesc's epilogue fields, when this build
-// has them). make_gemm_op strips it before calling here and applies it after these ops (they do
-// not take_epilogue); declining such descriptors keeps the ops correct if called directly.
-template <class Desc>
-bool has_epilogue(const Desc& d) {
-  if constexpr (requires { d.epilogue_bias; d.epilogue_residual; d.clamp_lo; d.clamp_hi; }) {
-    return d.epilogue_bias >= 0 || d.epilogue_residual >= 0 || d.clamp_lo > -std::numeric_limits<float>::infinity() ||
-           d.clamp_hi < std::numeric_limits<float>::infinity();
-  } else {
-    return false;
-  }
-}
-
-// kernels::pack_b into a reused buffer (no allocation once it has grown): per-batch B operands
-// are packed on every run.
-void pack_b_into(kernels::PackedB& p, int64_t K, int64_t N, const float* b, const kernels::ParallelFor& par) {
-  p.kernel = &kernels::f32_gemm_default();
-  p.k = K;
-  p.n = N;
-  const int64_t nr = p.kernel->nr, kcb = p.kernel->kc;
-  const int64_t panels = (N + nr - 1) / nr, kblocks = (K + kcb - 1) / kcb;
-  if (p.data.size() < static_cast<size_t>(K * panels * nr)) p.data.resize(static_cast<size_t>(K * panels * nr));
-  auto body = [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t k0 = (t / panels) * kcb, q = t % panels, j0 = q * nr;
-      kernels::f32_gemm_pack_b(false, std::min(kcb, K - k0), std::min(nr, N - j0), b + k0 * N + j0, N,
-                               static_cast<int>(nr), p.data.data() + p.panel_offset(k0, q));
-    }
-  };
-  // Packing is a copy: only worth the pool for large B.
-  if (par && K * N >= (1 << 16)) {
-    par(kblocks * panels, body);
-  } else {
-    body(0, kblocks * panels);
-  }
-}
 
 // kernels::f32_gemm_pack_a for row-major A and MR <= 16 with AVX-512 gathers: one masked gather
 // of a K column (MR rows) per k. The scalar packer was ~1/3 of an attention GEMM's time (K = 64:
@@ -107,7 +71,7 @@ class BatchedMatMulOp : public GemmOp {
     if (b_const && s_.k > 0 && s_.n > 0) {
       const_b_.resize(static_cast<size_t>(s_.b_matrices));
       for (int64_t i = 0; i < s_.b_matrices; ++i)
-        pack_b_into(const_b_[i], s_.k, s_.n, b_const->data<float>() + i * s_.k * s_.n, pool_parallel());
+        kernels::pack_b_into(false, s_.k, s_.n, b_const->data<float>() + i * s_.k * s_.n, s_.n, const_b_[i], nullptr, pool_parallel());
     }
   }
 
@@ -128,7 +92,7 @@ class BatchedMatMulOp : public GemmOp {
       if (!const_b_.empty()) {
         pb = &const_b_[s_.b_index[t]];
       } else {
-        pack_b_into(scratch, K, N, b + s_.b_index[t] * K * N, par);
+        kernels::pack_b_into(false, K, N, b + s_.b_index[t] * K * N, N, scratch, nullptr, par);
         pb = &scratch;
       }
       const float* at = a + s_.a_index[t] * M * K;

@@ -230,17 +230,18 @@ int64_t PackedB::panel_offset(int64_t k0, int64_t panel) const {
   return k0 * ceil_div(n, nr) * nr + panel * kc * nr;
 }
 
-PackedB pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
-               const F32GemmUkernel* kernel, const ParallelFor& parallel) {
-  PackedB packed;
+void pack_b_into(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb, PackedB& packed,
+                 const F32GemmUkernel* kernel, const ParallelFor& parallel) {
   packed.kernel = kernel ? kernel : &f32_gemm_default();
   packed.pinned = kernel != nullptr;
   packed.k = K;
   packed.n = N;
   const int64_t nr = packed.kernel->nr, kcb = packed.kernel->kc;
   const int64_t panels = ceil_div(N, nr), kblocks = ceil_div(K, kcb);
-  packed.data.resize(static_cast<size_t>(K * panels * nr));
-  run_parallel(parallel, kblocks * panels, [&](int64_t begin, int64_t end) {
+  // Grown, never shrunk (a resize back up would zero-fill it again).
+  if (packed.data.size() < static_cast<size_t>(K * panels * nr)) packed.data.resize(static_cast<size_t>(K * panels * nr));
+  // Packing is a copy: only worth the pool for a large B.
+  run_parallel(K * N >= (1 << 16) ? parallel : ParallelFor(), kblocks * panels, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t k0 = (t / panels) * kcb, q = t % panels;
       const int64_t kc = std::min(kcb, K - k0), j0 = q * nr;
@@ -249,6 +250,12 @@ PackedB pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
                       packed.data.data() + packed.panel_offset(k0, q));
     }
   });
+}
+
+PackedB pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
+               const F32GemmUkernel* kernel, const ParallelFor& parallel) {
+  PackedB packed;
+  pack_b_into(trans_b, K, N, B, ldb, packed, kernel, parallel);
   return packed;
 }
 

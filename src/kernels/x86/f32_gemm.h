@@ -138,6 +138,10 @@ void f32_gemm_pack_b(bool trans_b, int64_t kc, int64_t nc, const float* b, int64
 // least among those sharing it (f32_gemm_for_rows); else exactly `kernel` is used.
 PackedB pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
                const F32GemmUkernel* kernel = nullptr, const ParallelFor& parallel = nullptr);
+// The same into `into`, reusing its buffer (no allocation once it has grown): for B operands
+// packed on every run.
+void pack_b_into(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb, PackedB& into,
+                 const F32GemmUkernel* kernel = nullptr, const ParallelFor& parallel = nullptr);
 
 // C = alpha*op(A)*op(B) + beta*C, then + bias and relu per epilogue; B pre-packed. `threads`:
 // how many workers `parallel` spreads over (0: unknown, taken as 4), to balance the split.
