@@ -38,6 +38,7 @@ void ExecPlan::allocate_arena() {
         if (a.arena_offset < 0 || a.arena_offset > arena_bytes)
           throw Error(ErrorKind::kInvalidModel, "plan: kernel output outside the arena");
         a.view = Tensor::view(a.dtype, a.dims, arena.get() + a.arena_offset);
+        if (st.kind == PlanStep::Kind::kGemm && st.gemm_op) st.gemm_op->set_output(a.view);
       }
 }
 
@@ -60,6 +61,9 @@ void ExecPlan::make_gemm_op(PlanStep& st) {
   st.gemm_op = gemm_ops::make_gemm_op(d);
   if (!st.gemm_op)
     throw Error(ErrorKind::kInvalidModel, "plan: the sgemm path does not cover this step", step_location(st));
+  // Its output's place in the arena, when allocate_arena bound it already.
+  for (const auto& a : st.args)
+    if (a.output && a.view.defined()) st.gemm_op->set_output(a.view);
 }
 
 bool ExecPlan::has_fallback() const {
@@ -113,9 +117,7 @@ std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& fe
       try {
         if (st.kind == PlanStep::Kind::kGemm) {
           if (!st.gemm_op) plan.make_gemm_op(st);  // deferred from the load (weights packed here)
-          // Into the arena when the plan placed the output there (older plans did not).
-          const bool in_arena = !st.args.empty() && st.args[0].output && st.args[0].view.defined();
-          outs.emplace_back(st.gemm_op->run_into(ins, in_arena ? st.args[0].view : Tensor()));
+          outs.emplace_back(st.gemm_op->run(ins));
         } else {
           if (!fallback) throw Error(ErrorKind::kUnsupported, "this plan has no reference kernels");
           outs = fallback(st, ins);

@@ -49,13 +49,9 @@ class GemmOp {
   // `ins` parallel to the node inputs (null for absent ones); returns output 0. Uses the calling
   // thread's current pool. Not reentrant (scratch buffers are members).
   virtual Tensor run(const std::vector<const RtValue*>& ins) = 0;
-  // run() writing its output into `out` (a view of the executor's arena that no input
-  // overlaps) when `out` is defined with the output's dtype and dims; a fresh tensor otherwise.
-  Tensor run_into(const std::vector<const RtValue*>& ins, const Tensor& out) {
-    set_output(out);
-    return run(ins);
-  }
-  // The destination of the next runs (see run_into); ops that wrap another forward it.
+  // Where run() writes its output from now on: `out` (a view of the executor's arena that no
+  // input overlaps) when it has the output's dtype and dims, else a fresh tensor per run. Bound
+  // once, where the plan binds its arena; ops that wrap another forward it.
   virtual void set_output(const Tensor& out) { out_ = out; }
 
  protected:
