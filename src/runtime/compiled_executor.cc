@@ -667,12 +667,9 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       }
       if (cit == consumers.end() || cit->second.size() != 1) break;
       const int c = cit->second[0];
+      if (!joinable(c)) break;
       const Node& cn = *g.nodes[static_cast<size_t>(c)];
-      if ((!cn.domain.empty() && cn.domain != "ai.onnx") || cn.outputs.size() != 1 || !cn.outputs[0]) break;
-      if (pos_in_order[static_cast<size_t>(c)] < pos_in_order[static_cast<size_t>(i)] || absorbed.count(c)) break;
       const Value* out = cn.outputs[0];
-      const PlanSlot& os = ex.slots[static_cast<size_t>(slot_of[out])];
-      if (!os.tensor || os.dtype != DType::kFloat32 || os.dims != dims) break;
       const int opset = model_.opset(cn.domain);
       if (cn.op_type == "Add" && cn.inputs.size() == 2 && opset >= 7) {
         const Value* other = cn.inputs[0] == cur ? cn.inputs[1] : cn.inputs[0];
@@ -940,7 +937,9 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       for (const Value* v : cn.inputs) {
         if (!ok) break;
         auto mit = v ? made_by.find(slot_of[v]) : made_by.end();
-        ok = v && !constant_of(v) && seen.insert(v).second && consumers[v].size() == 1 && mit != made_by.end() &&
+        auto cit = v ? consumers.find(v) : consumers.end();
+        ok = v && !constant_of(v) && seen.insert(v).second && cit != consumers.end() && cit->second.size() == 1 &&
+             mit != made_by.end() &&
              mit->second.first < k && !inside.count(mit->second.second) && !piece_begin.count(mit->second.second) &&
              bytes % kArenaAlign == 0 &&
              mit->second.second->dtype == out->dtype;

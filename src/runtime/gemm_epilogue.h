@@ -53,7 +53,6 @@ struct EpilogueTail {
 
   void init(const GemmDesc& d);
   bool has_clamp() const;
-  bool is_relu() const { return lo == 0.0f && hi == std::numeric_limits<float>::infinity(); }
   bool any() const { return residual >= 0 || has_clamp() || act != kernels::Activation::kNone; }
   const float* residual_data(const std::vector<const RtValue*>& ins) const;
   // In place over y's n elements (parallel on the current pool); a no-op when !any().
@@ -72,7 +71,6 @@ class ConvEpilogue {
   // This run's epilogue for image 0 (per-channel bias; the residual, if any, with leading dim
   // `plane`); later images offset `residual` by channels * plane.
   kernels::RowEpilogue bind(const std::vector<const RtValue*>& ins, int64_t plane);
-  int32_t residual_operand() const { return residual_; }
 
  private:
   int64_t channels_ = 0;

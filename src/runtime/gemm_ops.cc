@@ -127,7 +127,7 @@ class GemmNodeOp : public GemmOp {
     float* out = y.data<float>();
     auto par = pool_parallel();
     const PackedB& pb = b_.get(fdata(ins[1]), scratch_, par);
-    GemmEpilogue ep;
+    GemmEpilogue ep = kernel_epilogue(tail_, ins, n_);
     float beta = 0.0f;
     if (has_c_) {
       const float* c = fdata(ins[2]);
@@ -145,9 +145,6 @@ class GemmNodeOp : public GemmOp {
         beta = beta_;
       }
     }
-    const GemmEpilogue tail = kernel_epilogue(tail_, ins, n_);
-    ep.residual = tail.residual, ep.ldr = tail.ldr, ep.clamp = tail.clamp, ep.lo = tail.lo, ep.hi = tail.hi;
-    ep.act = tail.act;
     if (epi_.present()) ep.bias = epi_.get(nullptr);
     kernels::sgemm_packed(ta_, m_, fdata(ins[0]), ta_ ? m_ : k_, alpha_, pb, beta, out, n_, par, ep,
                           current_thread_pool().num_threads());
