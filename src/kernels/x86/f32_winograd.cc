@@ -7,8 +7,8 @@
 namespace kiln::kernels {
 namespace {
 
-// G (6x3) of F(4x4, 3x3) with interpolation points 0, +-1, +-2 and infinity.
-// In double: the transformed weights are rounded to float once.
+// G of F(2x2, 3x3) (4x3; points 0, +-1, infinity) and of F(4x4, 3x3) (6x3; points 0, +-1, +-2,
+// infinity). In double: the transformed weights are rounded to float once.
 constexpr double kG2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
 constexpr double kG4[6][3] = {{1.0 / 4, 0, 0},
                              {-1.0 / 6, -1.0 / 6, -1.0 / 6},
@@ -18,6 +18,24 @@ constexpr double kG4[6][3] = {{1.0 / 4, 0, 0},
                              {0, 0, 1}};
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// g: [co, c, 3, 3] -> u: points x [co, c] (e = alpha * row + col of the input tile).
+void winograd_weights(int64_t m, int64_t co, int64_t c, const float* g, float* u) {
+  const int a = static_cast<int>(m + 2);
+  const double(*G)[3] = m == 2 ? kG2 : kG4;
+  const int64_t plane = co * c;
+  for (int64_t o = 0; o < co; ++o)
+    for (int64_t ci = 0; ci < c; ++ci) {
+      const float* k = g + (o * c + ci) * 9;
+      double tmp[6][3];  // G g
+      for (int i = 0; i < a; ++i)
+        for (int j = 0; j < 3; ++j) tmp[i][j] = G[i][0] * k[j] + G[i][1] * k[3 + j] + G[i][2] * k[6 + j];
+      for (int i = 0; i < a; ++i)
+        for (int j = 0; j < a; ++j)
+          u[(i * a + j) * plane + o * c + ci] =
+              static_cast<float>(tmp[i][0] * G[j][0] + tmp[i][1] * G[j][1] + tmp[i][2] * G[j][2]);
+    }
+}
 
 }  // namespace
 
@@ -38,23 +56,6 @@ WinogradBlocking winograd_blocking(const WinogradGeom& g) {
   b.blocks_x = ceil_div(tw, b.cols);
   b.blocks_y = ceil_div(th, b.rows);
   return b;
-}
-
-void winograd_weights(int64_t m, int64_t co, int64_t c, const float* g, float* u) {
-  const int a = static_cast<int>(m + 2);
-  const double(*G)[3] = m == 2 ? kG2 : kG4;
-  const int64_t plane = co * c;
-  for (int64_t o = 0; o < co; ++o)
-    for (int64_t ci = 0; ci < c; ++ci) {
-      const float* k = g + (o * c + ci) * 9;
-      double tmp[6][3];  // G g
-      for (int i = 0; i < a; ++i)
-        for (int j = 0; j < 3; ++j) tmp[i][j] = G[i][0] * k[j] + G[i][1] * k[3 + j] + G[i][2] * k[6 + j];
-      for (int i = 0; i < a; ++i)
-        for (int j = 0; j < a; ++j)
-          u[(i * a + j) * plane + o * c + ci] =
-              static_cast<float>(tmp[i][0] * G[j][0] + tmp[i][1] * G[j][1] + tmp[i][2] * G[j][2]);
-    }
 }
 
 bool winograd_available() {

@@ -48,9 +48,6 @@ inline int64_t winograd_block_floats(const WinogradGeom& g, const WinogradBlocki
   return g.points() * g.c * b.panel;
 }
 
-// g: [co, c, 3, 3] -> u: points x [co, c] (e = alpha * row + col of the input tile).
-void winograd_weights(int64_t m, int64_t co, int64_t c, const float* g, float* u);
-
 // Transformed weights packed as microkernel A panels, [panel][e][c][mr], for the blocking's
 // panel width: the 32-column f32 microkernel `kernel`, or (16 columns) this file's own with mr
 // rows.
