@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/x86/f32_depthwise.h"
+#include "kernels/x86/lane_mask.h"
 
 namespace kiln::kernels {
 namespace {
@@ -139,7 +140,7 @@ void column_chunk(const TileArgs& a, int64_t ho, int64_t ox0, __mmask16 last) {
 void plane(const TileArgs& a, int64_t ho) {
   const int64_t nvec = (a.wo + 15) / 16;
   const int64_t rem = a.wo - (nvec - 1) * 16;
-  const __mmask16 tail = static_cast<__mmask16>(rem >= 16 ? 0xFFFF : (1u << rem) - 1);
+  const __mmask16 tail = first_lanes(rem);
   int64_t v0 = 0;
   // Four-vector chunks, then one chunk of the remaining 1-3 vectors; fewer vectors per row
   // take more rows per tile so that 6-8 independent accumulators hide the FMA latency.
@@ -260,7 +261,7 @@ void fill_blocked(const DepthwiseGeom& g, const BlockedLayout& l, const float* x
   const int32_t* dst = l.dst.data();
   for (int64_t f0 = f_begin; f0 < f_end; f0 += 16) {
     const int64_t nv = std::min<int64_t>(16, f_end - f0);
-    const __mmask16 m = static_cast<__mmask16>(nv >= 16 ? 0xFFFF : (1u << nv) - 1);
+    const __mmask16 m = first_lanes(nv);
     __m512 r[16];
     load_transposed16(xb + f0, hw, nc, m, r);
     if (nv == 16 && l.run16[f0]) {
@@ -372,7 +373,7 @@ void blocked_rows(const BlockedArgs& a, int64_t oy0, int64_t oy1, int64_t wo, in
 void store_blocked(const float* out, int64_t f_begin, int64_t f_end, int64_t howo, int64_t nc, float* yb) {
   for (int64_t f0 = f_begin; f0 < f_end; f0 += 16) {
     const int64_t nv = std::min<int64_t>(16, f_end - f0);
-    const __mmask16 m = static_cast<__mmask16>(nv >= 16 ? 0xFFFF : (1u << nv) - 1);
+    const __mmask16 m = first_lanes(nv);
     __m512 r[16];
 #pragma GCC unroll 16
     for (int k = 0; k < 16; ++k) r[k] = _mm512_loadu_ps(out + (f0 + k) * 16);  // rows past f_end: slack
@@ -391,7 +392,7 @@ void store_blocked(const float* out, int64_t f_begin, int64_t f_end, int64_t how
 void repack_weights(const float* w, int64_t ntaps, int64_t nc, float* wt) {
   for (int64_t t0 = 0; t0 < ntaps; t0 += 16) {
     const int64_t nt = std::min<int64_t>(16, ntaps - t0);
-    const __mmask16 m = static_cast<__mmask16>(nt >= 16 ? 0xFFFF : (1u << nt) - 1);
+    const __mmask16 m = first_lanes(nt);
     __m512 r[16];
     load_transposed16(w + t0, ntaps, nc, m, r);
     for (int64_t t = 0; t < nt; ++t) _mm512_storeu_ps(wt + (t0 + t) * 16, r[t]);
@@ -430,7 +431,7 @@ void depthwise_conv2d_f32_avx512f_blocked(const DepthwiseGeom& g, const float* x
       const int64_t oy0 = part * g.ho / parts, oy1 = (part + 1) * g.ho / parts;
       const int64_t iy0 = std::clamp<int64_t>(oy0 * g.sh - g.pt, 0, g.h);
       const int64_t iy1 = std::clamp<int64_t>((oy1 - 1) * g.sh + (g.kh - 1) * g.dh - g.pt + 1, iy0, g.h);
-      const __mmask16 cm = static_cast<__mmask16>(nc >= 16 ? 0xFFFF : (1u << nc) - 1);
+      const __mmask16 cm = first_lanes(nc);
       repack_weights(w + c0 * ntaps, ntaps, nc, wt);
       fill_blocked(g, l, x + (img * g.c + c0) * g.h * g.w, nc, s, iy0 * g.w, iy1 * g.w);
       BlockedArgs a;

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include "kernels/x86/f32_gemm.h"
+#include "kernels/x86/lane_mask.h"
 
 namespace kiln::kernels {
 namespace {
@@ -78,9 +79,7 @@ inline void gemm_mrx32(int64_t mr, int64_t nr, int64_t kc, const float* a, const
     a += MR;
     b += 32;
   }
-  const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
-  const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : nr <= 16 ? __mmask16(0)
-                                                               : __mmask16((1u << (nr - 16)) - 1);
+  const __mmask16 m0 = first_lanes(nr), m1 = first_lanes(nr - 16);
   const __m512 beta = _mm512_set1_ps(p.beta);
   const __m512 zero = _mm512_setzero_ps();
   const __m512 lo = _mm512_set1_ps(p.lo), hi = _mm512_set1_ps(p.hi);
@@ -145,7 +144,7 @@ void activate_inplace__avx512f(Activation a, float* y, int64_t n) {
   }
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, activate16(a, _mm512_loadu_ps(y + i)));
   if (i < n) {
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __mmask16 m = first_lanes(n - i);
     _mm512_mask_storeu_ps(y + i, m, activate16(a, _mm512_maskz_loadu_ps(m, y + i)));
   }
 }

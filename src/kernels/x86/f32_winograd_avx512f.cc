@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/x86/f32_winograd.h"
+#include "kernels/x86/lane_mask.h"
 
 namespace kiln::kernels {
 
@@ -41,10 +42,9 @@ BlockSpan block_span(const WinogradGeom& g, const WinogradBlocking& b, int64_t b
 __mmask16 range_mask(int64_t lo, int64_t n) {
   const int64_t first = std::max<int64_t>(0, -lo), last = std::min<int64_t>(16, n - lo);
   if (last <= first) return 0;
-  return static_cast<__mmask16>(((1u << last) - 1) & ~((1u << first) - 1));
+  return static_cast<__mmask16>(first_lanes(last) & ~first_lanes(first));
 }
 
-__mmask16 first_lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
 
 // out[k] = sum_i BT[k][i] d[i] (B^T of F(4x4, 3x3)).
 inline void bt6(const __m512 d[6], __m512 out[6]) {

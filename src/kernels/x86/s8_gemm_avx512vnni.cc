@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/x86/lane_mask.h"
+
 namespace kiln::kernels {
 
 // a: MR rows x kq groups of 4 u8 ([kq][14][4]); b: one packed panel ([kq][32][4]).
@@ -29,8 +31,7 @@ void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const
     a += 4 * kMr;
     b += 128;
   }
-  const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
-  const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
+  const __mmask16 m0 = first_lanes(nr), m1 = first_lanes(nr - 16);
 #pragma GCC unroll 14
   for (int i = 0; i < kMr; ++i) {
     if (i >= mr) break;
