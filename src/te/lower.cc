@@ -384,7 +384,7 @@ tir::PrimFunc lower(const Schedule& sched, const std::vector<Tensor>& args, cons
   f = tir::vectorize_reductions(f);
   f = tir::partition_loops(f);
   f = tir::vectorize_loops(f);
-  f = tir::localize_accumulators(f);  // again, for the vector accumulations vectorizing made
+  f = tir::localize_accumulators(f, /*vectors_only=*/true);  // the vector accumulations vectorizing made
   f = tir::unroll_loops(f);
   f = tir::fuse_loops(f);
   f = tir::simplify(f);

@@ -13,16 +13,6 @@
 namespace kiln::tir {
 namespace {
 
-bool is_combiner(ExprKind k) {
-  return k == ExprKind::kAdd || k == ExprKind::kMul || k == ExprKind::kMin || k == ExprKind::kMax;
-}
-
-bool loads_buffer(const Expr& e, const BufferNode* b) {
-  bool found = false;
-  visit_exprs(e, [&](const Expr& x) { found = found || (x->kind == ExprKind::kLoad && x->buffer.get() == b); });
-  return found;
-}
-
 // The innermost store of a perfect nest of serial loops, and the loop vars on the way.
 const StmtNode* nest_store(const Stmt& s, std::vector<const ExprNode*>* vars) {
   const StmtNode* n = s.get();
@@ -56,7 +46,7 @@ Stmt replace_store(const Stmt& s, const StmtNode* target, const Stmt& with) {
 }
 
 // Rewrites adjacent (init store, reduction nest) pairs of one statement list.
-std::vector<Stmt> localize(const std::vector<Stmt>& stmts, int* counter) {
+std::vector<Stmt> localize(const std::vector<Stmt>& stmts, int* counter, bool vectors_only) {
   std::vector<Stmt> out;
   for (size_t k = 0; k < stmts.size(); ++k) {
     const Stmt& init = stmts[k];
@@ -64,7 +54,7 @@ std::vector<Stmt> localize(const std::vector<Stmt>& stmts, int* counter) {
     const int lanes = init->kind == StmtKind::kStore ? init->value->type.lanes : 0;
     if (k + 1 < stmts.size() && init->kind == StmtKind::kStore && init->indices.size() == 1 &&
         init->indices[0]->type.lanes == lanes && (lanes == 1 || init->indices[0]->kind == ExprKind::kRamp) &&
-        init->buffer->dtype != DType::kBool) {
+        init->buffer->dtype != DType::kBool && (!vectors_only || (lanes > 1 && init->buffer->scope != "local"))) {
       std::vector<const ExprNode*> vars;
       const Stmt& nest = stmts[k + 1];
       const StmtNode* update = nest_store(nest, &vars);
@@ -89,17 +79,17 @@ std::vector<Stmt> localize(const std::vector<Stmt>& stmts, int* counter) {
   return out;
 }
 
-Stmt rewrite(const Stmt& s, int* counter) {
-  Stmt m = map_stmt(s, [](const Expr& e) { return e; }, [&](const Stmt& c) { return rewrite(c, counter); });
+Stmt rewrite(const Stmt& s, int* counter, bool vectors_only) {
+  Stmt m = map_stmt(s, [](const Expr& e) { return e; }, [&](const Stmt& c) { return rewrite(c, counter, vectors_only); });
   if (!m || m->kind != StmtKind::kSeq) return m;
-  return seq(localize(m->seq, counter));
+  return seq(localize(m->seq, counter, vectors_only));
 }
 
 }  // namespace
 
-PrimFunc localize_accumulators(const PrimFunc& f) {
+PrimFunc localize_accumulators(const PrimFunc& f, bool vectors_only) {
   int counter = 0;
-  return with_rewritten_body(f, [&](const Stmt& s) { return rewrite(s, &counter); });
+  return with_rewritten_body(f, [&](const Stmt& s) { return rewrite(s, &counter, vectors_only); });
 }
 
 }  // namespace kiln::tir

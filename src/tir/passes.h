@@ -29,7 +29,9 @@ PrimFunc flatten_storage(const PrimFunc& f);
 // Reductions accumulating into their output element (B[i] = init; for r: B[i] = B[i] op f)
 // accumulate in a one-element (or, for B[ramp] after vectorization, one-vector) local buffer
 // instead and store B[i] once (see the file).
-PrimFunc localize_accumulators(const PrimFunc& f);
+// vectors_only (the run after vectorize_loops): only vector accumulations into non-local
+// buffers, so that accumulators made by the first run or by vectorize_reductions stay as they are.
+PrimFunc localize_accumulators(const PrimFunc& f, bool vectors_only = false);
 
 // A serial loop accumulating f(r) into a one-element local float accumulator, with f reading
 // contiguously along r and a constant extent of at least two vectors, accumulates in a vector of

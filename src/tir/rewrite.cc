@@ -176,6 +176,12 @@ bool uses_var(const Stmt& s, const ExprNode* var) {
   return found;
 }
 
+bool loads_buffer(const Expr& e, const BufferNode* b) {
+  bool found = false;
+  visit_exprs(e, [&](const Expr& x) { found = found || (x->kind == ExprKind::kLoad && x->buffer.get() == b); });
+  return found;
+}
+
 PrimFunc with_rewritten_body(const PrimFunc& f, const std::function<Stmt(const Stmt&)>& rewrite) {
   PrimFunc out = f;
   out.body = f.body ? rewrite(f.body) : f.body;

@@ -32,6 +32,12 @@ void visit_stmts(const Stmt& s, const std::function<void(const Stmt&)>& f);
 
 bool uses_var(const Expr& e, const ExprNode* var);
 bool uses_var(const Stmt& s, const ExprNode* var);
+// Whether `e` loads from buffer `b`.
+bool loads_buffer(const Expr& e, const BufferNode* b);
+// Add, Mul, Min, Max: the reductions' combiners.
+inline bool is_combiner(ExprKind k) {
+  return k == ExprKind::kAdd || k == ExprKind::kMul || k == ExprKind::kMin || k == ExprKind::kMax;
+}
 
 // A pass over a function's body: `f` with `rewrite` applied to its body (when it has one); a
 // body that ends up null becomes an empty sequence, as the later passes and codegen expect.

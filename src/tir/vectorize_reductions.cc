@@ -29,20 +29,10 @@
 namespace kiln::tir {
 namespace {
 
-bool is_combiner(ExprKind k) {
-  return k == ExprKind::kAdd || k == ExprKind::kMul || k == ExprKind::kMin || k == ExprKind::kMax;
-}
-
 bool is_acc_load(const Expr& e, const Buffer& acc) {
   int64_t c = -1;
   return e->kind == ExprKind::kLoad && e->buffer == acc && e->operands.size() == 1 &&
          is_const_int(e->operands[0], &c) && c == 0;
-}
-
-bool loads_buffer(const Expr& e, const BufferNode* b) {
-  bool found = false;
-  visit_exprs(e, [&](const Expr& x) { found = found || (x->kind == ExprKind::kLoad && x->buffer.get() == b); });
-  return found;
 }
 
 // Every load in f, with `var` running over a vector of lanes, reads a dense ramp or one element;

@@ -532,6 +532,12 @@ TEST(TirLocalize, AccumulatorsMoveToLocalBuffers) {
     std::string text = print(out);
     EXPECT_NE(text.find("allocate O_acc0: f32[16] local"), std::string::npos) << text;
     expect_same(fn, out);
+    EXPECT_EQ(print(localize_accumulators(fn, true)), text);  // the run after vectorize_loops
+    // That run leaves scalar accumulations (and local accumulators) alone.
+    PrimFunc scalar = row_reduce(ExprKind::kAdd);
+    EXPECT_EQ(print(localize_accumulators(scalar, true)), print(scalar));
+    PrimFunc once = localize_accumulators(scalar);
+    EXPECT_EQ(print(localize_accumulators(once, true)), print(once));
   }
   // The output index moves with the reduction: nothing to localize.
   PrimFunc moving = row_reduce(ExprKind::kAdd, true);

@@ -459,20 +459,23 @@ llvm::Value* Emitter::element_address(const tir::Buffer& b, const std::vector<Ex
   return b_.CreateGEP(memory_type(b->dtype), buffer_ptr(b), idx);
 }
 
-llvm::Value* Emitter::ramp_address(const tir::Buffer& b, const std::vector<Expr>& indices, int64_t* stride) {
+bool Emitter::ramp_stride(const std::vector<Expr>& indices, int64_t* stride) {
   const Expr& last = indices.back();
-  if (last->kind != ExprKind::kRamp || !tir::is_const_int(last->operands[1], stride)) return nullptr;
+  if (last->kind != ExprKind::kRamp || !tir::is_const_int(last->operands[1], stride)) return false;
   for (size_t k = 0; k + 1 < indices.size(); ++k)
-    if (indices[k]->type.lanes != 1) return nullptr;
+    if (indices[k]->type.lanes != 1) return false;
+  return true;
+}
+
+llvm::Value* Emitter::lane0_address(const tir::Buffer& b, const std::vector<Expr>& indices) {
   std::vector<Expr> first = indices;
-  first.back() = last->operands[0];
+  first.back() = indices.back()->operands[0];
   return b_.CreateGEP(memory_type(b->dtype), buffer_ptr(b), flat_index(b, first));
 }
 
 llvm::Value* Emitter::contiguous_address(const tir::Buffer& b, const std::vector<Expr>& indices) {
   int64_t stride = 0;
-  llvm::Value* p = ramp_address(b, indices, &stride);
-  return stride == 1 ? p : nullptr;
+  return ramp_stride(indices, &stride) && stride == 1 ? lane0_address(b, indices) : nullptr;
 }
 
 llvm::Value* Emitter::emit_load(const ExprNode& n) {
@@ -481,10 +484,10 @@ llvm::Value* Emitter::emit_load(const ExprNode& n) {
   const int lanes = n.type.lanes;
   const llvm::Align align(elem->getPrimitiveSizeInBits() / 8);
   llvm::Value* v = nullptr;
-  llvm::Value* ptr = lanes > 1 ? contiguous_address(buf, n.operands) : nullptr;
   int64_t stride = 0;
-  llvm::Value* strided = lanes > 1 && !ptr ? ramp_address(buf, n.operands, &stride) : nullptr;
-  if (stride < 2 || stride > 4) strided = nullptr;
+  const bool ramp = lanes > 1 && ramp_stride(n.operands, &stride);
+  llvm::Value* ptr = ramp && stride == 1 ? lane0_address(buf, n.operands) : nullptr;
+  llvm::Value* strided = ramp && stride >= 2 && stride <= 4 ? lane0_address(buf, n.operands) : nullptr;
   if (ptr) {
     llvm::Type* vt = llvm::FixedVectorType::get(elem, lanes);
     v = b_.CreateAlignedLoad(vt, ptr, align);

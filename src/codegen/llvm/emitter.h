@@ -46,10 +46,12 @@ class Emitter {
   llvm::Value* inline_exp(llvm::Value* x);
   llvm::Value* flat_index(const tir::Buffer& b, const std::vector<tir::Expr>& indices);
   llvm::Value* buffer_ptr(const tir::Buffer& b);
-  // Address of lane 0 of a vector access whose last index is Ramp(base, stride) with a constant
-  // stride (set in *stride) and whose other indices are scalars, else null.
-  llvm::Value* ramp_address(const tir::Buffer& b, const std::vector<tir::Expr>& indices, int64_t* stride);
-  // The same for Ramp(base, 1) only.
+  // Whether a vector access's last index is Ramp(base, stride) with a constant stride (set in
+  // *stride) and its other indices are scalars; no IR is emitted.
+  static bool ramp_stride(const std::vector<tir::Expr>& indices, int64_t* stride);
+  // The address of lane 0 of such an access.
+  llvm::Value* lane0_address(const tir::Buffer& b, const std::vector<tir::Expr>& indices);
+  // lane0_address for Ramp(base, 1) accesses, else null (nothing emitted).
   llvm::Value* contiguous_address(const tir::Buffer& b, const std::vector<tir::Expr>& indices);
   llvm::Value* element_address(const tir::Buffer& b, const std::vector<tir::Expr>& indices);
   llvm::Value* to_lanes(llvm::Value* v, int lanes);
