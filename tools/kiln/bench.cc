@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -23,6 +24,8 @@
 #include <memory>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "bench_common.h"
 #include "commands.h"
@@ -121,15 +124,6 @@ std::string ort_runner() {
   return r;
 }
 
-// Pulls `"key": number` out of the runner's one-line JSON.
-double json_field(const std::string& text, const std::string& key) {
-  auto p = text.find("\"" + key + "\"");
-  if (p == std::string::npos) return NAN;
-  p = text.find(':', p);
-  if (p == std::string::npos) return NAN;
-  return std::strtod(text.c_str() + p + 1, nullptr);
-}
-
 // Compares kiln's outputs with ORT's (.npy files out_dir/<i>.npy): every element within
 // atol + rtol*|ort|; sets outputs_match, max_abs_diff and a note on the first failure.
 void compare_outputs(const std::vector<RtValue>& outs, const fs::path& dir, const BenchArgs& a, Result& r) {
@@ -173,6 +167,8 @@ class OrtServer {
 
   // Starts the runner; false (with the reason in `error`) when it does not come up ready.
   bool start(const std::string& cmd, std::string& error) {
+    // A runner that dies must fail its model's comparison, not kill kiln on the next write.
+    std::signal(SIGPIPE, SIG_IGN);
     int to_child[2], from_child[2];
     if (::pipe(to_child) != 0) return fail("pipe failed", error);
     if (::pipe(from_child) != 0) {
@@ -208,22 +204,17 @@ class OrtServer {
   // Runs ORT for at least `seconds` and `runs` runs; the per-run times (ms), empty on failure.
   std::vector<double> time_runs(double seconds, int runs) {
     std::vector<double> times;
-    if (!in_) return times;
-    std::fprintf(in_, "%.6f %d\n", seconds, runs);
-    std::fflush(in_);
+    if (!in_ || std::fprintf(in_, "%.6f %d\n", seconds, runs) < 0 || std::fflush(in_) != 0) return times;
+    // Lines before the answer are the runner's own warnings (its stderr shares the pipe).
     std::string line;
-    if (!read_line(line)) return times;
-    auto p = line.find('[');
-    if (p == std::string::npos) return times;
-    const char* c = line.c_str() + p + 1;
-    while (*c && *c != ']') {
-      char* end = nullptr;
-      double v = std::strtod(c, &end);
-      if (end == c) break;
-      times.push_back(v);
-      c = end;
-      while (*c == ',' || *c == ' ') ++c;
-    }
+    while (read_line(line))
+      if (line.rfind("{\"times_ms\"", 0) == 0) {
+        const nlohmann::json reply = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (reply.is_object() && reply["times_ms"].is_array())
+          for (const auto& t : reply["times_ms"])
+            if (t.is_number()) times.push_back(t.get<double>());
+        break;
+      }
     return times;
   }
 
@@ -284,7 +275,10 @@ std::unique_ptr<OrtServer> start_ort(const std::vector<RtValue>& feeds, const st
     r.note += error;
     server.reset();
   } else {
-    r.ort_load_ms = json_field(server->ready_line, "load_ms");
+    const nlohmann::json ready = nlohmann::json::parse(server->ready_line, nullptr, /*allow_exceptions=*/false);
+    r.ort_load_ms = ready.is_object() && ready.contains("load_ms") && ready["load_ms"].is_number()
+                        ? ready["load_ms"].get<double>()
+                        : NAN;
     compare_outputs(outs, dir / "out", a, r);
   }
   std::error_code ec;
