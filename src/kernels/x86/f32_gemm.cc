@@ -58,7 +58,7 @@ const F32GemmUkernel* choose_default() {
   return &table.back();
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+}  // namespace
 
 void run_parallel(const ParallelFor& parallel, int64_t n,
                   const std::function<void(int64_t, int64_t)>& fn) {
@@ -69,8 +69,6 @@ void run_parallel(const ParallelFor& parallel, int64_t n,
     fn(0, n);
   }
 }
-
-}  // namespace
 
 const F32GemmUkernel& f32_gemm_default() {
   static const F32GemmUkernel* chosen = choose_default();
@@ -303,7 +301,6 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
                                             gemm_split_stream_ns(4.0 * double(mblocks * mc) * double(K)),
                                             gemm_split_stream_ns(4.0 * double(K) * double(panels * nr)));
   const int64_t chunks = split.chunks, groups = split.groups;
-  const float* a_packed = packed_a;
   run_parallel(parallel, chunks * groups, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t chunk = t / groups, group = t % groups;
@@ -323,7 +320,7 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
         params.ldr = epilogue.ldr;
         for (int64_t i0 = m_begin / mc * mc; i0 < m_end; i0 += mc) {
           const int64_t r_begin = std::max(i0, m_begin) - i0, rows = std::min(i0 + mc, m_end) - i0;
-          const float* a_block = a_packed + (i0 / mc) * mc * K + k0 * mc;
+          const float* a_block = packed_a + (i0 / mc) * mc * K + k0 * mc;
           for (int64_t q = q0; q < q1; ++q) {
             const int64_t j0 = q * nr, cols = std::min(nr, N - j0);
             const float* b_panel = B.data.data() + B.panel_offset(k0, q);

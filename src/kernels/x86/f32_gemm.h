@@ -97,6 +97,10 @@ const F32GemmUkernel& f32_gemm_default();
 
 // Parallel hook: run fn(begin, end) over a partition of [0, n). nullptr runs serially.
 using ParallelFor = std::function<void(int64_t n, std::function<void(int64_t, int64_t)>)>;
+// fn over [0, n) through `parallel` (serially when it is null or n is 1).
+void run_parallel(const ParallelFor& parallel, int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // How a GEMM's C splits into parallel tasks: `chunks` column chunks (each streams the A rows of
 // its task again) x `groups` row groups of whole MR micro-panels (each packs its chunk's B block).

@@ -12,8 +12,6 @@
 namespace kiln::kernels {
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // The epilogue over all of C when there is no K block to run it in (K == 0).
 void epilogue_only(float* c, int64_t ldc, int64_t rows, int64_t cols, const RowEpilogue& ep) {
   for (int64_t r = 0; r < rows; ++r)

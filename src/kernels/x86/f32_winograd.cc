@@ -17,8 +17,6 @@ constexpr double kG4[6][3] = {{1.0 / 4, 0, 0},
                              {1.0 / 24, -1.0 / 12, 1.0 / 6},
                              {0, 0, 1}};
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // g: [co, c, 3, 3] -> u: points x [co, c] (e = alpha * row + col of the input tile).
 void winograd_weights(int64_t m, int64_t co, int64_t c, const float* g, float* u) {
   const int a = static_cast<int>(m + 2);
@@ -47,10 +45,8 @@ WinogradBlocking winograd_blocking(const WinogradGeom& g) {
   if (tw <= b.panel) {
     b.cols = tw;
     b.rows = std::min<int64_t>(th, b.panel / tw);
-    b.blocks_x = 1;
   } else {
-    b.blocks_x = ceil_div(tw, b.panel);
-    b.cols = ceil_div(tw, b.blocks_x);
+    b.cols = ceil_div(tw, ceil_div(tw, b.panel));
     b.rows = 1;
   }
   b.blocks_x = ceil_div(tw, b.cols);

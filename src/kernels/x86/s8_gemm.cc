@@ -21,8 +21,6 @@ constexpr int64_t kMr = 14, kNr = 32;
 constexpr int64_t kKc = 1024;  // K block (a multiple of 4): one 32 KB B panel block stays in L1
 constexpr int64_t kMc = 8 * kMr;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // Rows [i0, i0+rows) x K [k0, k0+kc) of A as micro-panels [kc/4][14][4], zero-padded.
 void pack_a_u8(const uint8_t* A, int64_t lda, int64_t M, int64_t K, int64_t i0, int64_t rows, int64_t k0,
                int64_t kc, uint8_t* out) {
@@ -36,11 +34,6 @@ void pack_a_u8(const uint8_t* A, int64_t lda, int64_t M, int64_t K, int64_t i0, 
           panel[(q * kMr + i) * 4 + t] = r < M && ii + i < rows && k < K && k < k0 + kc ? A[r * lda + k] : 0;
         }
   }
-}
-
-void run_tasks(const ParallelFor& parallel, int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  if (parallel && n > 1) parallel(n, fn);
-  else fn(0, n);
 }
 
 }  // namespace
@@ -76,7 +69,7 @@ void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& 
     return B.data[static_cast<size_t>(((j / kNr * kq_total + k / 4) * kNr + j % kNr) * 4 + k % 4)];
   };
   if (!s8_gemm_has_vnni() || K == 0) {
-    run_tasks(parallel, M, [&](int64_t r0, int64_t r1) {
+    run_parallel(parallel, M, [&](int64_t r0, int64_t r1) {
       for (int64_t i = r0; i < r1; ++i)
         for (int64_t j = 0; j < N; ++j) {
           int32_t s = 0;
@@ -88,7 +81,7 @@ void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& 
   }
   const int64_t mblocks = ceil_div(M, kMc);
   const int64_t chunks = std::min<int64_t>(panels, std::max<int64_t>(1, ceil_div(8, mblocks)));
-  run_tasks(parallel, mblocks * chunks, [&](int64_t begin, int64_t end) {
+  run_parallel(parallel, mblocks * chunks, [&](int64_t begin, int64_t end) {
     thread_local std::vector<uint8_t> a_buf;
     a_buf.resize(static_cast<size_t>(kMc * kKc));
     for (int64_t t = begin; t < end; ++t) {
