@@ -120,6 +120,22 @@ TEST_P(F32Gemm, TransposesAlphaBetaStridesEpilogue) {
       }
 }
 
+TEST_P(F32Gemm, SeveralKBlocksAccumulate) {
+  if (skip()) GTEST_SKIP() << kernel().name << ": CPU lacks " << isa_name(kernel().isa);
+  // K past one and two cache blocks: later blocks add onto C, the epilogue runs on the last.
+  const int64_t kc = kernel().kc;
+  int variant = 0;
+  for (int64_t m : {int64_t{7}, int64_t{33}})
+    for (int64_t k : {kc + 1, 2 * kc + 3})
+      for (int t = 0; t < 4; ++t) {
+        ++variant;
+        const Case c{m, 37, k, (t & 1) != 0, (t & 2) != 0, 1.0f, variant % 2 == 0 ? 0.0f : 0.5f, 0,
+                     variant % 3 == 1, variant % 2 == 1};
+        check(c, kernel(), t == 3, variant % 2 == 0 ? testing::two_threads() : nullptr);
+        if (HasFatalFailure()) return;
+      }
+}
+
 TEST_P(F32Gemm, EmptyKAppliesBetaAndEpilogue) {
   if (skip()) GTEST_SKIP() << kernel().name << ": CPU lacks " << isa_name(kernel().isa);
   check({5, 9, 0, false, false, 1.0f, 0.5f, 2, true}, kernel(), false, nullptr);

@@ -161,10 +161,22 @@ bool pack_a_trans_full(int mr, int64_t kc, const float* src, int64_t lda, float 
 
 }  // namespace
 
+// A micro-panel of up to 16 rows of row-major A (`rows` <= mr rows read, the rest zero) with
+// 16x16 in-register transposes (f32_gemm_avx512f.cc): the portable loop gathers one float per
+// row and k.
+void f32_gemm_pack_a_panel__avx512f(int mr, int64_t rows, int64_t kc, const float* a, int64_t lda, float alpha,
+                                    float* out);
+
 void f32_gemm_pack_a(bool trans_a, int64_t mc, int64_t kc, const float* a, int64_t lda, float alpha,
                      int mr, float* out) {
+  static const bool avx512 = isa_supported(Isa::kAvx512);
   for (int64_t i0 = 0; i0 < mc; i0 += mr) {
     const int64_t rows = std::min<int64_t>(mr, mc - i0);
+    if (!trans_a && avx512 && mr <= 16) {
+      f32_gemm_pack_a_panel__avx512f(mr, rows, kc, a + i0 * lda, lda, alpha, out);
+      out += kc * mr;
+      continue;
+    }
     if (trans_a && rows == mr && pack_a_trans_full(mr, kc, a + i0, lda, alpha, out)) {
       out += kc * mr;
       continue;

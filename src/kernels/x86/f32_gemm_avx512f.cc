@@ -2,18 +2,22 @@
 // when the CPU supports them). NR = 32 (two zmm per row), MR rows of accumulators.
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "kernels/x86/f32_gemm.h"
 #include "kernels/x86/lane_mask.h"
+#include "kernels/x86/transpose16.h"
 
 namespace kiln::kernels {
 namespace {
 
+// (The maskz forms with every lane on avoid GCC 12's false uninitialized-passthrough warnings.)
 // exp(x) for 16 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial (Cephes expf
 // coefficients, ~1 ulp), times 2^n with scalef; inputs clamped so that large |x| saturate.
 inline __m512 exp16(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-88.0f)), _mm512_set1_ps(88.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = _mm512_maskz_min_ps(kAll16, _mm512_maskz_max_ps(kAll16, x, _mm512_set1_ps(-88.0f)), _mm512_set1_ps(88.0f));
+  const __m512 n = _mm512_maskz_roundscale_ps(kAll16, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
   __m512 p = _mm512_set1_ps(1.9875691500e-4f);
@@ -23,7 +27,7 @@ inline __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
+  return _mm512_maskz_scalef_ps(kAll16, p, n);
 }
 
 // 1 / (1 + e^-v): a 14-bit reciprocal estimate and one Newton step (~1 ulp, far cheaper than a
@@ -31,7 +35,7 @@ inline __m512 exp16(__m512 x) {
 inline __m512 sigmoid16(__m512 v) {
   const __m512 one = _mm512_set1_ps(1.0f);
   const __m512 d = _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), v)));
-  const __m512 r = _mm512_rcp14_ps(d);
+  const __m512 r = _mm512_maskz_rcp14_ps(kAll16, d);
   return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
 }
 
@@ -60,6 +64,14 @@ inline void gemm_mrx32(int64_t mr, int64_t nr, int64_t kc, const float* a, const
   for (int i = 0; i < MR; ++i) {
     acc0[i] = _mm512_setzero_ps();
     acc1[i] = _mm512_setzero_ps();
+  }
+  // C's tile is read (beta, residual) and written after the K loop; its lines are cold (each K
+  // block revisits the whole C), so they are requested now and arrive while the loop runs.
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    if (i >= mr) break;
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 31), _MM_HINT_T1);
   }
   constexpr int64_t b_step = 32;
   for (int64_t k = 0; k < kc; ++k) {
@@ -153,6 +165,25 @@ void f32_gemm_pack_b_panel32__avx512f(int64_t kc, const float* b, int64_t ldb, f
   for (int64_t k = 0; k < kc; ++k) {
     _mm512_storeu_ps(out + k * 32, _mm512_loadu_ps(b + k * ldb));
     _mm512_storeu_ps(out + k * 32 + 16, _mm512_loadu_ps(b + k * ldb + 16));
+  }
+}
+
+void f32_gemm_pack_a_panel__avx512f(int mr, int64_t rows, int64_t kc, const float* a, int64_t lda, float alpha,
+                                    float* out) {
+  const __mmask16 row_mask = first_lanes(mr);
+  const __m512 scale = _mm512_set1_ps(alpha);
+  for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+    const int64_t n = std::min<int64_t>(16, kc - k0);
+    const __mmask16 m = first_lanes(n);
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(m, a + i * lda + k0) : _mm512_setzero_ps();
+    transpose16(r);
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      if (j >= n) break;
+      _mm512_mask_storeu_ps(out + (k0 + j) * mr, row_mask, alpha == 1.0f ? r[j] : _mm512_mul_ps(r[j], scale));
+    }
   }
 }
 
