@@ -71,6 +71,8 @@ using F32GemmUkernelFn = void (*)(int64_t mr, int64_t nr, int64_t kc, const floa
 // X(MR, NR, isa suffix, Isa, KC, MC), best first.
 #define KILN_F32_GEMM_UKERNELS(X)                 \
   X(14, 32, avx512f, ::kiln::kernels::Isa::kAvx512, 512, 112) \
+  X(12, 32, avx512f, ::kiln::kernels::Isa::kAvx512, 512, 120) \
+  X(10, 32, avx512f, ::kiln::kernels::Isa::kAvx512, 512, 120) \
   X(8, 32, avx512f, ::kiln::kernels::Isa::kAvx512, 512, 128)  \
   X(6, 16, avx2, ::kiln::kernels::Isa::kAvx2, 256, 120)       \
   X(4, 8, generic, ::kiln::kernels::Isa::kGeneric, 256, 64)

@@ -193,6 +193,18 @@ void f32_gemm_ukernel_14x32__avx512f(int64_t mr, int64_t nr, int64_t kc, const f
   gemm_mrx32<14>(mr, nr, kc, a_packed, b_packed, c, ldc, params);
 }
 
+void f32_gemm_ukernel_12x32__avx512f(int64_t mr, int64_t nr, int64_t kc, const float* a_packed,
+                                     const float* b_packed, float* c, int64_t ldc,
+                                     const F32GemmParams& params) {
+  gemm_mrx32<12>(mr, nr, kc, a_packed, b_packed, c, ldc, params);
+}
+
+void f32_gemm_ukernel_10x32__avx512f(int64_t mr, int64_t nr, int64_t kc, const float* a_packed,
+                                     const float* b_packed, float* c, int64_t ldc,
+                                     const F32GemmParams& params) {
+  gemm_mrx32<10>(mr, nr, kc, a_packed, b_packed, c, ldc, params);
+}
+
 void f32_gemm_ukernel_8x32__avx512f(int64_t mr, int64_t nr, int64_t kc, const float* a_packed,
                                     const float* b_packed, float* c, int64_t ldc,
                                     const F32GemmParams& params) {
