@@ -1,5 +1,6 @@
 // kiln_peak_flops: the machine's fp32 FMA peak (independent FMA chains in registers) and
-// SGEMM 1024^3 GFLOP/s through kernels::sgemm, with 1 and 2 threads, and the ratio to peak;
+// SGEMM 1024^3 GFLOP/s through kernels::sgemm, with 1 and 2 threads, and the ratio to peak (also
+// per run, against a short peak burst measured just before it);
 // the int8 (u8s8 VNNI) GEMM of the same size in GOP/s.
 // Usage: kiln_peak_flops [--size N] [--reps R] [--threads T]...
 #include <immintrin.h>
@@ -61,11 +62,11 @@ __attribute__((target("avx2,fma"), noinline)) double fma_loop_avx2(int64_t iters
   return double(iters) * kYmmChains * 8 * 2;
 }
 
-// Peak GFLOP/s with `threads` threads each running its own FMA chains.
-double measure_peak(Isa isa, int threads) {
-  const int64_t iters = 20'000'000;
+// Peak GFLOP/s with `threads` threads each running its own FMA chains (best of `reps`; the
+// default is ~80 ms a rep).
+double measure_peak(Isa isa, int threads, int reps = 3, int64_t iters = 20'000'000) {
   double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < reps; ++rep) {
     std::vector<std::thread> pool;
     std::vector<float> sinks(threads * 16);
     std::vector<double> flops(threads);
@@ -132,9 +133,12 @@ int main(int argc, char** argv) {
     const auto parallel = make_parallel(threads);
     for (const auto& k : kiln::kernels::f32_gemm_ukernels()) {
       if (!kiln::kernels::isa_supported(k.isa)) continue;
-      std::vector<double> times, times_packed;
+      std::vector<double> times, times_packed, paired;
       const auto packed = kiln::kernels::pack_b(false, n, n, b.data(), n, &k, parallel);
       for (int r = 0; r < reps + 1; ++r) {
+        // A short peak burst (~8 ms) right before each run: on a shared machine whose throughput
+        // drifts, the run's share of the peak of that moment is the steadier figure.
+        const double peak_now = peak_isa != Isa::kGeneric ? measure_peak(peak_isa, threads, 1, 2'000'000) : 0.0;
         auto t0 = Clock::now();
         kiln::kernels::sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(),
                              n, parallel, {}, &k, threads);
@@ -143,8 +147,12 @@ int main(int argc, char** argv) {
         kiln::kernels::sgemm_packed(false, n, a.data(), n, 1.0f, packed, 0.0f, c.data(), n,
                                     parallel, {}, threads);
         const double tp = seconds_since(t0);
-        if (r > 0) times.push_back(t), times_packed.push_back(tp);  // first run is warm-up
+        if (r > 0) {  // the first run is warm-up
+          times.push_back(t), times_packed.push_back(tp);
+          if (peak_now > 0) paired.push_back(flops / t * 1e-9 / peak_now);
+        }
       }
+      std::sort(paired.begin(), paired.end());
       std::sort(times.begin(), times.end());
       std::sort(times_packed.begin(), times_packed.end());
       const double med = flops / times[times.size() / 2] * 1e-9, best = flops / times[0] * 1e-9;
@@ -156,6 +164,11 @@ int main(int argc, char** argv) {
           threads, (long long)n, (long long)n, (long long)n, k.name, med, best,
           peak > 0 ? 100 * med / peak : 0.0, peak > 0 ? 100 * best / peak : 0.0, medp, bestp,
           peak > 0 ? 100 * medp / peak : 0.0, peak > 0 ? 100 * bestp / peak : 0.0);
+      if (!paired.empty())
+        std::printf("threads=%d  sgemm %lldx%lldx%lld %-28s vs the peak measured just before each run: median %.0f%% "
+                    "(quartiles %.0f%%-%.0f%%)\n",
+                    threads, (long long)n, (long long)n, (long long)n, k.name, 100 * paired[paired.size() / 2],
+                    100 * paired[paired.size() / 4], 100 * paired[paired.size() * 3 / 4]);
     }
     // int8: u8 x s8 -> s32 with B pre-packed; one VNNI instruction does 4x the multiply-adds of
     // an fp32 FMA, so 4x the fp32 peak is its ceiling.
