@@ -59,10 +59,12 @@ struct F32GemmParams {
   bool clamp = false;               // clamp to [lo, hi]
   float lo = 0.0f, hi = 0.0f;
   Activation act = Activation::kNone;  // last
+  int64_t b_stride = 0;  // floats from one k row of B to the next: 0 means NR (a packed panel)
 };
 
 // Computes an mr x nr tile (mr <= MR, nr <= NR) of C from a packed A micro-panel
-// (kc x MR, k-major) and a packed B micro-panel (kc x NR, k-major).
+// (kc x MR, k-major) and a packed B micro-panel (kc x NR, k-major; or, with params.b_stride,
+// NR columns of each of kc rows that far apart, all NR readable).
 using F32GemmUkernelFn = void (*)(int64_t mr, int64_t nr, int64_t kc, const float* a_packed,
                                   const float* b_packed, float* c, int64_t ldc,
                                   const F32GemmParams& params);

@@ -26,7 +26,7 @@ void f32_gemm_ukernel_6x16__avx2(int64_t mr, int64_t nr, int64_t kc, const float
       acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
     }
     a += kMr;
-    b += 16;
+    b += p.b_stride ? p.b_stride : 16;
   }
   if (mr == kMr && nr == 16 && p.act == Activation::kNone) {
     const __m256 beta = _mm256_set1_ps(p.beta);

@@ -73,7 +73,7 @@ inline void gemm_mrx32(int64_t mr, int64_t nr, int64_t kc, const float* a, const
     _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T1);
     _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 31), _MM_HINT_T1);
   }
-  constexpr int64_t b_step = 32;
+  const int64_t b_step = p.b_stride ? p.b_stride : 32;
   for (int64_t k = 0; k < kc; ++k) {
     // A often streams from beyond L2 (conv weights used for few output columns): fetch ahead.
     _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchSteps * MR), _MM_HINT_T0);
@@ -89,7 +89,7 @@ inline void gemm_mrx32(int64_t mr, int64_t nr, int64_t kc, const float* a, const
       acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
     }
     a += MR;
-    b += 32;
+    b += b_step;
   }
   const __mmask16 m0 = first_lanes(nr), m1 = first_lanes(nr - 16);
   const __m512 beta = _mm512_set1_ps(p.beta);

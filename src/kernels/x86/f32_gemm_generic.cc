@@ -14,7 +14,7 @@ void f32_gemm_ukernel_4x8__generic(int64_t mr, int64_t nr, int64_t kc, const flo
       for (int j = 0; j < kNr; ++j) acc[i * kNr + j] += ai * b[j];
     }
     a += kMr;
-    b += kNr;
+    b += p.b_stride ? p.b_stride : kNr;
   }
   f32_gemm_store_tile(acc, kNr, mr, nr, c, ldc, p);
 }

@@ -44,16 +44,21 @@ PackedA pack_a(int64_t M, int64_t K, const float* A, int64_t lda, const F32GemmU
 
 void sgemm_prepacked_a(const PackedA& A, int64_t N, const float* B, int64_t ldb, float* C, int64_t ldc,
                        const RowEpilogue& ep, const ParallelFor& parallel, int threads) {
-  sgemm_prepacked_a(
+  sgemm_prepacked_a_impl(
       A, N,
       [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr, float* dst) {
         f32_gemm_pack_b(false, kc, nc, B + k0 * ldb + j0, ldb, nr, dst);
       },
-      C, ldc, ep, parallel, threads);
+      B, ldb, C, ldc, ep, parallel, threads);
 }
 
 void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float* C, int64_t ldc,
                        const RowEpilogue& ep, const ParallelFor& parallel, int threads) {
+  sgemm_prepacked_a_impl(A, N, pack_b, nullptr, 0, C, ldc, ep, parallel, threads);
+}
+
+void sgemm_prepacked_a_impl(const PackedA& A, int64_t N, const PackBFn& pack_b, const float* b_rows, int64_t ldb,
+                            float* C, int64_t ldc, const RowEpilogue& ep, const ParallelFor& parallel, int threads) {
   KILN_CHECK(A.kernel != nullptr, "sgemm_prepacked_a: A is not packed");
   const F32GemmUkernel& uk = *A.kernel;
   const int64_t M = A.m, K = A.k, mr = uk.mr, nr = uk.nr;
@@ -74,7 +79,14 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
   // B panels in its own core's cache; sharing would make every task read panels the other core
   // packed. MobileNetV2's 1x1 projections with 24-96 output channels were slower on 2 threads
   // than on 1 with a shared B.)
-  const bool share_b = parallel && threads != 1 && upanels >= 16 && 4 * K * panels * nr <= l2_cache_bytes();
+  // Few micro-panel rows read each packed B element only that often: copying B into panels then
+  // costs more than the microkernel's strided reads of its rows (prefetched ahead). Full panels
+  // are read in place; a partial last panel (reads past N) is still packed.
+  // Measured on 1x1 convs: 256->64 at 56x56 0.84 -> 0.73 ms, 144->24 at 56x56 0.23 -> 0.15 ms,
+  // 192->32 at 28x28 0.083 -> 0.064 ms (1 thread); level at 14x14 and 7x7; worse from ~26 rows
+  // of micro-panels (64->256 at 56x56: 0.76 -> 0.82 ms).
+  const bool direct_b = b_rows != nullptr && upanels <= 16;
+  const bool share_b = !direct_b && parallel && threads != 1 && upanels >= 16 && 4 * K * panels * nr <= l2_cache_bytes();
   const GemmSplit split =
       choose_gemm_split(M, N, K, uk, parallel ? threads : 1, gemm_split_stream_ns(4.0 * double(M) * double(K)),
                         share_b ? 0.0 : 4.0 * double(K) * double(N) / 8.0);
@@ -115,7 +127,11 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
         const int64_t kc = std::min<int64_t>(uk.kc, K - k0);
         const bool last = k0 + kc >= K;
         const float* b_block = shared_b + k0 * panels * nr + j0 / nr * kc * nr;
-        if (!shared_b) {
+        const int64_t full_cols = direct_b ? nc / nr * nr : 0;  // read in place
+        if (direct_b) {
+          if (full_cols < nc) pack_b(k0, kc, j0 + full_cols, nc - full_cols, static_cast<int>(nr), b_buf.data());
+          b_block = b_buf.data();  // the packed panels from full_cols / nr on
+        } else if (!shared_b) {
           pack_b(k0, kc, j0, nc, static_cast<int>(nr), b_buf.data());
           b_block = b_buf.data();
         }
@@ -135,8 +151,10 @@ void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float
               params.row_bias = ep.bias ? ep.bias + i0 + ii : nullptr;
               params.residual = ep.residual ? ep.residual + (i0 + ii) * ep.ldr + j0 + q * nr : nullptr;
             }
-            uk.fn(mr_eff, cols, kc, a_block + ii * kc, b_block + q * kc * nr, C + (i0 + ii) * ldc + j0 + q * nr, ldc,
-                  params);
+            const bool in_place = q * nr < full_cols;
+            params.b_stride = in_place ? ldb : 0;
+            const float* b_panel = in_place ? b_rows + k0 * ldb + j0 + q * nr : b_block + (q - full_cols / nr) * kc * nr;
+            uk.fn(mr_eff, cols, kc, a_block + ii * kc, b_panel, C + (i0 + ii) * ldc + j0 + q * nr, ldc, params);
           };
           if (rows_outer) {
             for (int64_t ii = r_begin; ii < rows; ii += mr)
