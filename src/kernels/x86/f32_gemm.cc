@@ -207,6 +207,22 @@ void f32_gemm_pack_a(bool trans_a, int64_t mc, int64_t kc, const float* a, int64
 void f32_gemm_pack_b_panel32__avx512f(int64_t kc, const float* b, int64_t ldb, float* out);
 void activate_inplace__avx512f(Activation a, float* y, int64_t n);
 
+void f32_gemm_coltail__avx512f(int64_t a_rows, int64_t mr, int64_t cols, int64_t kc, const float* a, const float* b,
+                               int64_t b_stride, float* c, int64_t ldc, const F32GemmParams& p);
+
+bool f32_gemm_coltail_pays(const F32GemmUkernel& uk, int64_t cols) {
+  // Rounded up to 4 columns, (width + 1) / 2 load cycles per k step against MR FMA cycles; 10%
+  // margin for the transposed store.
+  const int64_t width = (cols + 3) / 4 * 4;
+  return uk.isa == Isa::kAvx512 && uk.mr <= 16 && cols < uk.nr && width <= 24 && double(width + 1) / 2.0 < 0.6 * uk.mr;
+}
+
+void f32_gemm_coltail(const F32GemmUkernel& uk, int64_t mr, int64_t cols, int64_t kc, const float* a_packed,
+                      const float* b, int64_t b_stride, float* c, int64_t ldc, const F32GemmParams& params) {
+  KILN_CHECK(f32_gemm_coltail_pays(uk, cols), "f32_gemm_coltail: not for this kernel and width");
+  f32_gemm_coltail__avx512f(uk.mr, mr, cols, kc, a_packed, b, b_stride, c, ldc, params);
+}
+
 void apply_activation_inplace(Activation a, float* y, int64_t n) {
   if (a == Activation::kNone) return;
   static const bool avx512 = f32_gemm_default().isa == Isa::kAvx512;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "kernels/x86/f32_gemm.h"
+#include "kernels/x86/f32_gemm_tile.h"
 #include "kernels/x86/lane_mask.h"
 #include "kernels/x86/transpose16.h"
 
@@ -184,6 +185,48 @@ void f32_gemm_pack_a_panel__avx512f(int mr, int64_t rows, int64_t kc, const floa
       if (j >= n) break;
       _mm512_mask_storeu_ps(out + (k0 + j) * mr, row_mask, alpha == 1.0f ? r[j] : _mm512_mul_ps(r[j], scale));
     }
+  }
+}
+
+namespace {
+
+// The column-tail tile (see f32_gemm_coltail__avx512f) for up to T columns: B's columns past
+// `cols` must be readable (a packed panel's zero padding), they are computed and dropped.
+template <int T>
+void coltail(int64_t a_rows, int64_t mr, int64_t cols, int64_t kc, const float* a, const float* b, int64_t b_stride,
+             float* c, int64_t ldc, const F32GemmParams& p) {
+  __m512 acc[T];
+#pragma GCC unroll 24
+  for (int j = 0; j < T; ++j) acc[j] = _mm512_setzero_ps();
+  const __mmask16 rows = first_lanes(a_rows);
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 av = _mm512_maskz_loadu_ps(rows, a);
+#pragma GCC unroll 24
+    for (int j = 0; j < T; ++j) acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(b[j]), av, acc[j]);
+    a += a_rows;
+    b += b_stride;
+  }
+  alignas(64) float by_col[T][16];
+#pragma GCC unroll 24
+  for (int j = 0; j < T; ++j) _mm512_store_ps(by_col[j], acc[j]);
+  float tile[16 * T];
+  for (int64_t i = 0; i < mr; ++i)
+    for (int64_t j = 0; j < cols; ++j) tile[i * cols + j] = by_col[j][i];
+  f32_gemm_store_tile(tile, cols, mr, cols, c, ldc, p);
+}
+
+}  // namespace
+
+void f32_gemm_coltail__avx512f(int64_t a_rows, int64_t mr, int64_t cols, int64_t kc, const float* a, const float* b,
+                               int64_t b_stride, float* c, int64_t ldc, const F32GemmParams& p) {
+  switch ((cols + 3) / 4) {
+    case 1: return coltail<4>(a_rows, mr, cols, kc, a, b, b_stride, c, ldc, p);
+    case 2: return coltail<8>(a_rows, mr, cols, kc, a, b, b_stride, c, ldc, p);
+    case 3: return coltail<12>(a_rows, mr, cols, kc, a, b, b_stride, c, ldc, p);
+    case 4: return coltail<16>(a_rows, mr, cols, kc, a, b, b_stride, c, ldc, p);
+    case 5: return coltail<20>(a_rows, mr, cols, kc, a, b, b_stride, c, ldc, p);
+    case 6: return coltail<24>(a_rows, mr, cols, kc, a, b, b_stride, c, ldc, p);
+    default: break;
   }
 }
 

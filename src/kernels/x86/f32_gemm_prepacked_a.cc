@@ -87,6 +87,8 @@ void sgemm_prepacked_a_impl(const PackedA& A, int64_t N, const PackBFn& pack_b, 
   // of micro-panels (64->256 at 56x56: 0.76 -> 0.82 ms).
   const bool direct_b = b_rows != nullptr && upanels <= 16;
   const bool share_b = !direct_b && parallel && threads != 1 && upanels >= 16 && 4 * K * panels * nr <= l2_cache_bytes();
+  // The last column panel's width (N % NR, or NR) decides whether it runs on the column-tail kernel.
+  const bool coltail = f32_gemm_coltail_pays(uk, N - (panels - 1) * nr);
   const GemmSplit split =
       choose_gemm_split(M, N, K, uk, parallel ? threads : 1, gemm_split_stream_ns(4.0 * double(M) * double(K)),
                         share_b ? 0.0 : 4.0 * double(K) * double(N) / 8.0);
@@ -154,7 +156,11 @@ void sgemm_prepacked_a_impl(const PackedA& A, int64_t N, const PackBFn& pack_b, 
             const bool in_place = q * nr < full_cols;
             params.b_stride = in_place ? ldb : 0;
             const float* b_panel = in_place ? b_rows + k0 * ldb + j0 + q * nr : b_block + (q - full_cols / nr) * kc * nr;
-            uk.fn(mr_eff, cols, kc, a_block + ii * kc, b_panel, C + (i0 + ii) * ldc + j0 + q * nr, ldc, params);
+            if (cols < nr && coltail)
+              f32_gemm_coltail(uk, mr_eff, cols, kc, a_block + ii * kc, b_panel, in_place ? ldb : nr,
+                               C + (i0 + ii) * ldc + j0 + q * nr, ldc, params);
+            else
+              uk.fn(mr_eff, cols, kc, a_block + ii * kc, b_panel, C + (i0 + ii) * ldc + j0 + q * nr, ldc, params);
           };
           if (rows_outer) {
             for (int64_t ii = r_begin; ii < rows; ii += mr)
