@@ -100,9 +100,10 @@ const std::vector<F32GemmUkernel>& f32_gemm_ukernels();
 const F32GemmUkernel& f32_gemm_default();
 
 // A partial last column panel (cols < NR) computed with A's rows in vector lanes and one
-// broadcast B value per column (AVX-512 kernels, MR <= 16): per k step about (cols + 1) / 2
-// cycles of loads against MR cycles of FMAs for a whole padded panel, so it pays for narrow
-// tails such as a 14x14 image's 196 = 6 x 32 + 4 columns. b: the panel (row k at b + k*b_stride,
+// broadcast B value per column (AVX-512 kernels, MR <= 16), then transposed in registers for
+// the usual row-wise store: per k step about (cols + 1) / 2 cycles of loads against MR cycles of
+// FMAs for a whole padded panel, so it pays for narrow tails such as a 14x14 image's
+// 196 = 6 x 32 + 4 columns. b: the panel (row k at b + k*b_stride,
 // all columns of the rounded-up-to-4 width readable, as a packed panel's zero padding is).
 bool f32_gemm_coltail_pays(const F32GemmUkernel& uk, int64_t cols);
 void f32_gemm_coltail(const F32GemmUkernel& uk, int64_t mr, int64_t cols, int64_t kc, const float* a_packed,

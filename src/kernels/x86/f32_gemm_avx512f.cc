@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "kernels/x86/f32_gemm.h"
-#include "kernels/x86/f32_gemm_tile.h"
 #include "kernels/x86/lane_mask.h"
 #include "kernels/x86/transpose16.h"
 
@@ -55,6 +54,10 @@ inline __m512 activate16(Activation a, __m512 v) {
   return v;
 }
 
+template <int MR>
+void store_tile32(const __m512* acc0, const __m512* acc1, int64_t mr, int64_t nr, float* c, int64_t ldc,
+                  const F32GemmParams& p);
+
 constexpr int64_t kPrefetchSteps = 24;
 
 template <int MR>
@@ -92,6 +95,14 @@ inline void gemm_mrx32(int64_t mr, int64_t nr, int64_t kc, const float* a, const
     a += MR;
     b += b_step;
   }
+  store_tile32<MR>(acc0, acc1, mr, nr, c, ldc, p);
+}
+
+// Stores rows [0, mr) x columns [0, nr) of an MR x 32 tile held as two vectors per row (columns
+// 0-15 in acc0[i], 16-31 in acc1[i]) with the epilogue.
+template <int MR>
+inline void store_tile32(const __m512* acc0, const __m512* acc1, int64_t mr, int64_t nr,
+                                                        float* c, int64_t ldc, const F32GemmParams& p) {
   const __mmask16 m0 = first_lanes(nr), m1 = first_lanes(nr - 16);
   const __m512 beta = _mm512_set1_ps(p.beta);
   const __m512 zero = _mm512_setzero_ps();
@@ -206,13 +217,16 @@ void coltail(int64_t a_rows, int64_t mr, int64_t cols, int64_t kc, const float* 
     a += a_rows;
     b += b_stride;
   }
-  alignas(64) float by_col[T][16];
-#pragma GCC unroll 24
-  for (int j = 0; j < T; ++j) _mm512_store_ps(by_col[j], acc[j]);
-  float tile[16 * T];
-  for (int64_t i = 0; i < mr; ++i)
-    for (int64_t j = 0; j < cols; ++j) tile[i * cols + j] = by_col[j][i];
-  f32_gemm_store_tile(tile, cols, mr, cols, c, ldc, p);
+  // acc[j] is column j over the rows: two in-register 16x16 transposes give row vectors.
+  __m512 lo[16], hi[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) {
+    lo[j] = j < T ? acc[j] : _mm512_setzero_ps();
+    hi[j] = j + 16 < T ? acc[j + 16 < T ? j + 16 : 0] : _mm512_setzero_ps();
+  }
+  transpose16(lo);
+  if (T > 16) transpose16(hi);
+  store_tile32<16>(lo, hi, mr, cols, c, ldc, p);
 }
 
 }  // namespace
