@@ -147,6 +147,24 @@ TEST(Depthwise, Avx512BlockedAndPlanesMatchReference) {
     }
 }
 
+// The stride-2 kernel on every case it accepts (any plane size; dispatch picks it for large ones),
+// plus MobileNet/EfficientNet shapes: 112x112 3x3 and 56x56 5x5 at stride 2.
+TEST(Depthwise, Avx512Stride2MatchesReference) {
+  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::vector<Case> all = cases();
+  all.push_back({1, 3, 112, 112, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true});
+  all.push_back({1, 2, 57, 57, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, true, false, Activation::kSilu});
+  all.push_back({1, 2, 40, 83, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, false, true});
+  int ran = 0;
+  for (const Case& c : all) {
+    if (c.s_h != 2 || c.s_w != 2 || c.d_h != 1 || c.d_w != 1 || (c.k_w != 3 && c.k_w != 5 && c.k_w != 7)) continue;
+    check(c, depthwise_conv2d_f32_avx512f_s2, false);
+    check(c, depthwise_conv2d_f32_avx512f_s2, true);
+    ++ran;
+  }
+  EXPECT_GE(ran, 20);
+}
+
 TEST(Depthwise, DispatchMatchesReference) {
   for (const Case& c : cases()) check(c, depthwise_conv2d_f32, true);
 }

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/x86/f32_depthwise.h"
@@ -423,9 +425,122 @@ void depthwise_conv2d_f32_avx512f_blocked(const DepthwiseGeom& g, const float* x
   else run(0, n);
 }
 
+// ---- Stride-2 path: per plane, straight from the input ---------------------------------------
+// 16 outputs of a row need inputs 2*ox + j - pl: for an even tap offset the even lanes of two
+// vectors loaded there, for the odd tap after it the odd lanes of the same two vectors (one
+// permute each); loads are masked to the row, so padding costs nothing and no scratch copy or
+// transpose is made.
+
+// Per vector of a row chunk and per even tap column j: the masks of the two input vectors at
+// 2 * ox + j - pl (lanes outside the row read as zero). They depend on the columns only.
+constexpr int kS2MaxTaps = 7;
+struct S2Masks {
+  __mmask16 m0[4][(kS2MaxTaps + 1) / 2], m1[4][(kS2MaxTaps + 1) / 2];
+};
+
+S2Masks s2_masks(const DepthwiseGeom& g, int64_t ox0, int nv) {
+  S2Masks m;
+  for (int v = 0; v < nv; ++v)
+    for (int64_t j = 0; j < g.kw; j += 2) {
+      const int64_t start = 2 * (ox0 + 16 * v) + j - g.pl;
+      m.m0[v][j / 2] = first_lanes(g.w - start) & static_cast<__mmask16>(~first_lanes(-start));
+      m.m1[v][j / 2] = first_lanes(g.w - start - 16) & static_cast<__mmask16>(~first_lanes(-start - 16));
+    }
+  return m;
+}
+
+// One output row, outputs [ox0, ox0 + 16 * V), into acc; KW taps per filter row.
+template <int V, int KW>
+inline void s2_row(const float* xp, int64_t h, int64_t w, int64_t kh, int64_t pt, int64_t pl, const float* wp,
+                   int64_t oy, int64_t ox0, const S2Masks& m, __m512 bias, __m512 acc[V]) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+#pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) acc[v] = bias;
+  for (int64_t i = 0; i < kh; ++i) {
+    const int64_t iy = 2 * oy + i - pt;
+    if (iy < 0 || iy >= h) continue;
+    const float* row = xp + iy * w + 2 * ox0 - pl;
+#pragma GCC unroll 4
+    for (int j = 0; j < KW; j += 2) {
+      const __m512 w0 = _mm512_set1_ps(wp[i * KW + j]);
+      const __m512 w1 = _mm512_set1_ps(j + 1 < KW ? wp[i * KW + j + 1] : 0.0f);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) {
+        const float* src = row + 32 * v + j;
+        const __m512 a = _mm512_maskz_loadu_ps(m.m0[v][j / 2], src);
+        const __m512 b = _mm512_maskz_loadu_ps(m.m1[v][j / 2], src + 16);
+        acc[v] = _mm512_fmadd_ps(_mm512_permutex2var_ps(a, even, b), w0, acc[v]);
+        if (j + 1 < KW) acc[v] = _mm512_fmadd_ps(_mm512_permutex2var_ps(a, odd, b), w1, acc[v]);
+      }
+    }
+  }
+}
+
+template <int V>
+inline void s2_store(float* dst, const __m512 acc[V], __mmask16 last, bool clamp, __m512 lo, __m512 hi) {
+#pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) {
+    __m512 o = acc[v];
+    if (clamp) o = _mm512_maskz_min_ps(kAll16, hi, _mm512_maskz_max_ps(kAll16, lo, o));
+    _mm512_mask_storeu_ps(dst + 16 * v, v == V - 1 ? last : kAll16, o);
+  }
+}
+
+void depthwise_conv2d_f32_avx512f_s2(const DepthwiseGeom& g, const float* x, const float* w, float* y,
+                                     const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
+  const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
+  const __m512 lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
+  const int64_t nvec = (g.wo + 15) / 16;
+  const __mmask16 tail = first_lanes(g.wo - (nvec - 1) * 16);
+  // Chunks of up to 4 vectors per row, their masks made once.
+  std::vector<std::pair<int64_t, int>> chunks;
+  for (int64_t v0 = 0; v0 < nvec; v0 += 4) chunks.push_back({v0, static_cast<int>(std::min<int64_t>(4, nvec - v0))});
+  std::vector<S2Masks> masks;
+  for (const auto& [v0, nv] : chunks) masks.push_back(s2_masks(g, v0 * 16, nv));
+  auto planes = [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t ch = p % g.c;
+      const float* xp = x + p * g.h * g.w;
+      const float* wp = w + ch * g.kh * g.kw;
+      float* yp = y + p * g.ho * g.wo;
+      const __m512 bias = _mm512_set1_ps(ep.bias ? ep.bias[ch] : 0.0f);
+      for (int64_t oy = 0; oy < g.ho; ++oy) {
+        float* dst = yp + oy * g.wo;
+        for (size_t c = 0; c < chunks.size(); ++c) {
+          const auto [v0, nv] = chunks[c];
+          const __mmask16 last = v0 + nv == nvec ? tail : kAll16;
+          __m512 acc[4];
+          auto run = [&](auto v_tag, auto kw_tag) {
+            constexpr int V = decltype(v_tag)::value, KW = decltype(kw_tag)::value;
+            s2_row<V, KW>(xp, g.h, g.w, g.kh, g.pt, g.pl, wp, oy, v0 * 16, masks[c], bias, acc);
+            s2_store<V>(dst + v0 * 16, acc, last, clamp, lo, hi);
+          };
+          auto by_kw = [&](auto v_tag) {
+            if (g.kw == 3) run(v_tag, std::integral_constant<int, 3>());
+            else if (g.kw == 5) run(v_tag, std::integral_constant<int, 5>());
+            else run(v_tag, std::integral_constant<int, 7>());
+          };
+          switch (nv) {
+            case 4: by_kw(std::integral_constant<int, 4>()); break;
+            case 3: by_kw(std::integral_constant<int, 3>()); break;
+            case 2: by_kw(std::integral_constant<int, 2>()); break;
+            default: by_kw(std::integral_constant<int, 1>()); break;
+          }
+        }
+      }
+      if (ep.act != Activation::kNone) apply_activation_inplace(ep.act, yp, g.ho * g.wo);
+    }
+  };
+  const int64_t n = g.n * g.c;
+  if (parallel && n > 1) parallel(n, planes);
+  else planes(0, n);
+}
+
 void depthwise_conv2d_f32_avx512f(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                   const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
-  if (depthwise_blocked_preferred(g)) depthwise_conv2d_f32_avx512f_blocked(g, x, w, y, ep, parallel);
+  if (depthwise_s2_preferred(g)) depthwise_conv2d_f32_avx512f_s2(g, x, w, y, ep, parallel);
+  else if (depthwise_blocked_preferred(g)) depthwise_conv2d_f32_avx512f_blocked(g, x, w, y, ep, parallel);
   else depthwise_conv2d_f32_avx512f_planes(g, x, w, y, ep, parallel);
 }
 
