@@ -1,6 +1,6 @@
 // SGEMM with a pre-packed A (see f32_gemm_prepacked_a.h). Blocking: a task owns a chunk of
-// NC columns of C and a group of A's M blocks; per K block it packs its B block (KC x NC, in L2)
-// and walks its M blocks of the pre-packed A, running the microkernel over MR x NR tiles; the
+// NC columns of C and a group of A's M blocks; per K block it packs its B block (KC x NC, in L2;
+// or, for few rows of A, reads B's rows in place) and walks its M blocks of the pre-packed A, running the microkernel over MR x NR tiles; the
 // per-row epilogue (bias, residual, clamp) runs in the microkernel's store of the last K block.
 // The chunk/group split comes from choose_gemm_split (f32_gemm.h).
 #include "kernels/x86/f32_gemm_prepacked_a.h"
@@ -21,42 +21,8 @@ void epilogue_only(float* c, int64_t ldc, int64_t rows, int64_t cols, const RowE
     }
 }
 
-}  // namespace
-
-PackedA pack_a(int64_t M, int64_t K, const float* A, int64_t lda, const F32GemmUkernel* kernel) {
-  PackedA p;
-  p.kernel = kernel ? kernel : &f32_gemm_for_rows(M);
-  p.m = M;
-  p.k = K;
-  const int64_t mr = p.kernel->mr;
-  const int64_t mblocks = std::max<int64_t>(1, ceil_div(M, p.kernel->mc));
-  p.mc = std::min(ceil_div(ceil_div(M, mblocks), mr) * mr, ceil_div(M, mr) * mr);
-  p.mc = std::max<int64_t>(p.mc, mr);
-  p.data.assign(static_cast<size_t>(ceil_div(M, p.mc) * p.mc * K), 0.0f);
-  for (int64_t i0 = 0; i0 < M; i0 += p.mc)
-    for (int64_t k0 = 0; k0 < K; k0 += p.kernel->kc) {
-      const int64_t kc = std::min<int64_t>(p.kernel->kc, K - k0);
-      f32_gemm_pack_a(false, std::min(p.mc, M - i0), kc, A + i0 * lda + k0, lda, 1.0f, static_cast<int>(mr),
-                      const_cast<float*>(p.block(i0, k0)));
-    }
-  return p;
-}
-
-void sgemm_prepacked_a(const PackedA& A, int64_t N, const float* B, int64_t ldb, float* C, int64_t ldc,
-                       const RowEpilogue& ep, const ParallelFor& parallel, int threads) {
-  sgemm_prepacked_a_impl(
-      A, N,
-      [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr, float* dst) {
-        f32_gemm_pack_b(false, kc, nc, B + k0 * ldb + j0, ldb, nr, dst);
-      },
-      B, ldb, C, ldc, ep, parallel, threads);
-}
-
-void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float* C, int64_t ldc,
-                       const RowEpilogue& ep, const ParallelFor& parallel, int threads) {
-  sgemm_prepacked_a_impl(A, N, pack_b, nullptr, 0, C, ldc, ep, parallel, threads);
-}
-
+// The driver of both overloads: B read in place (b_rows non-null, row-major with leading dim
+// ldb) where that pays, else packed by pack_b.
 void sgemm_prepacked_a_impl(const PackedA& A, int64_t N, const PackBFn& pack_b, const float* b_rows, int64_t ldb,
                             float* C, int64_t ldc, const RowEpilogue& ep, const ParallelFor& parallel, int threads) {
   KILN_CHECK(A.kernel != nullptr, "sgemm_prepacked_a: A is not packed");
@@ -70,15 +36,7 @@ void sgemm_prepacked_a_impl(const PackedA& A, int64_t N, const PackBFn& pack_b, 
     return;
   }
   const int64_t panels = ceil_div(N, nr), upanels = ceil_div(M, mr);
-  // B small enough to share (up to L2 in all): packed once, in parallel, before the tasks, so
-  // that row groups cost nothing extra. Otherwise each task packs its chunk's B block, and
-  // another row group packs it again (~8 GB/s); another column chunk streams A again (unless it
-  // stays in L2).
   const int64_t kblocks = ceil_div(K, static_cast<int64_t>(uk.kc));
-  // (Not for fewer than 16 micro-panel rows: column chunks alone split those, each task packing its own
-  // B panels in its own core's cache; sharing would make every task read panels the other core
-  // packed. MobileNetV2's 1x1 projections with 24-96 output channels were slower on 2 threads
-  // than on 1 with a shared B.)
   // Few micro-panel rows read each packed B element only that often: copying B into panels then
   // costs more than the microkernel's strided reads of its rows (prefetched ahead). Full panels
   // are read in place; a partial last panel (reads past N) is still packed.
@@ -86,6 +44,14 @@ void sgemm_prepacked_a_impl(const PackedA& A, int64_t N, const PackBFn& pack_b, 
   // 192->32 at 28x28 0.083 -> 0.064 ms (1 thread); level at 14x14 and 7x7; worse from ~26 rows
   // of micro-panels (64->256 at 56x56: 0.76 -> 0.82 ms).
   const bool direct_b = b_rows != nullptr && upanels <= 16;
+  // B small enough to share (up to L2 in all): packed once, in parallel, before the tasks, so
+  // that row groups cost nothing extra. Otherwise each task packs its chunk's B block, and
+  // another row group packs it again (~8 GB/s); another column chunk streams A again (unless it
+  // stays in L2).
+  // (Not for fewer than 16 micro-panel rows: column chunks alone split those, each task packing its own
+  // B panels in its own core's cache; sharing would make every task read panels the other core
+  // packed. MobileNetV2's 1x1 projections with 24-96 output channels were slower on 2 threads
+  // than on 1 with a shared B.)
   const bool share_b = !direct_b && parallel && threads != 1 && upanels >= 16 && 4 * K * panels * nr <= l2_cache_bytes();
   // The last column panel's width (N % NR, or NR) decides whether it runs on the column-tail kernel.
   const bool coltail = f32_gemm_coltail_pays(uk, N - (panels - 1) * nr);
@@ -177,5 +143,42 @@ void sgemm_prepacked_a_impl(const PackedA& A, int64_t N, const PackBFn& pack_b, 
   if (parallel && tasks > 1) parallel(tasks, task);
   else task(0, tasks);
 }
+
+}  // namespace
+
+PackedA pack_a(int64_t M, int64_t K, const float* A, int64_t lda, const F32GemmUkernel* kernel) {
+  PackedA p;
+  p.kernel = kernel ? kernel : &f32_gemm_for_rows(M);
+  p.m = M;
+  p.k = K;
+  const int64_t mr = p.kernel->mr;
+  const int64_t mblocks = std::max<int64_t>(1, ceil_div(M, p.kernel->mc));
+  p.mc = std::min(ceil_div(ceil_div(M, mblocks), mr) * mr, ceil_div(M, mr) * mr);
+  p.mc = std::max<int64_t>(p.mc, mr);
+  p.data.assign(static_cast<size_t>(ceil_div(M, p.mc) * p.mc * K), 0.0f);
+  for (int64_t i0 = 0; i0 < M; i0 += p.mc)
+    for (int64_t k0 = 0; k0 < K; k0 += p.kernel->kc) {
+      const int64_t kc = std::min<int64_t>(p.kernel->kc, K - k0);
+      f32_gemm_pack_a(false, std::min(p.mc, M - i0), kc, A + i0 * lda + k0, lda, 1.0f, static_cast<int>(mr),
+                      const_cast<float*>(p.block(i0, k0)));
+    }
+  return p;
+}
+
+void sgemm_prepacked_a(const PackedA& A, int64_t N, const float* B, int64_t ldb, float* C, int64_t ldc,
+                       const RowEpilogue& ep, const ParallelFor& parallel, int threads) {
+  sgemm_prepacked_a_impl(
+      A, N,
+      [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr, float* dst) {
+        f32_gemm_pack_b(false, kc, nc, B + k0 * ldb + j0, ldb, nr, dst);
+      },
+      B, ldb, C, ldc, ep, parallel, threads);
+}
+
+void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float* C, int64_t ldc,
+                       const RowEpilogue& ep, const ParallelFor& parallel, int threads) {
+  sgemm_prepacked_a_impl(A, N, pack_b, nullptr, 0, C, ldc, ep, parallel, threads);
+}
+
 
 }  // namespace kiln::kernels

@@ -44,11 +44,7 @@ using PackBFn = std::function<void(int64_t k0, int64_t kc, int64_t j0, int64_t n
 // `parallel` spreads over (0: unknown, assumed 4), used to balance the split.
 void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float* C, int64_t ldc,
                        const RowEpilogue& epilogue = {}, const ParallelFor& parallel = nullptr, int threads = 0);
-// Both overloads: B read in place (b_rows non-null, row-major with leading dim ldb) or packed by
-// pack_b.
-void sgemm_prepacked_a_impl(const PackedA& A, int64_t N, const PackBFn& pack_b, const float* b_rows, int64_t ldb,
-                            float* C, int64_t ldc, const RowEpilogue& epilogue, const ParallelFor& parallel, int threads);
-// B [K, N] row-major with leading dim ldb.
+// B [K, N] row-major with leading dim ldb (read in place, unpacked, when A has few micro-panel rows).
 void sgemm_prepacked_a(const PackedA& A, int64_t N, const float* B, int64_t ldb, float* C, int64_t ldc,
                        const RowEpilogue& epilogue = {}, const ParallelFor& parallel = nullptr, int threads = 0);
 
