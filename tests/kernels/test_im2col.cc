@@ -100,10 +100,12 @@ TEST(ConvIm2col, PackedSameWidthStride1MatchesReference) {
 }
 
 // Stems and downsampling convs (stride 2, 7x7 pad 3, 3x3 pad 0/1, odd sizes) take the
-// row-segment packer on AVX-512 machines.
+// row-segment packer on AVX-512 machines, or, with outputs narrower than 32 columns (22, 14, 10
+// here, and stride 3), the gather packer.
 TEST(ConvIm2col, PackedStridedMatchesReference) {
   struct Case { int64_t c, h, w, k, s, p; } cases[] = {
-      {3, 64, 64, 7, 2, 3}, {3, 57, 45, 3, 2, 0}, {2, 28, 28, 3, 2, 1}, {2, 33, 19, 1, 2, 0}, {2, 20, 37, 3, 1, 0}};
+      {3, 64, 64, 7, 2, 3}, {3, 57, 45, 3, 2, 0}, {2, 28, 28, 3, 2, 1}, {2, 33, 19, 1, 2, 0}, {2, 20, 37, 3, 1, 0},
+      {2, 30, 31, 5, 3, 2}, {3, 13, 7, 3, 2, 1}};
   for (const Case& cs : cases) {
     Im2colGeom g;
     g.c = cs.c, g.h = cs.h, g.w = cs.w, g.kh = g.kw = cs.k, g.sh = g.sw = cs.s, g.pt = g.pl = cs.p;

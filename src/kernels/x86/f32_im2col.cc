@@ -10,6 +10,8 @@ namespace kiln::kernels {
 
 bool im2col_pack_b_shifted_avx512f(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0,
                                    int64_t nc, int nr, float* dst);
+bool im2col_pack_b_gather_avx512f(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0,
+                                  int64_t nc, int nr, float* dst);
 bool im2col_pack_b_segments_avx512f(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0,
                                     int64_t nc, int nr, float* dst);
 
@@ -46,6 +48,7 @@ void im2col_pack_b(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, 
                    float* dst) {
   static const bool avx512 = f32_gemm_default().isa == Isa::kAvx512;
   if (avx512 && (im2col_pack_b_shifted_avx512f(g, x, k0, kc, j0, nc, nr, dst) ||
+                 im2col_pack_b_gather_avx512f(g, x, k0, kc, j0, nc, nr, dst) ||
                  im2col_pack_b_segments_avx512f(g, x, k0, kc, j0, nc, nr, dst)))
     return;
   const int64_t hw = g.h * g.w;

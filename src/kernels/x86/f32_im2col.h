@@ -3,7 +3,8 @@
 // branch-free strided loop otherwise); only the padded borders are zero-filled. Also packs GEMM
 // B panels straight from the image (no column matrix); on AVX-512 with 32-column panels,
 // stride-1 convs with output rows as wide as the input (3x3 pad 1) pack each panel row with two
-// masked loads, other stride-1/stride-2 convs with masked vector copies per row segment.
+// masked loads, other stride-1/stride-2 convs with masked vector copies per row segment, or,
+// for outputs narrower than a 32-column panel, masked gathers.
 // Tests: tests/kernels/test_im2col.cc.
 #pragma once
 
