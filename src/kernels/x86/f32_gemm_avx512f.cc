@@ -12,31 +12,27 @@ namespace kiln::kernels {
 namespace {
 
 // (The maskz forms with every lane on avoid GCC 12's false uninitialized-passthrough warnings.)
-// exp(x) for 16 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial (Cephes expf
-// coefficients, ~1 ulp), times 2^n with scalef; inputs clamped so that large |x| saturate.
-inline __m512 exp16(__m512 x) {
-  x = _mm512_maskz_min_ps(kAll16, _mm512_maskz_max_ps(kAll16, x, _mm512_set1_ps(-88.0f)), _mm512_set1_ps(88.0f));
-  const __m512 n = _mm512_maskz_roundscale_ps(kAll16, _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_maskz_scalef_ps(kAll16, p, n);
-}
-
-// 1 / (1 + e^-v): a 14-bit reciprocal estimate and one Newton step (~1 ulp, far cheaper than a
-// division).
+// 1 / (1 + e^-v) as 0.5 + v p(v^2) / q(v^2) on [-18, 18], the rational form of ONNX Runtime's
+// MLAS, with a 14-bit reciprocal estimate and one Newton step for the division. Absolute error
+// <= 1.5e-7 (SiLU: x * sigmoid(x) within 1.5e-7 * max(1, |x|)); the relative error grows only where
+// the sigmoid is tiny (6.5e-5 at sigmoid = 1e-3). 30% faster than e^-v by a degree-6 polynomial
+// and scalef (~1 ulp), which measured ~24 cycles per 16 lanes here.
 inline __m512 sigmoid16(__m512 v) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 d = _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), v)));
-  const __m512 r = _mm512_maskz_rcp14_ps(kAll16, d);
-  return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
+  const __m512 x = _mm512_maskz_min_ps(kAll16, _mm512_maskz_max_ps(kAll16, v, _mm512_set1_ps(-18.0f)), _mm512_set1_ps(18.0f));
+  const __m512 x2 = _mm512_mul_ps(x, x);
+  __m512 p = _mm512_fmadd_ps(x2, _mm512_set1_ps(4.37031012579801e-11f), _mm512_set1_ps(1.15627324459942e-07f));
+  p = _mm512_fmadd_ps(x2, p, _mm512_set1_ps(6.08574864600143e-05f));
+  p = _mm512_fmadd_ps(x2, p, _mm512_set1_ps(8.51377133304701e-03f));
+  p = _mm512_fmadd_ps(x2, p, _mm512_set1_ps(2.48287947061529e-01f));
+  p = _mm512_mul_ps(x, p);
+  __m512 q = _mm512_fmadd_ps(x2, _mm512_set1_ps(6.10247389755681e-13f), _mm512_set1_ps(5.76102136993427e-09f));
+  q = _mm512_fmadd_ps(x2, q, _mm512_set1_ps(6.29106785017040e-06f));
+  q = _mm512_fmadd_ps(x2, q, _mm512_set1_ps(1.70198817374094e-03f));
+  q = _mm512_fmadd_ps(x2, q, _mm512_set1_ps(1.16817656904453e-01f));
+  q = _mm512_fmadd_ps(x2, q, _mm512_set1_ps(9.93151921023180e-01f));
+  const __m512 r = _mm512_maskz_rcp14_ps(kAll16, q);
+  const __m512 inv = _mm512_mul_ps(r, _mm512_fnmadd_ps(q, r, _mm512_set1_ps(2.0f)));
+  return _mm512_fmadd_ps(p, inv, _mm512_set1_ps(0.5f));
 }
 
 inline __m512 activate16(Activation a, __m512 v) {
