@@ -10,8 +10,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "kernels/x86/f32_depthwise.h"
@@ -66,8 +64,7 @@ void fill_scratch(const DepthwiseGeom& g, const Layout& l, const float* xp, floa
     if (g.sw == 1) continue;
     float* q0 = q + yq * l.wq;
     if (g.sw == 2) {
-      const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-      const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+      const __m512i even = even_lanes(), odd = odd_lanes();
       float* q1 = q0 + l.phase;
       int64_t xq = 0;
       for (; xq + 16 <= l.wq; xq += 16) {
@@ -431,105 +428,109 @@ void depthwise_conv2d_f32_avx512f_blocked(const DepthwiseGeom& g, const float* x
 // permute each); loads are masked to the row, so padding costs nothing and no scratch copy or
 // transpose is made.
 
-// Per vector of a row chunk and per even tap column j: the masks of the two input vectors at
-// 2 * ox + j - pl (lanes outside the row read as zero). They depend on the columns only.
-constexpr int kS2MaxTaps = 7;
-struct S2Masks {
-  __mmask16 m0[4][(kS2MaxTaps + 1) / 2], m1[4][(kS2MaxTaps + 1) / 2];
+namespace {
+
+// What a row chunk of one plane needs: input and output planes, the filter, the epilogue.
+struct S2Plane {
+  const float* x;  // input plane
+  const float* w;  // kh x kw taps
+  float* y;        // output plane
+  int64_t h, wi, kh, pt, pl, wo;
+  __m512 bias, lo, hi;
+  bool clamp;
 };
 
-S2Masks s2_masks(const DepthwiseGeom& g, int64_t ox0, int nv) {
-  S2Masks m;
-  for (int v = 0; v < nv; ++v)
-    for (int64_t j = 0; j < g.kw; j += 2) {
-      const int64_t start = 2 * (ox0 + 16 * v) + j - g.pl;
-      m.m0[v][j / 2] = first_lanes(g.w - start) & static_cast<__mmask16>(~first_lanes(-start));
-      m.m1[v][j / 2] = first_lanes(g.w - start - 16) & static_cast<__mmask16>(~first_lanes(-start - 16));
-    }
-  return m;
-}
+// A chunk of up to 4 output vectors of every row: its columns, the masks of the two input
+// vectors per vector and even tap column j (at 2 * ox + j - pl; lanes outside the row read as
+// zero; they depend on the columns only, so they are made once per call), and its row function.
+constexpr int kS2MaxTaps = 7;
+struct S2Chunk;
+using S2RowFn = void (*)(const S2Plane& p, const S2Chunk& c, int64_t oy);
+struct S2Chunk {
+  int64_t ox0 = 0;
+  __mmask16 last = 0;  // the last vector's store mask
+  __mmask16 m0[4][(kS2MaxTaps + 1) / 2] = {}, m1[4][(kS2MaxTaps + 1) / 2] = {};
+  S2RowFn row = nullptr;
+};
 
-// One output row, outputs [ox0, ox0 + 16 * V), into acc; KW taps per filter row.
+// One output row of chunk c: V vectors of 16 outputs, KW taps per filter row, bias and clamp in
+// the store.
 template <int V, int KW>
-inline void s2_row(const float* xp, int64_t h, int64_t w, int64_t kh, int64_t pt, int64_t pl, const float* wp,
-                   int64_t oy, int64_t ox0, const S2Masks& m, __m512 bias, __m512 acc[V]) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+void s2_row(const S2Plane& p, const S2Chunk& c, int64_t oy) {
+  const __m512i even = even_lanes(), odd = odd_lanes();
+  __m512 acc[V];
 #pragma GCC unroll 4
-  for (int v = 0; v < V; ++v) acc[v] = bias;
-  for (int64_t i = 0; i < kh; ++i) {
-    const int64_t iy = 2 * oy + i - pt;
-    if (iy < 0 || iy >= h) continue;
-    const float* row = xp + iy * w + 2 * ox0 - pl;
+  for (int v = 0; v < V; ++v) acc[v] = p.bias;
+  for (int64_t i = 0; i < p.kh; ++i) {
+    const int64_t iy = 2 * oy + i - p.pt;
+    if (iy < 0 || iy >= p.h) continue;
+    const float* row = p.x + iy * p.wi + 2 * c.ox0 - p.pl;
 #pragma GCC unroll 4
     for (int j = 0; j < KW; j += 2) {
-      const __m512 w0 = _mm512_set1_ps(wp[i * KW + j]);
-      const __m512 w1 = _mm512_set1_ps(j + 1 < KW ? wp[i * KW + j + 1] : 0.0f);
+      const __m512 w0 = _mm512_set1_ps(p.w[i * KW + j]);
+      const __m512 w1 = _mm512_set1_ps(j + 1 < KW ? p.w[i * KW + j + 1] : 0.0f);
 #pragma GCC unroll 4
       for (int v = 0; v < V; ++v) {
         const float* src = row + 32 * v + j;
-        const __m512 a = _mm512_maskz_loadu_ps(m.m0[v][j / 2], src);
-        const __m512 b = _mm512_maskz_loadu_ps(m.m1[v][j / 2], src + 16);
+        const __m512 a = _mm512_maskz_loadu_ps(c.m0[v][j / 2], src);
+        const __m512 b = _mm512_maskz_loadu_ps(c.m1[v][j / 2], src + 16);
         acc[v] = _mm512_fmadd_ps(_mm512_permutex2var_ps(a, even, b), w0, acc[v]);
         if (j + 1 < KW) acc[v] = _mm512_fmadd_ps(_mm512_permutex2var_ps(a, odd, b), w1, acc[v]);
       }
     }
   }
-}
-
-template <int V>
-inline void s2_store(float* dst, const __m512 acc[V], __mmask16 last, bool clamp, __m512 lo, __m512 hi) {
+  float* dst = p.y + oy * p.wo + c.ox0;
 #pragma GCC unroll 4
   for (int v = 0; v < V; ++v) {
     __m512 o = acc[v];
-    if (clamp) o = _mm512_maskz_min_ps(kAll16, hi, _mm512_maskz_max_ps(kAll16, lo, o));
-    _mm512_mask_storeu_ps(dst + 16 * v, v == V - 1 ? last : kAll16, o);
+    if (p.clamp) o = _mm512_maskz_min_ps(kAll16, p.hi, _mm512_maskz_max_ps(kAll16, p.lo, o));
+    _mm512_mask_storeu_ps(dst + 16 * v, v == V - 1 ? c.last : kAll16, o);
   }
 }
 
+// s2_row for nv vectors (1-4) and kw taps (3, 5 or 7).
+S2RowFn s2_row_fn(int nv, int64_t kw) {
+  static const S2RowFn table[4][3] = {{s2_row<1, 3>, s2_row<1, 5>, s2_row<1, 7>},
+                                      {s2_row<2, 3>, s2_row<2, 5>, s2_row<2, 7>},
+                                      {s2_row<3, 3>, s2_row<3, 5>, s2_row<3, 7>},
+                                      {s2_row<4, 3>, s2_row<4, 5>, s2_row<4, 7>}};
+  return table[nv - 1][(kw - 3) / 2];
+}
+
+}  // namespace
+
 void depthwise_conv2d_f32_avx512f_s2(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                      const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
-  const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
-  const __m512 lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
   const int64_t nvec = (g.wo + 15) / 16;
-  const __mmask16 tail = first_lanes(g.wo - (nvec - 1) * 16);
-  // Chunks of up to 4 vectors per row, their masks made once.
-  std::vector<std::pair<int64_t, int>> chunks;
-  for (int64_t v0 = 0; v0 < nvec; v0 += 4) chunks.push_back({v0, static_cast<int>(std::min<int64_t>(4, nvec - v0))});
-  std::vector<S2Masks> masks;
-  for (const auto& [v0, nv] : chunks) masks.push_back(s2_masks(g, v0 * 16, nv));
+  std::vector<S2Chunk> chunks;
+  for (int64_t v0 = 0; v0 < nvec; v0 += 4) {
+    S2Chunk c;
+    const int nv = static_cast<int>(std::min<int64_t>(4, nvec - v0));
+    c.ox0 = v0 * 16;
+    c.last = first_lanes(g.wo - (v0 + nv - 1) * 16);
+    for (int v = 0; v < nv; ++v)
+      for (int64_t j = 0; j < g.kw; j += 2) {
+        const int64_t start = 2 * (c.ox0 + 16 * v) + j - g.pl;
+        c.m0[v][j / 2] = lanes_in_range(start, g.w);
+        c.m1[v][j / 2] = lanes_in_range(start + 16, g.w);
+      }
+    c.row = s2_row_fn(nv, g.kw);
+    chunks.push_back(c);
+  }
   auto planes = [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       const int64_t ch = p % g.c;
-      const float* xp = x + p * g.h * g.w;
-      const float* wp = w + ch * g.kh * g.kw;
-      float* yp = y + p * g.ho * g.wo;
-      const __m512 bias = _mm512_set1_ps(ep.bias ? ep.bias[ch] : 0.0f);
-      for (int64_t oy = 0; oy < g.ho; ++oy) {
-        float* dst = yp + oy * g.wo;
-        for (size_t c = 0; c < chunks.size(); ++c) {
-          const auto [v0, nv] = chunks[c];
-          const __mmask16 last = v0 + nv == nvec ? tail : kAll16;
-          __m512 acc[4];
-          auto run = [&](auto v_tag, auto kw_tag) {
-            constexpr int V = decltype(v_tag)::value, KW = decltype(kw_tag)::value;
-            s2_row<V, KW>(xp, g.h, g.w, g.kh, g.pt, g.pl, wp, oy, v0 * 16, masks[c], bias, acc);
-            s2_store<V>(dst + v0 * 16, acc, last, clamp, lo, hi);
-          };
-          auto by_kw = [&](auto v_tag) {
-            if (g.kw == 3) run(v_tag, std::integral_constant<int, 3>());
-            else if (g.kw == 5) run(v_tag, std::integral_constant<int, 5>());
-            else run(v_tag, std::integral_constant<int, 7>());
-          };
-          switch (nv) {
-            case 4: by_kw(std::integral_constant<int, 4>()); break;
-            case 3: by_kw(std::integral_constant<int, 3>()); break;
-            case 2: by_kw(std::integral_constant<int, 2>()); break;
-            default: by_kw(std::integral_constant<int, 1>()); break;
-          }
-        }
-      }
-      if (ep.act != Activation::kNone) apply_activation_inplace(ep.act, yp, g.ho * g.wo);
+      S2Plane pl;
+      pl.x = x + p * g.h * g.w;
+      pl.w = w + ch * g.kh * g.kw;
+      pl.y = y + p * g.ho * g.wo;
+      pl.h = g.h, pl.wi = g.w, pl.kh = g.kh, pl.pt = g.pt, pl.pl = g.pl, pl.wo = g.wo;
+      pl.bias = _mm512_set1_ps(ep.bias ? ep.bias[ch] : 0.0f);
+      pl.lo = _mm512_set1_ps(ep.lo), pl.hi = _mm512_set1_ps(ep.hi);
+      pl.clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
+      for (int64_t oy = 0; oy < g.ho; ++oy)
+        for (const S2Chunk& c : chunks) c.row(pl, c, oy);
+      if (ep.act != Activation::kNone) apply_activation_inplace(ep.act, pl.y, g.ho * g.wo);
     }
   };
   const int64_t n = g.n * g.c;

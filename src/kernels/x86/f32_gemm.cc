@@ -220,7 +220,6 @@ bool f32_gemm_coltail_pays(const F32GemmUkernel& uk, int64_t cols) {
 
 void f32_gemm_coltail(const F32GemmUkernel& uk, int64_t mr, int64_t cols, int64_t kc, const float* a_packed,
                       const float* b, int64_t b_stride, float* c, int64_t ldc, const F32GemmParams& params) {
-  KILN_CHECK(f32_gemm_coltail_pays(uk, cols), "f32_gemm_coltail: not for this kernel and width");
   f32_gemm_coltail__avx512f(uk.mr, mr, cols, kc, a_packed, b, b_stride, c, ldc, params);
 }
 

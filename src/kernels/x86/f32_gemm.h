@@ -106,6 +106,7 @@ const F32GemmUkernel& f32_gemm_default();
 // 196 = 6 x 32 + 4 columns. b: the panel (row k at b + k*b_stride,
 // all columns of the rounded-up-to-4 width readable, as a packed panel's zero padding is).
 bool f32_gemm_coltail_pays(const F32GemmUkernel& uk, int64_t cols);
+// Only where f32_gemm_coltail_pays(uk, cols) (callers decide once per GEMM, not per tile).
 void f32_gemm_coltail(const F32GemmUkernel& uk, int64_t mr, int64_t cols, int64_t kc, const float* a_packed,
                       const float* b, int64_t b_stride, float* c, int64_t ldc, const F32GemmParams& params);
 

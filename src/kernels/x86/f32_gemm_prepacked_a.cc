@@ -122,9 +122,9 @@ void sgemm_prepacked_a_impl(const PackedA& A, int64_t N, const PackBFn& pack_b, 
             const bool in_place = q * nr < full_cols;
             params.b_stride = in_place ? ldb : 0;
             const float* b_panel = in_place ? b_rows + k0 * ldb + j0 + q * nr : b_block + (q - full_cols / nr) * kc * nr;
-            if (cols < nr && coltail)
-              f32_gemm_coltail(uk, mr_eff, cols, kc, a_block + ii * kc, b_panel, in_place ? ldb : nr,
-                               C + (i0 + ii) * ldc + j0 + q * nr, ldc, params);
+            if (cols < nr && coltail)  // (a partial panel is always packed)
+              f32_gemm_coltail(uk, mr_eff, cols, kc, a_block + ii * kc, b_panel, nr, C + (i0 + ii) * ldc + j0 + q * nr,
+                               ldc, params);
             else
               uk.fn(mr_eff, cols, kc, a_block + ii * kc, b_panel, C + (i0 + ii) * ldc + j0 + q * nr, ldc, params);
           };

@@ -14,42 +14,59 @@
 
 namespace kiln::kernels {
 
-bool im2col_pack_b_shifted_avx512f(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0,
-                                   int64_t nc, int nr, float* dst) {
-  if (nr != 32 || g.sh != 1 || g.sw != 1 || g.wo != g.w) return false;
-  const int64_t taps = g.kh * g.kw, hw = g.h * g.w, panels = (nc + 31) / 32;
-  // masks[q * taps + t]: lanes of panel q whose tap t lands inside the image (and inside nc).
-  thread_local std::vector<uint32_t> masks;
-  masks.assign(static_cast<size_t>(panels * taps), 0u);
+namespace {
+
+// What the per-tap packers (shifted, gather) need for block rows [k0, k0+kc) and pixels
+// [j0, j0+nc) in 32-column panels.
+struct TapPlan {
+  std::vector<uint32_t> masks;    // [panel][tap]: lanes whose tap lands inside the image (and inside nc)
+  std::vector<int32_t> lane_off;  // [panel][lane]: input offset of the lane's output pixel's top-left tap
+  std::vector<int64_t> row_off;   // [kk]: input offset of row kk's tap (its channel plane, tap shift)
+  std::vector<int32_t> row_tap;   // [kk]: row kk's tap
+};
+
+void plan_taps(const Im2colGeom& g, int64_t k0, int64_t kc, int64_t j0, int64_t nc, TapPlan& t) {
+  const int64_t taps = g.kh * g.kw, panels = (nc + 31) / 32;
+  t.masks.assign(static_cast<size_t>(panels * taps), 0u);
+  t.lane_off.assign(static_cast<size_t>(panels * 32), 0);
   for (int64_t q = 0; q < panels; ++q)
     for (int lane = 0; lane < 32; ++lane) {
       const int64_t p = j0 + q * 32 + lane;
       if (p >= j0 + nc) break;
       const int64_t oy = p / g.wo, ox = p % g.wo;
-      for (int64_t t = 0; t < taps; ++t) {
-        const int64_t iy = oy + (t / g.kw) * g.dh - g.pt, ix = ox + (t % g.kw) * g.dw - g.pl;
-        if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) masks[static_cast<size_t>(q * taps + t)] |= 1u << lane;
+      t.lane_off[static_cast<size_t>(q * 32 + lane)] = static_cast<int32_t>(oy * g.sh * g.w + ox * g.sw);
+      for (int64_t tap = 0; tap < taps; ++tap) {
+        const int64_t iy = oy * g.sh + (tap / g.kw) * g.dh - g.pt, ix = ox * g.sw + (tap % g.kw) * g.dw - g.pl;
+        if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) t.masks[static_cast<size_t>(q * taps + tap)] |= 1u << lane;
       }
     }
-  // Per row of the block: where its shifted plane starts and which tap it is.
-  thread_local std::vector<int64_t> offsets;
-  thread_local std::vector<int32_t> row_taps;
-  offsets.resize(static_cast<size_t>(kc));
-  row_taps.resize(static_cast<size_t>(kc));
+  t.row_off.resize(static_cast<size_t>(kc));
+  t.row_tap.resize(static_cast<size_t>(kc));
   for (int64_t kk = 0; kk < kc; ++kk) {
-    const int64_t r = k0 + kk, c = r / taps, t = r % taps;
-    offsets[static_cast<size_t>(kk)] = c * hw + ((t / g.kw) * g.dh - g.pt) * g.w + (t % g.kw) * g.dw - g.pl;
-    row_taps[static_cast<size_t>(kk)] = static_cast<int32_t>(t);
+    const int64_t r = k0 + kk, c = r / taps, tap = r % taps;
+    t.row_off[static_cast<size_t>(kk)] = c * g.h * g.w + ((tap / g.kw) * g.dh - g.pt) * g.w + (tap % g.kw) * g.dw - g.pl;
+    t.row_tap[static_cast<size_t>(kk)] = static_cast<int32_t>(tap);
   }
+}
+
+}  // namespace
+
+bool im2col_pack_b_shifted_avx512f(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0,
+                                   int64_t nc, int nr, float* dst) {
+  if (nr != 32 || g.sh != 1 || g.sw != 1 || g.wo != g.w) return false;
+  const int64_t taps = g.kh * g.kw, panels = (nc + 31) / 32;
+  thread_local TapPlan t;
+  plan_taps(g, k0, kc, j0, nc, t);
   // Panel by panel, so that the stores run sequentially through the packed panel.
   for (int64_t q = 0; q < panels; ++q) {
+    // Output rows as wide as the input: a panel row is the plane shifted by its tap's offset.
     // Masked-off lanes may point outside the image: masked loads do not touch them.
     const float* src = x + j0 + q * 32;
-    const uint32_t* m = masks.data() + q * taps;
+    const uint32_t* m = t.masks.data() + q * taps;
     float* d = dst + q * kc * 32;
     for (int64_t kk = 0; kk < kc; ++kk) {
-      const uint32_t bits = m[row_taps[static_cast<size_t>(kk)]];
-      const float* s = src + offsets[static_cast<size_t>(kk)];
+      const uint32_t bits = m[t.row_tap[static_cast<size_t>(kk)]];
+      const float* s = src + t.row_off[static_cast<size_t>(kk)];
       _mm512_storeu_ps(d + kk * 32, _mm512_maskz_loadu_ps(static_cast<__mmask16>(bits), s));
       _mm512_storeu_ps(d + kk * 32 + 16, _mm512_maskz_loadu_ps(static_cast<__mmask16>(bits >> 16), s + 16));
     }
@@ -61,7 +78,7 @@ bool im2col_pack_b_segments_avx512f(const Im2colGeom& g, const float* x, int64_t
                                     int64_t nc, int nr, float* dst) {
   if (nr != 32 || (g.sw != 1 && g.sw != 2)) return false;
   const int64_t hw = g.h * g.w, panels = (nc + 31) / 32;
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i even = even_lanes();
   const __m512 zero = _mm512_setzero_ps();
   // Where each panel starts (output row and column): divisions once per block, not per row.
   thread_local std::vector<int64_t> starts;
@@ -121,34 +138,18 @@ bool im2col_pack_b_segments_avx512f(const Im2colGeom& g, const float* x, int64_t
 bool im2col_pack_b_gather_avx512f(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0,
                                   int64_t nc, int nr, float* dst) {
   if (nr != 32 || g.wo >= 32 || g.c * g.h * g.w >= (int64_t(1) << 30)) return false;
-  const int64_t taps = g.kh * g.kw, hw = g.h * g.w, panels = (nc + 31) / 32;
-  // Per panel lane: the input offset of its output pixel's top-left tap (oy*sh*w + ox*sw), and
-  // per (panel, tap) the lanes whose tap lands inside the image (and inside nc).
-  thread_local std::vector<int32_t> lane_off;
-  thread_local std::vector<uint32_t> masks;
-  lane_off.assign(static_cast<size_t>(panels * 32), 0);
-  masks.assign(static_cast<size_t>(panels * taps), 0u);
-  for (int64_t q = 0; q < panels; ++q)
-    for (int lane = 0; lane < 32; ++lane) {
-      const int64_t p = j0 + q * 32 + lane;
-      if (p >= j0 + nc) break;
-      const int64_t oy = p / g.wo, ox = p % g.wo;
-      lane_off[static_cast<size_t>(q * 32 + lane)] = static_cast<int32_t>(oy * g.sh * g.w + ox * g.sw);
-      for (int64_t t = 0; t < taps; ++t) {
-        const int64_t iy = oy * g.sh + (t / g.kw) * g.dh - g.pt, ix = ox * g.sw + (t % g.kw) * g.dw - g.pl;
-        if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) masks[static_cast<size_t>(q * taps + t)] |= 1u << lane;
-      }
-    }
+  const int64_t taps = g.kh * g.kw, panels = (nc + 31) / 32;
+  thread_local TapPlan t;
+  plan_taps(g, k0, kc, j0, nc, t);
   for (int64_t q = 0; q < panels; ++q) {
-    const __m512i off0 = _mm512_loadu_si512(lane_off.data() + q * 32);
-    const __m512i off1 = _mm512_loadu_si512(lane_off.data() + q * 32 + 16);
-    const uint32_t* m = masks.data() + q * taps;
+    const __m512i off0 = _mm512_loadu_si512(t.lane_off.data() + q * 32);
+    const __m512i off1 = _mm512_loadu_si512(t.lane_off.data() + q * 32 + 16);
+    const uint32_t* m = t.masks.data() + q * taps;
     float* d = dst + q * kc * 32;
     for (int64_t kk = 0; kk < kc; ++kk) {
-      const int64_t r = k0 + kk, c = r / taps, t = r % taps;
-      const uint32_t bits = m[t];
-      // The tap's offset from each lane's top-left input; masked-off lanes are not read.
-      const float* base = x + c * hw + ((t / g.kw) * g.dh - g.pt) * g.w + (t % g.kw) * g.dw - g.pl;
+      const uint32_t bits = m[t.row_tap[static_cast<size_t>(kk)]];
+      // Each lane's input is its top-left tap's offset from the row's; masked-off lanes are not read.
+      const float* base = x + t.row_off[static_cast<size_t>(kk)];
       const __m512 v0 = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), static_cast<__mmask16>(bits), off0, base, 4);
       const __m512 v1 = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), static_cast<__mmask16>(bits >> 16), off1, base, 4);
       _mm512_storeu_ps(d + kk * 32, v0);

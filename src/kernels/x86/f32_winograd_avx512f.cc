@@ -38,14 +38,6 @@ BlockSpan block_span(const WinogradGeom& g, const WinogradBlocking& b, int64_t b
   return s;
 }
 
-// Lanes l with 0 <= lo + l < n.
-__mmask16 range_mask(int64_t lo, int64_t n) {
-  const int64_t first = std::max<int64_t>(0, -lo), last = std::min<int64_t>(16, n - lo);
-  if (last <= first) return 0;
-  return static_cast<__mmask16>(first_lanes(last) & ~first_lanes(first));
-}
-
-
 // out[k] = sum_i BT[k][i] d[i] (B^T of F(4x4, 3x3)).
 inline void bt6(const __m512 d[6], __m512 out[6]) {
   const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f);
@@ -149,8 +141,7 @@ void row_pass(const WinogradGeom& g, const float* xc, int64_t iy0, int64_t xbase
 // tiles, j < M + 2 (a stride-M deinterleave; phases M and M+1 are phases 0 and 1 of the next tile).
 template <int M>
 inline void tile_phases(const float* tk, __m512* p) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512i even = even_lanes(), odd = odd_lanes();
   const __m512i next = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
   if constexpr (M == 4) {
     const __m512 z0 = _mm512_load_ps(tk), z1 = _mm512_load_ps(tk + 16), z2 = _mm512_load_ps(tk + 32),
@@ -178,7 +169,7 @@ void input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* 
   const int64_t xbase = M * s.tx0 - g.pl;
   const int nx = static_cast<int>((M * s.ncol + 2 + 15) / 16);
   __mmask16 masks[kStrip / 16];
-  for (int q = 0; q < nx; ++q) masks[q] = range_mask(xbase + 16 * q, g.w);
+  for (int q = 0; q < nx; ++q) masks[q] = lanes_in_range(xbase + 16 * q, g.w);
   // Zeroed so that the columns past the strip, read for lanes of absent tiles, hold no garbage.
   alignas(64) float t[A * kStrip] = {};
   for (int64_t c = c0; c < c1; ++c) {
