@@ -1,11 +1,7 @@
 // Batched (broadcasting) MatMul and M = 1 GEMV ops on the f32 kernels (see matmul_batched.h).
 #include "runtime/matmul_batched.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
-#include <cstring>
-#include <limits>
 
 #include "kernels/x86/f32_gemm.h"
 #include "kernels/x86/f32_gemv.h"
@@ -16,33 +12,12 @@
 namespace kiln::gemm_ops {
 namespace {
 
-// kernels::f32_gemm_pack_a for row-major A and MR <= 16 with AVX-512 gathers: one masked gather
-// of a K column (MR rows) per k. The scalar packer was ~1/3 of an attention GEMM's time (K = 64:
-// packing A is M*K moves against M*N*K/16 vector FMAs).
-__attribute__((target("avx512f"))) void pack_a_rows_avx512f(int64_t rows, int64_t kc, const float* a, int64_t lda,
-                                                            int mr, float* out) {
-  alignas(64) int32_t offsets[16] = {};
-  for (int64_t i = 0; i < rows; ++i) offsets[i] = static_cast<int32_t>(i * lda);
-  const __m512i vidx = _mm512_load_si512(offsets);
-  const __mmask16 load_mask = static_cast<__mmask16>((1u << rows) - 1), store_mask = static_cast<__mmask16>((1u << mr) - 1);
-  for (int64_t k = 0; k < kc; ++k)
-    _mm512_mask_storeu_ps(out + k * mr, store_mask, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), load_mask, vidx, a + k, 4));
-}
-
-void pack_a_rows(int64_t rows, int64_t kc, const float* a, int64_t lda, int mr, float* out) {
-  static const bool avx512 = kernels::f32_gemm_default().isa == kernels::Isa::kAvx512;
-  if (avx512 && mr <= 16 && rows * lda < (int64_t{1} << 31)) {
-    pack_a_rows_avx512f(rows, kc, a, lda, mr, out);
-  } else {
-    kernels::f32_gemm_pack_a(false, rows, kc, a, lda, 1.0f, mr, out);
-  }
-}
-
 // C[M, N] = A[M, K] x B (packed) on the calling thread, for one batch of an attention-sized
 // GEMM: each MR-row panel of A is packed once per K block (it stays in L1) and swept across all
 // of B's NR panels (in L2), without sgemm_packed's M blocking and A prepacking for parallelism.
 void gemm_one_thread(int64_t M, const float* a, int64_t lda, const kernels::PackedB& b, float* c, int64_t ldc) {
-  const kernels::F32GemmUkernel& uk = *b.kernel;
+  // The kernel that pads M least among those reading this packed B, as sgemm_packed picks.
+  const kernels::F32GemmUkernel& uk = b.pinned ? *b.kernel : kernels::f32_gemm_for_rows(M, *b.kernel);
   const int64_t N = b.n, K = b.k, mr = uk.mr, nr = uk.nr, kcb = uk.kc;
   const int64_t panels = (N + nr - 1) / nr;
   thread_local std::vector<float> a_panel;
@@ -51,7 +26,7 @@ void gemm_one_thread(int64_t M, const float* a, int64_t lda, const kernels::Pack
     const int64_t rows = std::min(mr, M - i0);
     for (int64_t k0 = 0; k0 < K; k0 += kcb) {
       const int64_t kc = std::min(kcb, K - k0);
-      pack_a_rows(rows, kc, a + i0 * lda + k0, lda, static_cast<int>(mr), a_panel.data());
+      kernels::f32_gemm_pack_a(false, rows, kc, a + i0 * lda + k0, lda, 1.0f, static_cast<int>(mr), a_panel.data());
       kernels::F32GemmParams params;
       params.beta = k0 == 0 ? 0.0f : 1.0f;
       for (int64_t q = 0; q < panels; ++q)
