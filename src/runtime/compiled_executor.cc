@@ -907,7 +907,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
   // Concats in place: a Concat step whose inputs are contiguous pieces of its output (all dims
   // before the axis are 1) and are each made only for it, by an earlier step, at 64-byte-aligned
   // offsets, becomes an empty step; its producers write straight into its output's block.
-  std::unordered_map<const PlanArg*, std::pair<const PlanArg*, int64_t>> inside;  // piece -> (concat output, bytes in)
+  std::unordered_map<PlanArg*, std::pair<const PlanArg*, int64_t>> inside;  // piece -> (concat output, bytes in)
   std::unordered_map<const PlanArg*, int> piece_begin;  // concat output -> its first producer's step
   {
     std::unordered_map<int32_t, std::pair<int, PlanArg*>> made_by;  // slot -> (step, output arg)
@@ -925,10 +925,9 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       if (pit == producer.end()) continue;
       const Node& cn = *g.nodes[static_cast<size_t>(pit->second)];
       const Attribute* ax = cn.attr("axis");
-      const int64_t rank = static_cast<int64_t>(out->dims.size());
-      int64_t axis = ax && ax->kind == Attribute::Kind::kInt ? ax->i : 0;
-      if (axis < 0) axis += rank;
-      if (axis < 0 || axis >= rank) continue;
+      const int64_t axis = lower::norm_axis(ax && ax->kind == Attribute::Kind::kInt ? ax->i : 0,
+                                            static_cast<int64_t>(out->dims.size()));
+      if (axis < 0) continue;
       bool ok = true;
       for (int64_t d = 0; d < axis; ++d) ok &= out->dims[static_cast<size_t>(d)] == 1;
       std::vector<std::pair<PlanArg*, int64_t>> pieces;
@@ -997,7 +996,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
   }
   ex.arena_bytes = arena;
   for (auto& b : blocks) b.arg->arena_offset = b.offset;
-  for (auto& [piece, where] : inside) const_cast<PlanArg*>(piece)->arena_offset = where.first->arena_offset + where.second;
+  for (auto& [piece, where] : inside) piece->arena_offset = where.first->arena_offset + where.second;
   ex.allocate_arena();
   plan->stats.arena_bytes = arena;
   plan->stats.total_ms = ms_since(t_total);
