@@ -585,6 +585,38 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     const char* e = std::getenv("KILN_GEMM_EPILOGUES");
     return !(e && std::string(e) == "0");
   }();
+  // Muls deferred to the conv after them as its input scale (see scaled_input below).
+  struct ScaledInput {
+    gemm_ops::GemmDesc desc;      // the conv's, reading x and the scale
+    std::vector<int32_t> inputs;  // the step's input slots, parallel to desc.operands
+    std::shared_ptr<gemm_ops::GemmOp> op;  // made from desc (without an epilogue)
+  };
+  std::unordered_map<int, ScaledInput> scaled_input;  // conv node -> its deferred Mul
+  std::unordered_set<int> deferred_muls;
+  // What the plan knows about value v as a GEMM operand (`known`: false when v is no tensor).
+  auto operand_of = [&](const Value* v, bool& known) {
+    gemm_ops::Operand o;
+    if (!v) return o;
+    const PlanSlot& ps = ex.slots[static_cast<size_t>(slot_of.at(v))];
+    known &= ps.tensor;
+    o.present = true;
+    o.dtype = ps.dtype;
+    o.dims = ps.dims;
+    o.constant = constant_of(v);
+    return o;
+  };
+  // Appends v as an extra operand of `d` (after the node's own, padded to its arity) and its slot
+  // to `inputs`; returns the operand's index.
+  auto add_operand = [&](gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs, const Value* v) {
+    while (d.operands.size() < gemm_ops::node_arity(d.kind)) {
+      d.operands.emplace_back();
+      inputs.push_back(-1);
+    }
+    bool known = true;
+    d.operands.push_back(operand_of(v, known));
+    inputs.push_back(slot_of.at(v));
+    return static_cast<int32_t>(d.operands.size() - 1);
+  };
   // Extends `d` (operands, and `inputs`, the step's input slots parallel to them) with the chain
   // after GEMM node i; appends the absorbed nodes to `chain` and returns the value the step
   // then produces.
@@ -608,21 +640,6 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       auto it = producer.find(v);
       return it != producer.end() && pos_in_order[static_cast<size_t>(it->second)] < pos_in_order[static_cast<size_t>(i)];
     };
-    auto add_operand = [&](const Value* v) {
-      while (d.operands.size() < gemm_ops::node_arity(d.kind)) {
-        d.operands.emplace_back();
-        inputs.push_back(-1);
-      }
-      const PlanSlot& ps = ex.slots[static_cast<size_t>(slot_of[v])];
-      gemm_ops::Operand o;
-      o.present = true;
-      o.dtype = ps.dtype;
-      o.dims = ps.dims;
-      o.constant = constant_of(v);
-      d.operands.push_back(std::move(o));
-      inputs.push_back(slot_of[v]);
-      return static_cast<int32_t>(d.operands.size() - 1);
-    };
     auto scalar_f32 = [&](const Value* v, float& out) {
       if (!v) return true;  // absent bound
       const Tensor* c = constant_of(v);
@@ -635,7 +652,9 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     auto joinable = [&](int c) {
       const Node& cn = *g.nodes[static_cast<size_t>(c)];
       if ((!cn.domain.empty() && cn.domain != "ai.onnx") || cn.outputs.size() != 1 || !cn.outputs[0]) return false;
-      if (pos_in_order[static_cast<size_t>(c)] < pos_in_order[static_cast<size_t>(i)] || absorbed.count(c)) return false;
+      if (pos_in_order[static_cast<size_t>(c)] < pos_in_order[static_cast<size_t>(i)] || absorbed.count(c) ||
+          deferred_muls.count(c))
+        return false;
       const PlanSlot& os = ex.slots[static_cast<size_t>(slot_of[cn.outputs[0]])];
       return os.tensor && os.dtype == DType::kFloat32 && os.dims == dims;
     };
@@ -686,10 +705,10 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
           bias = pn.inputs[0];
         }
         if (stage == 0 && constant_of(bias) && is_channel_bias(vs.dims)) {
-          d.epilogue_bias = add_operand(bias);
+          d.epilogue_bias = add_operand(d, inputs, bias);
           stage = 1;
         } else if (stage <= 1 && vs.dims == dims && computed_before(other)) {
-          d.epilogue_residual = add_operand(other);
+          d.epilogue_residual = add_operand(d, inputs, other);
           stage = 2;
         } else {
           break;
@@ -727,9 +746,72 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     return cur;
   };
 
+  // The descriptor of GEMM-like node n as the plan knows it, or nullopt (not covered, or an
+  // operand or its output is no tensor).
+  auto desc_of = [&](const Node& n) -> std::optional<gemm_ops::GemmDesc> {
+    if (n.outputs.size() != 1 || !n.outputs[0]) return std::nullopt;
+    std::vector<gemm_ops::Operand> ops;
+    bool known = true;
+    for (const Value* v : n.inputs) ops.push_back(operand_of(v, known));
+    const PlanSlot& os = ex.slots[static_cast<size_t>(slot_of.at(n.outputs[0]))];
+    if (!known || !os.tensor) return std::nullopt;
+    return gemm_ops::gemm_desc_from_node(n, ops, os.dims, os.dtype);
+  };
+
+  // Fused input scales: Conv(Mul(x, s)), s one value per input channel (the gate of a squeeze-
+  // and-excitation block), runs as one step that scales the conv's packed weights per run
+  // (GemmDesc::input_scale) where that costs less than the Mul's pass over x
+  // (gemm_ops::input_scale_pays). The Mul's output feeds only the conv's input 0 and is no graph
+  // output; the Mul is deferred to the conv's step.
+  if (fuse_epilogues) {
+    for (int i = 0; i < nnodes; ++i) {
+      const Node& n = *g.nodes[static_cast<size_t>(i)];
+      if (n.op_type != "Conv" || (!n.domain.empty() && n.domain != "ai.onnx") || n.inputs.size() < 2 ||
+          !n.inputs[0] || folded_nodes.count(i))
+        continue;
+      auto p = producer.find(n.inputs[0]);
+      if (p == producer.end()) continue;
+      const int m = p->second;
+      const Node& mn = *g.nodes[static_cast<size_t>(m)];
+      const Value* y = n.inputs[0];
+      if (mn.op_type != "Mul" || (!mn.domain.empty() && mn.domain != "ai.onnx") || mn.inputs.size() != 2 ||
+          !mn.inputs[0] || !mn.inputs[1] || mn.outputs.size() != 1 || folded_nodes.count(m) || graph_outputs.count(y) ||
+          consumers[y] != std::vector<int>{i} || n.inputs[1] == y || (n.inputs.size() > 2 && n.inputs[2] == y))
+        continue;
+      // x: the operand with the Mul's dims; the scale: one value per channel ([..., C, 1, 1]).
+      const std::vector<int64_t>& ydims = ex.slots[static_cast<size_t>(slot_of.at(y))].dims;
+      auto dims = [&](const Value* v) -> const std::vector<int64_t>& {
+        return ex.slots[static_cast<size_t>(slot_of.at(v))].dims;
+      };
+      auto per_channel = [&](const std::vector<int64_t>& sd) {
+        return ydims.size() == 4 && sd.size() >= 3 && sd.size() <= 4 && sd[sd.size() - 1] == 1 &&
+               sd[sd.size() - 2] == 1 && sd[sd.size() - 3] == ydims[1];
+      };
+      const Value *x = mn.inputs[0], *scale = mn.inputs[1];
+      if (dims(x) != ydims) std::swap(x, scale);
+      if (dims(x) != ydims || !per_channel(dims(scale))) continue;
+      std::optional<gemm_ops::GemmDesc> d = desc_of(n);
+      if (!d) continue;
+      ScaledInput si;
+      si.inputs = slot_list(n.inputs);
+      bool known = true;
+      d->operands[0] = operand_of(x, known);
+      si.inputs[0] = slot_of.at(x);
+      d->input_scale = add_operand(*d, si.inputs, scale);
+      if (!gemm_ops::input_scale_pays(*d)) continue;
+      // Made here so that the Mul is deferred only when the conv's op takes the scale.
+      si.op = gemm_ops::make_gemm_op(*d);
+      if (!si.op) continue;
+      si.desc = std::move(*d);
+      scaled_input[i] = std::move(si);
+      deferred_muls.insert(m);
+    }
+  }
+
   for (int i : order) {
     if (absorbed.count(i)) continue;  // runs in an earlier GEMM step's epilogue
     if (folded_nodes.count(i)) continue;  // its outputs are plan constants
+    if (deferred_muls.count(i)) continue;  // an input scale of a later conv step
     const Node& n = *g.nodes[static_cast<size_t>(i)];
     int64_t grp = grouped ? group_of(i) : -3 - i;
     if (grp != seg_group) {
@@ -738,43 +820,27 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     }
     if (n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Conv") {
       // Out-fusable GEMM-like ops: the sgemm path when it covers the node.
-      std::vector<gemm_ops::Operand> ops;
-      bool known = true;
-      for (const Value* v : n.inputs) {
-        gemm_ops::Operand o;
-        if (v) {
-          size_t s = static_cast<size_t>(slot_of[v]);
-          known &= static_cast<bool>(ex.slots[s].tensor);
-          o.present = true;
-          o.dtype = ex.slots[s].dtype;
-          o.dims = ex.slots[s].dims;
-          o.constant = constant_of(v);
-        }
-        ops.push_back(std::move(o));
-      }
+      auto si = scaled_input.find(i);
+      const bool scaled = si != scaled_input.end();
+      std::optional<gemm_ops::GemmDesc> desc = scaled ? std::optional(si->second.desc) : desc_of(n);
+      std::vector<int32_t> step_inputs = scaled ? si->second.inputs : slot_list(n.inputs);
       std::shared_ptr<gemm_ops::GemmOp> op;
-      std::optional<gemm_ops::GemmDesc> desc;
-      std::vector<int32_t> step_inputs = slot_list(n.inputs);
       std::vector<int> chain;  // nodes absorbed into the epilogue
       const Value* produced = n.outputs.size() == 1 ? n.outputs[0] : nullptr;
-      if (known && n.outputs.size() == 1 && n.outputs[0]) {
-        size_t s = static_cast<size_t>(slot_of[n.outputs[0]]);
-        if (ex.slots[s].tensor) desc = gemm_ops::gemm_desc_from_node(n, ops, ex.slots[s].dims, ex.slots[s].dtype);
-        if (desc && fuse_epilogues) {
-          gemm_ops::GemmDesc fused = *desc;
-          std::vector<int32_t> fused_inputs = step_inputs;
-          const Value* end = absorb_epilogue(i, fused, fused_inputs, chain);
-          if (!chain.empty()) op = gemm_ops::make_gemm_op(fused);
-          if (op) {
-            desc = std::move(fused);
-            step_inputs = std::move(fused_inputs);
-            produced = end;
-          } else {
-            chain.clear();
-          }
+      if (desc && fuse_epilogues) {
+        gemm_ops::GemmDesc fused = *desc;
+        std::vector<int32_t> fused_inputs = step_inputs;
+        const Value* end = absorb_epilogue(i, fused, fused_inputs, chain);
+        if (!chain.empty()) op = gemm_ops::make_gemm_op(fused);
+        if (op) {
+          desc = std::move(fused);
+          step_inputs = std::move(fused_inputs);
+          produced = end;
+        } else {
+          chain.clear();
         }
-        if (desc && !op) op = gemm_ops::make_gemm_op(*desc);
       }
+      if (desc && !op) op = scaled ? si->second.op : gemm_ops::make_gemm_op(*desc);
       if (op) {
         flush();
         PlanStep st = node_step(i, PlanStep::Kind::kGemm);
@@ -782,6 +848,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
         st.outputs = {slot_of[produced]};
         // The output's place in the arena (not for graph outputs), bound like a kernel's.
         if (PlanArg a = make_out_arg(produced); !a.graph_output) st.args.push_back(std::move(a));
+        if (scaled) st.op = "Mul+" + st.op;
         for (int c : chain) {
           st.op += "+" + g.nodes[static_cast<size_t>(c)]->op_type;
           absorbed.insert(c);
@@ -790,7 +857,8 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
         for (auto& o : st.gemm.operands) o.constant = nullptr;  // the plan's constants hold them
         st.gemm_op = std::move(op);
         ex.steps.push_back(std::move(st));
-        plan->stats.gemm_nodes += 1 + static_cast<int>(chain.size());  // absorbed nodes run in it too
+        // Absorbed nodes run in it too.
+        plan->stats.gemm_nodes += 1 + static_cast<int>(chain.size()) + (scaled ? 1 : 0);
         continue;
       }
     }

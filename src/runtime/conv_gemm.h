@@ -2,6 +2,7 @@
 // image: W packed once (kernels::pack_a), the column matrix packed per run straight from the
 // image (implicit im2col; 1x1/stride 1/no pad reads the image as B directly), output written in
 // NCHW with bias and an optional clamp fused in the store. Built from a GemmDesc (no Node).
+// A fused input scale per channel (GemmDesc::input_scale) scales the packed weights per run.
 // Tests: tests/runtime/test_conv_gemm.cc.
 #pragma once
 

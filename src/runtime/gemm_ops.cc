@@ -6,6 +6,8 @@
 #include <string>
 
 #include "kernels/x86/f32_gemm.h"
+#include "runtime/conv_gemm.h"
+#include "runtime/conv_geom.h"
 #include "runtime/conv_select.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/gemm_op_util.h"
@@ -398,10 +400,45 @@ std::unique_ptr<GemmOp> make_plain_gemm_op(const GemmDesc& d);
 
 }  // namespace
 
+namespace {
+
+// The input scale's operand (GemmDesc::input_scale): a Conv with group 1 and a constant weight,
+// an extra f32 operand (no epilogue operand) that broadcasts to input 0 along the channel axis
+// only: [C,1,1], [1,C,1,1] or [N,C,1,1].
+bool input_scale_valid(const GemmDesc& d) {
+  if (d.kind != GemmKind::kConv || d.input_scale < static_cast<int32_t>(node_arity(d.kind)) ||
+      d.input_scale >= static_cast<int32_t>(d.operands.size()) || d.input_scale == d.epilogue_bias ||
+      d.input_scale == d.epilogue_residual)
+    return false;
+  std::optional<conv_ops::ConvGeom> g = conv_ops::conv_geom(d);
+  if (!g || g->group != 1 || !d.operands[1].constant) return false;
+  const Operand& s = d.operands[static_cast<size_t>(d.input_scale)];
+  if (!s.present || s.dtype != DType::kFloat32 || s.dims.size() < 3 || s.dims.size() > 4) return false;
+  const size_t r = s.dims.size();
+  if (s.dims[r - 1] != 1 || s.dims[r - 2] != 1 || s.dims[r - 3] != g->c) return false;
+  return r == 3 || s.dims[0] == 1 || s.dims[0] == g->n;
+}
+
+}  // namespace
+
+bool input_scale_pays(const GemmDesc& d) {
+  if (d.kind != GemmKind::kConv || d.operands.size() < 2 || !d.operands[1].constant) return false;
+  std::optional<conv_ops::ConvGeom> g = conv_ops::conv_geom(d);
+  return g && g->group == 1 && g->co * g->kh * g->kw <= g->h * g->w;
+}
+
 // The op for the node alone (operands cut to the node's inputs), then its epilogue: taken by
 // the op's kernels when it can, else a pass after it. JIT and AOT plans both come here, so the
 // ops made from one descriptor are the same.
 std::unique_ptr<GemmOp> make_gemm_op(const GemmDesc& d) {
+  if (d.input_scale >= 0) {
+    // Only the GEMM conv op scales its (packed) weights per run; it takes the whole epilogue.
+    if (d.out_dtype != DType::kFloat32 || !all_f32(d.operands) || !epilogue_valid(d) || !input_scale_valid(d))
+      return nullptr;
+    std::unique_ptr<GemmOp> op = conv_ops::make_gemm_conv_op(d);
+    if (op && has_epilogue(d) && !op->take_epilogue(d)) return nullptr;
+    return op;
+  }
   if (!has_epilogue(d)) return make_plain_gemm_op(d);
   if (d.out_dtype != DType::kFloat32 || !all_f32(d.operands) || !epilogue_valid(d)) return nullptr;
   GemmDesc plain = d;

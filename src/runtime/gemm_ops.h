@@ -93,10 +93,21 @@ struct GemmDesc {
   float clamp_hi = std::numeric_limits<float>::infinity();
   // An activation after the residual (never together with a clamp): kernels::Activation.
   int32_t epilogue_activation = 0;
+  // Fused prologue (a Mul before a Conv absorbed by the compiled executor, e.g. the channel
+  // scale of a squeeze-and-excitation block): the conv reads x * s instead of input 0 = x, s an
+  // extra operand with one value per input channel ([C,1,1], [1,C,1,1]) or per image and
+  // channel ([N,C,1,1]). Conv with group 1 and a constant weight only (input_scale_pays). -1: none.
+  int32_t input_scale = -1;
 };
 
 // The number of node inputs a kind's operands are padded to before the epilogue operands.
 inline size_t node_arity(GemmKind k) { return k == GemmKind::kMatMul ? 2 : 3; }
+
+// True when make_gemm_op takes an input scale (GemmDesc::input_scale) for this Conv descriptor
+// (group 1, constant f32 weight, 2-D) and it pays: the op scales its weights per run instead,
+// which must cost no more than the pass over the input that the Mul would make
+// (Co * kh * kw <= Ho * Wo per image).
+bool input_scale_pays(const GemmDesc& d);
 
 // The descriptor of node `n` with these operands and output, or nullopt when `n` is not a
 // single-output ai.onnx MatMul, Gemm or Conv.

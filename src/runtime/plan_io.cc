@@ -12,7 +12,7 @@ namespace {
 // Ahead-of-time models rebuild their GemmOps from serialized descriptors: a field added to
 // GemmDesc or Operand must be written and read here (and kPlanBlobVersion bumped), else
 // compiled models would silently lose it. These asserts catch additions (x86-64 layout).
-static_assert(sizeof(gemm_ops::GemmDesc) == 200 && sizeof(gemm_ops::Operand) == 40,
+static_assert(sizeof(gemm_ops::GemmDesc) == 208 && sizeof(gemm_ops::Operand) == 40,
               "GemmDesc/Operand changed: serialize the new fields in plan_io.cc and bump kPlanBlobVersion");
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};
@@ -165,6 +165,7 @@ uint64_t write_plan_blob(const ExecPlan& plan, const std::string& path) {
     w.pod<float>(g.clamp_lo);
     w.pod<float>(g.clamp_hi);
     w.pod<int32_t>(g.epilogue_activation);
+    w.pod<int32_t>(g.input_scale);
     w.vec<int32_t>(st.free_after);
   }
   // Constants: a table here, the bytes after the plan at 64-byte aligned offsets.
@@ -304,9 +305,10 @@ ExecPlan read_plan_blob(const void* data, size_t size) {
     g.clamp_lo = r.pod<float>();
     g.clamp_hi = r.pod<float>();
     g.epilogue_activation = r.pod<int32_t>();
+    g.input_scale = r.pod<int32_t>();
     const int32_t nops = static_cast<int32_t>(g.operands.size());
     if (g.epilogue_bias < -1 || g.epilogue_bias >= nops || g.epilogue_residual < -1 || g.epilogue_residual >= nops ||
-        g.epilogue_activation < 0 || g.epilogue_activation > 3)
+        g.epilogue_activation < 0 || g.epilogue_activation > 3 || g.input_scale < -1 || g.input_scale >= nops)
       corrupt("gemm epilogue");
     st.free_after = r.vec<int32_t>();
     for (int32_t s : st.free_after) check_slot(s, false);

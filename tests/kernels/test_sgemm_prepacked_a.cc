@@ -1,6 +1,7 @@
 // sgemm_prepacked_a (kernels/x86/f32_gemm_prepacked_a.h) against a double-precision naive
 // reference for every microkernel the CPU supports: M/N/K around the MR/NR/KC/MC blocking,
-// padded leading dimensions, per-row bias, residual, clamp, 1 and 2 threads.
+// padded leading dimensions, per-row bias, residual, clamp, 1 and 2 threads; and
+// scale_packed_a_columns against packing the column-scaled matrix.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -68,6 +69,29 @@ TEST(SgemmPrepackedA, SplitsOverThreads) {
   const GemmSplit two = choose_gemm_split(512, 49, 4608, uk, 2, a_cost, b_cost);
   EXPECT_EQ(two.chunks, 1);
   EXPECT_GE(two.groups, 2);
+}
+
+// A * diag(s) by scaling the packed A equals packing the scaled A, bit for bit (one rounding
+// either way), over several M and K blocks and partial micro-panels, for every microkernel.
+TEST(SgemmPrepackedA, ScaleColumns) {
+  for (const auto& uk : f32_gemm_ukernels()) {
+    if (!isa_supported(uk.isa)) continue;
+    for (int64_t m : {int64_t{1}, int64_t{13}, int64_t{2 * uk.mc + 5}})
+      for (int64_t k : {int64_t{1}, int64_t{40}, int64_t{uk.kc} + 7}) {
+        std::mt19937 rng(static_cast<unsigned>(m * 7 + k));
+        std::uniform_real_distribution<float> dist(-2, 2);
+        std::vector<float> a(m * k), s(k), as(m * k);
+        for (auto& v : a) v = dist(rng);
+        for (auto& v : s) v = dist(rng);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t p = 0; p < k; ++p) as[i * k + p] = a[i * k + p] * s[p];
+        const PackedA pa = pack_a(m, k, a.data(), k, &uk), want = pack_a(m, k, as.data(), k, &uk);
+        PackedA got = pa;
+        std::fill(got.data.begin(), got.data.end(), 1e30f);
+        scale_packed_a_columns(pa, s.data(), got);
+        ASSERT_EQ(got.data, want.data) << uk.name << " m=" << m << " k=" << k;
+      }
+  }
 }
 
 }  // namespace

@@ -1,12 +1,16 @@
 // GEMM conv op (runtime/conv_gemm.h) made from a GemmDesc, against a double-precision naive
 // conv: 1x1 direct and strided, 3x3 pad 0/1/2, stride 2, dilation, asymmetric and SAME pads,
 // odd sizes and channel counts around the microkernel blocking, bias / no bias, clamp,
-// batch 2, 1 and 2 threads; and what it declines.
+// batch 2, 1 and 2 threads; a fused input scale (GemmDesc::input_scale) against the conv of the
+// scaled input; and what it declines.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
 #include <random>
 
+#include "kernels/x86/f32_gemm.h"
 #include "runtime/conv_gemm.h"
 #include "conv_test_util.h"
 #include "runtime/thread_pool.h"
@@ -43,6 +47,102 @@ TEST(ConvGemm, MatchesReference) {
   };
   for (int threads : {1, 2})
     for (const Case& c : cases) check(c, threads);
+}
+
+// Conv(x * s) with s per channel ([C,1,1], [1,C,1,1]) or per image and channel ([N,C,1,1]):
+// the op scales its packed weights per run; it matches the plain op on the scaled input. 1x1
+// direct with two K blocks and several M blocks, 3x3 padded and strided (im2col), with bias,
+// the epilogue's residual and activation, 1 and 2 threads.
+TEST(ConvGemm, InputScale) {
+  struct ScaleCase {
+    int64_t n, c, hw, co, k, stride;
+    std::vector<int64_t> scale_dims;
+  };
+  const std::vector<ScaleCase> cases = {
+      {1, 600, 6, 250, 1, 1, {1, 600, 1, 1}},
+      {2, 24, 9, 10, 3, 2, {2, 24, 1, 1}},
+      {2, 16, 7, 5, 3, 1, {16, 1, 1}},
+      {1, 32, 14, 40, 1, 1, {32, 1, 1}},
+  };
+  for (int threads : {1, 2})
+    for (const ScaleCase& cs : cases) {
+      std::mt19937 rng(static_cast<unsigned>(cs.c * 5 + cs.co));
+      std::uniform_real_distribution<float> dist(-1, 1);
+      const int64_t ho = (cs.hw + 2 * (cs.k / 2) - cs.k) / cs.stride + 1;
+      Tensor x(DType::kFloat32, {cs.n, cs.c, cs.hw, cs.hw}), w(DType::kFloat32, {cs.co, cs.c, cs.k, cs.k}),
+          b(DType::kFloat32, {cs.co}), s(DType::kFloat32, cs.scale_dims), r(DType::kFloat32, {cs.n, cs.co, ho, ho});
+      for (Tensor* t : {&x, &w, &b, &s, &r})
+        for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = dist(rng);
+      Tensor xs(DType::kFloat32, x.dims());
+      const int64_t plane = cs.hw * cs.hw;
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const int64_t img = i / (cs.c * plane), ch = i / plane % cs.c;
+        const int64_t si = s.numel() == cs.c ? ch : img * cs.c + ch;
+        xs.data<float>()[i] = x.data<float>()[i] * s.data<float>()[si];
+      }
+      gemm_ops::GemmDesc d;
+      d.kind = gemm_ops::GemmKind::kConv;
+      d.strides = {cs.stride, cs.stride};
+      d.pads = std::vector<int64_t>(4, cs.k / 2);
+      d.out_dims = {cs.n, cs.co, ho, ho};
+      d.out_dtype = DType::kFloat32;
+      d.operands.push_back({true, DType::kFloat32, x.dims(), nullptr});
+      d.operands.push_back({true, DType::kFloat32, w.dims(), &w});
+      d.operands.push_back({true, DType::kFloat32, b.dims(), &b});
+      d.operands.push_back({true, DType::kFloat32, r.dims(), nullptr});
+      d.operands.push_back({true, DType::kFloat32, s.dims(), nullptr});
+      d.epilogue_residual = 3;
+      d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSilu);
+      gemm_ops::GemmDesc scaled = d;
+      scaled.input_scale = 4;
+      std::unique_ptr<gemm_ops::GemmOp> op = gemm_ops::make_gemm_op(scaled), plain = gemm_ops::make_gemm_op(d);
+      ASSERT_TRUE(op);
+      ASSERT_TRUE(plain);
+      ThreadPool pool(threads);
+      ScopedThreadPool scoped(&pool);
+      RtValue xv(x), xsv(xs), rv(r), sv(s);
+      const Tensor got = op->run({&xv, nullptr, nullptr, &rv, &sv});
+      const Tensor want = plain->run({&xsv, nullptr, nullptr, &rv, nullptr});
+      ASSERT_EQ(got.dims(), want.dims());
+      for (int64_t i = 0; i < got.numel(); ++i) {
+        const float v = want.data<float>()[i];
+        ASSERT_NEAR(got.data<float>()[i], v, 1e-5 * cs.c * cs.k * cs.k * (1 + std::abs(v)))
+            << "case c=" << cs.c << " co=" << cs.co << " at " << i << ", threads " << threads;
+      }
+    }
+}
+
+TEST(ConvGemm, InputScaleDeclines) {
+  Tensor w(DType::kFloat32, {4, 2, 1, 1});
+  gemm_ops::GemmDesc d;
+  d.kind = gemm_ops::GemmKind::kConv;
+  d.out_dims = {1, 4, 5, 5};
+  d.out_dtype = DType::kFloat32;
+  d.operands.push_back({true, DType::kFloat32, {1, 2, 5, 5}, nullptr});
+  d.operands.push_back({true, DType::kFloat32, {4, 2, 1, 1}, &w});
+  d.operands.push_back({});
+  d.operands.push_back({true, DType::kFloat32, {1, 2, 1, 1}, nullptr});
+  d.input_scale = 3;
+  EXPECT_TRUE(gemm_ops::make_gemm_op(d));
+  EXPECT_TRUE(gemm_ops::input_scale_pays(d));  // 4 weights per input channel, 25 pixels
+  for (const std::vector<int64_t>& bad : std::vector<std::vector<int64_t>>{{1, 1, 1, 5}, {1, 2, 5, 5}, {2}, {3, 2, 1, 1}}) {
+    gemm_ops::GemmDesc e = d;
+    e.operands[3].dims = bad;  // broadcasts along other axes than the channels
+    EXPECT_FALSE(gemm_ops::make_gemm_op(e));
+  }
+  gemm_ops::GemmDesc e = d;
+  e.input_scale = 2;  // the node's own (absent) bias operand
+  EXPECT_FALSE(gemm_ops::make_gemm_op(e));
+  e = d;
+  e.operands[1].constant = nullptr;  // run-time weights
+  EXPECT_FALSE(gemm_ops::make_gemm_op(e));
+  EXPECT_FALSE(gemm_ops::input_scale_pays(e));
+  e = d;
+  e.out_dims = {1, 40, 5, 5};  // more weights per channel (40) than pixels (25)
+  Tensor w40(DType::kFloat32, {40, 2, 1, 1});
+  e.operands[1] = {true, DType::kFloat32, {40, 2, 1, 1}, &w40};
+  EXPECT_TRUE(gemm_ops::make_gemm_op(e));
+  EXPECT_FALSE(gemm_ops::input_scale_pays(e));
 }
 
 TEST(ConvGemm, Declines) {

@@ -1,7 +1,8 @@
 // Fused GEMM/conv epilogues in the compiled executor (bias Add, residual Add, Relu/Clip or
 // HardSwish/Sigmoid/SiLU absorbed into the MatMul/Gemm/Conv step, runtime/gemm_epilogue.h): the compiled engine matches the
 // interpreter, absorbed nodes count as microkernel nodes, and chains that are not safe to fuse
-// (shared intermediates, graph outputs, non-channel broadcasts) are left alone.
+// (shared intermediates, graph outputs, non-channel broadcasts) are left alone. Likewise the
+// input scale before a conv (a squeeze-and-excitation Mul, GemmDesc::input_scale).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -342,10 +343,124 @@ TEST(GemmEpilogue, UnsafeChainsAreNotFused) {
   EXPECT_EQ(s.generated_nodes, 4);
 }
 
+// A squeeze-and-excitation block as exported: GlobalAveragePool, two 1x1 convs (Relu, Sigmoid),
+// then Mul(x, gate) into a 1x1 projection conv with a residual. The Mul runs in the projection's
+// step (weights scaled per run); also with the gate first, per image (batch 2) and before a 3x3
+// conv; 1 and 2 threads.
+TEST(GemmEpilogue, InputScaleSqueezeExcitation) {
+  for (int threads : {1, 2}) {
+    auto s = check(R"(model ir=8 opsets={"": 14}
+  graph @g(%x: f32[2,16,8,8], %r: f32[2,6,8,8]) -> (%y: f32[2,6,8,8], %z: f32[2,4,8,8]) {
+    %w1 = )" + rand_const({4, 16, 1, 1}, 40) + R"(
+    %b1 = )" + rand_const({4}, 41) + R"(
+    %w2 = )" + rand_const({16, 4, 1, 1}, 42) + R"(
+    %b2 = )" + rand_const({16}, 43) + R"(
+    %w3 = )" + rand_const({6, 16, 1, 1}, 44) + R"(
+    %b3 = )" + rand_const({6}, 45) + R"(
+    %w4 = )" + rand_const({4, 16, 3, 3}, 46) + R"(
+    %p = GlobalAveragePool(%x) : f32[2,16,1,1]
+    %f1 = Conv(%p, %w1, %b1) : f32[2,4,1,1]
+    %a1 = Relu(%f1) : f32[2,4,1,1]
+    %f2 = Conv(%a1, %w2, %b2) : f32[2,16,1,1]
+    %g = Sigmoid(%f2) : f32[2,16,1,1]
+    %m = Mul(%x, %g) : f32[2,16,8,8]
+    %c = Conv(%m, %w3, %b3) : f32[2,6,8,8]
+    %y = Add(%c, %r) : f32[2,6,8,8]
+    %m2 = Mul(%g, %x) : f32[2,16,8,8]
+    %z = Conv(%m2, %w4) {pads=[1, 1, 1, 1]} : f32[2,4,8,8]
+    return %y, %z
+  })", threads);
+    // Conv+Relu, Conv+Sigmoid, Mul+Conv+Add, Mul+Conv; the pool is a generated kernel.
+    EXPECT_EQ(s.gemm_nodes, 9);
+    EXPECT_EQ(s.generated_nodes, 1);
+    EXPECT_EQ(s.fallback_nodes, 0);
+  }
+}
+
+// The Mul stays a step of its own when its output is also used elsewhere or is a graph output,
+// when scaling the weights would cost more than the Mul (more weights per input channel than
+// pixels), when it broadcasts along another axis than the channels, and when it is a SiLU's
+// (Mul(v, Sigmoid(v)), fused into the conv before it instead).
+TEST(GemmEpilogue, InputScaleNotFused) {
+  auto s = check(R"(model ir=8 opsets={"": 14}
+  graph @g(%x: f32[1,8,5,5], %s: f32[1,8,1,1], %t: f32[1,1,1,5]) -> (%y: f32[1,4,5,5], %m: f32[1,8,5,5], %z: f32[1,40,5,5], %u: f32[1,4,5,5], %v: f32[1,4,5,5], %q: f32[1,4,5,5]) {
+    %w = )" + rand_const({4, 8, 1, 1}, 50) + R"(
+    %w40 = )" + rand_const({40, 8, 1, 1}, 51) + R"(
+    %w8 = )" + rand_const({8, 8, 1, 1}, 52) + R"(
+    %m = Mul(%x, %s) : f32[1,8,5,5]
+    %y = Conv(%m, %w) : f32[1,4,5,5]
+    %m2 = Mul(%x, %s) : f32[1,8,5,5]
+    %z = Conv(%m2, %w40) : f32[1,40,5,5]
+    %m3 = Mul(%x, %t) : f32[1,8,5,5]
+    %u = Conv(%m3, %w) : f32[1,4,5,5]
+    %m4 = Mul(%s, %x) : f32[1,8,5,5]
+    %v = Conv(%m4, %w) : f32[1,4,5,5]
+    %c5 = Conv(%x, %w8) : f32[1,8,5,5]
+    %g5 = Sigmoid(%c5) : f32[1,8,5,5]
+    %m5 = Mul(%c5, %g5) : f32[1,8,5,5]
+    %q = Conv(%m5, %w) : f32[1,4,5,5]
+    return %y, %m, %z, %u, %v, %q
+  })");
+  EXPECT_EQ(s.gemm_nodes, 9);  // the six convs, %m4 and the SiLU
+  EXPECT_EQ(s.generated_nodes, 3);
+}
+
+// Float64 convs have no GEMM op: their Mul stays where it is.
+TEST(GemmEpilogue, InputScaleFloat64NotFused) {
+  auto s = check(R"(model ir=8 opsets={"": 14}
+  graph @g(%x: f64[1,8,5,5], %s: f64[1,8,1,1]) -> (%y: f64[1,4,5,5]) {
+    %w = const f64[4,8,1,1] [)" + [] {
+    std::string v;
+    for (int i = 0; i < 32; ++i) v += (i ? ", " : "") + std::to_string((i % 7 - 3) * 0.25);
+    return v;
+  }() + R"(]
+    %m = Mul(%x, %s) : f64[1,8,5,5]
+    %y = Conv(%m, %w) : f64[1,4,5,5]
+    return %y
+  })");
+  EXPECT_EQ(s.gemm_nodes, 0);
+  EXPECT_EQ(s.generated_nodes + s.fallback_nodes, 2);
+}
+
+// Writes the plan the compiled executor made for `text` to an ahead-of-time plan blob, reads it
+// back, rebuilds its ops from the serialized descriptors and expects what the JIT plan computed,
+// bit for bit. Returns the plan read back.
+ExecPlan expect_blob_round_trip(const std::string& text, int gemm_nodes) {
+  Model m = parse_model(text);
+  PassContext ctx;
+  run_passes(m, {"shape-inference", "fusion"}, ctx);
+  const std::vector<RtValue> feeds = test::random_feeds(m, 9);
+  CompiledExecutor exec(m, CompiledOptions());
+  auto want = exec.run(feeds);
+  EXPECT_EQ(exec.stats().gemm_nodes, gemm_nodes);
+  const ExecPlan* plan = exec.last_exec_plan();
+  EXPECT_NE(plan, nullptr);
+  if (!plan) return ExecPlan();
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("kiln_epilogue_blob_" + std::to_string(::getpid()) + ".bin")).string();
+  const uint64_t bytes = write_plan_blob(*plan, path);
+  std::vector<char> data(bytes + 64);
+  char* base = data.data() + (64 - reinterpret_cast<uintptr_t>(data.data()) % 64) % 64;
+  std::ifstream(path, std::ios::binary).read(base, static_cast<std::streamsize>(bytes));
+  std::filesystem::remove(path);
+  ExecPlan back = read_plan_blob(base, bytes);
+  back.allocate_arena();
+  auto got = execute_plan(back, feeds, {}, nullptr, nullptr);
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
+    EXPECT_EQ(got[k].tensor.dims(), want[k].tensor.dims());
+    for (int64_t i = 0; i < got[k].tensor.numel() && i < want[k].tensor.numel(); ++i)
+      if (got[k].tensor.data<float>()[i] != want[k].tensor.data<float>()[i]) {
+        ADD_FAILURE() << "output " << k << " [" << i << "]";
+        break;
+      }
+  }
+  return back;
+}
+
 TEST(GemmEpilogue, PlanBlobRoundTrip) {
-  // The fused descriptors survive the ahead-of-time plan blob: the plan read back rebuilds its
-  // ops from them and computes what the JIT plan computed, bit for bit.
-  Model m = parse_model(std::string(kHeader13) + R"(graph @g(%x: f32[1,6,5,7], %r: f32[1,8,5,7], %a: f32[5,12]) -> (%y: f32[1,8,5,7], %z: f32[5,9]) {
+  // The fused descriptors survive the ahead-of-time plan blob.
+  ExecPlan back = expect_blob_round_trip(std::string(kHeader13) + R"(graph @g(%x: f32[1,6,5,7], %r: f32[1,8,5,7], %a: f32[5,12]) -> (%y: f32[1,8,5,7], %z: f32[5,9]) {
     %w = )" + rand_const({8, 6, 3, 3}, 30) + R"(
     %b = )" + rand_const({1, 8, 1, 1}, 31) + R"(
     %v = )" + rand_const({12, 9}, 32) + R"(
@@ -360,37 +475,24 @@ TEST(GemmEpilogue, PlanBlobRoundTrip) {
     %n = Add(%m, %e) : f32[5,9]
     %z = Clip(%n, %lo, %hi) : f32[5,9]
     return %y, %z
-  })");
-  PassContext ctx;
-  run_passes(m, {"shape-inference", "fusion"}, ctx);
-  const std::vector<RtValue> feeds = test::random_feeds(m, 9);
-  CompiledExecutor exec(m, CompiledOptions());
-  auto want = exec.run(feeds);
-  EXPECT_EQ(exec.stats().gemm_nodes, 7);
-  const ExecPlan* plan = exec.last_exec_plan();
-  ASSERT_NE(plan, nullptr);
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("kiln_epilogue_blob_" + std::to_string(::getpid()) + ".bin")).string();
-  const uint64_t bytes = write_plan_blob(*plan, path);
-  std::vector<char> data(bytes + 64);
-  char* base = data.data() + (64 - reinterpret_cast<uintptr_t>(data.data()) % 64) % 64;
-  std::ifstream(path, std::ios::binary).read(base, static_cast<std::streamsize>(bytes));
-  std::filesystem::remove(path);
-  ExecPlan back = read_plan_blob(base, bytes);
+  })", 7);
   int fused = 0;
   for (const auto& st : back.steps) {
-    ASSERT_EQ(st.kind, PlanStep::Kind::kGemm);  // every node runs in the two GEMM steps
+    EXPECT_EQ(st.kind, PlanStep::Kind::kGemm);  // every node runs in the two GEMM steps
     fused += st.gemm.epilogue_bias >= 0;
   }
   EXPECT_EQ(fused, 2);
-  back.allocate_arena();
-  auto got = execute_plan(back, feeds, {}, nullptr, nullptr);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t k = 0; k < got.size(); ++k) {
-    ASSERT_EQ(got[k].tensor.dims(), want[k].tensor.dims());
-    for (int64_t i = 0; i < got[k].tensor.numel(); ++i)
-      ASSERT_EQ(got[k].tensor.data<float>()[i], want[k].tensor.data<float>()[i]) << "output " << k << " [" << i << "]";
-  }
+}
+
+TEST(GemmEpilogue, InputScalePlanBlobRoundTrip) {
+  ExecPlan back = expect_blob_round_trip(std::string(kHeader13) + R"(graph @g(%x: f32[1,8,6,6], %s: f32[1,8,1,1]) -> (%y: f32[1,5,6,6]) {
+    %w = )" + rand_const({5, 8, 1, 1}, 34) + R"(
+    %m = Mul(%x, %s) : f32[1,8,6,6]
+    %y = Conv(%m, %w) : f32[1,5,6,6]
+    return %y
+  })", 2);
+  ASSERT_EQ(back.steps.size(), 1u);
+  EXPECT_EQ(back.steps[0].gemm.input_scale, 3);
 }
 
 }  // namespace

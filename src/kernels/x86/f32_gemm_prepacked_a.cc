@@ -165,6 +165,24 @@ PackedA pack_a(int64_t M, int64_t K, const float* A, int64_t lda, const F32GemmU
   return p;
 }
 
+void scale_packed_a_columns(const PackedA& a, const float* col_scale, PackedA& out) {
+  const int64_t mr = a.kernel->mr, kcmax = a.kernel->kc;
+  for (int64_t i0 = 0; i0 < a.m; i0 += a.mc)
+    for (int64_t k0 = 0; k0 < a.k; k0 += kcmax) {
+      const int64_t kc = std::min(kcmax, a.k - k0);
+      const float* src = a.block(i0, k0);
+      float* dst = out.data.data() + (src - a.data.data());
+      // The block is mc / mr micro-panels of [kc][mr] (rows past M are zeros and stay zeros).
+      // Memory-bound (~0.35 ns per weight from L2), so plain loops do.
+      for (int64_t p = 0; p < a.mc / mr; ++p)
+        for (int64_t k = 0; k < kc; ++k) {
+          const float s = col_scale[k0 + k];
+          const int64_t off = (p * kc + k) * mr;
+          for (int64_t r = 0; r < mr; ++r) dst[off + r] = src[off + r] * s;
+        }
+    }
+}
+
 void sgemm_prepacked_a(const PackedA& A, int64_t N, const float* B, int64_t ldb, float* C, int64_t ldc,
                        const RowEpilogue& ep, const ParallelFor& parallel, int threads) {
   sgemm_prepacked_a_impl(

@@ -24,6 +24,11 @@ struct PackedA {
 
 PackedA pack_a(int64_t M, int64_t K, const float* A, int64_t lda, const F32GemmUkernel* kernel = nullptr);
 
+// out = A with column k scaled by col_scale[k], k in [0, K): A * diag(col_scale) without
+// repacking. `out` must have A's geometry (a copy of A); only its data is rewritten. For a conv
+// whose input arrives scaled per channel (a fused squeeze-and-excitation Mul).
+void scale_packed_a_columns(const PackedA& a, const float* col_scale, PackedA& out);
+
 // C = act(clamp(A*B + bias + residual, lo, hi)), applied in the store of each tile's last K block.
 struct RowEpilogue {
   const float* bias = nullptr;  // per-row (M) bias, or null
