@@ -76,6 +76,15 @@ int count_gathers(const tir::PrimFunc& f) {
   return n;
 }
 
+// Integer divisions and modulos in f's indices (a fused loop whose index does not recombine).
+int count_divmods(const tir::PrimFunc& f) {
+  int n = 0;
+  tir::visit_exprs(f.body, [&](const tir::Expr& e) {
+    n += e->kind == tir::ExprKind::kFloorDiv || e->kind == tir::ExprKind::kFloorMod;
+  });
+  return n;
+}
+
 constexpr int64_t kArenaAlign = 64;
 
 // TIR buffers need at least one dim: rank-0 values are lowered as shape [1].
@@ -447,8 +456,17 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       // division) and the rows form gathers less. Either way a small-window reduction (pooling)
       // vectorizes its last output axis with the reduce loops outside the vector loop, and
       // intermediate reductions (Softmax, LayerNorm) run their fused spatial loop in parallel.
+      // fuse_reduce: a reduction over several axes runs them as one loop (GlobalAveragePool's
+      // H x W: one vector accumulation over the plane instead of a reduction tree per row).
       enum class Rules { kNone, kFlat, kRows };
-      auto build = [&](Rules rules) {
+      auto fuse_reduce_axes = [](te::Schedule& s, const te::Tensor& t) {
+        std::string loop = "r0";
+        for (size_t k = 1; k < t->reduce_axes.size(); ++k) {
+          s.fuse(t->name, loop, "r" + std::to_string(k));
+          loop += ".r" + std::to_string(k) + ".fused";
+        }
+      };
+      auto build = [&](Rules rules, bool fuse_reduce = false) {
         te::Schedule s(out_tensors);
         std::unordered_set<const te::TensorNode*> outs;
         for (auto& t : out_tensors) outs.insert(t.get());
@@ -481,6 +499,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
               }
               return loop;
             };
+            if (fuse_reduce) fuse_reduce_axes(s, t);
             if (rules == Rules::kRows && t->reduce_axes.empty()) {
               size_t split = r;
               int64_t inner = 1;
@@ -537,6 +556,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
               s.fuse(t->name, loop, "i" + std::to_string(k));
               loop += ".i" + std::to_string(k) + ".fused";
             }
+            if (fuse_reduce) fuse_reduce_axes(s, t);
             if (work >= (1 << 15) && n >= 2) s.parallel(t->name, loop);
           }
         return te::lower(s, args, name);
@@ -547,6 +567,14 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
         if (opts_.schedule && count_gathers(f) > 0) {
           tir::PrimFunc rows = build(Rules::kRows);
           if (count_gathers(rows) < count_gathers(f)) f = std::move(rows);
+        }
+        // Multi-axis output reductions over contiguous axes: their fused reduce loop indexes
+        // without division (the simplifier recombines it); others keep their loop nest.
+        const bool multi_axis = std::any_of(computes.begin(), computes.end(),
+                                            [](const te::Tensor& t) { return t->reduce_axes.size() > 1; });
+        if (opts_.schedule && multi_axis) {
+          tir::PrimFunc fused = build(Rules::kFlat, true);
+          if (count_divmods(fused) <= count_divmods(f) && count_gathers(fused) <= count_gathers(f)) f = std::move(fused);
         }
       } catch (const Error& e) {
         if (!opts_.schedule) throw;

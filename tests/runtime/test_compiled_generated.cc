@@ -2,7 +2,7 @@
 // the plan-time folding of shape chains:
 // Softmax/LogSoftmax rows (vector partial reductions, rows schedule with tails), LayerNorm,
 // MaxPool/AveragePool with the reduce loops outside a vector loop (ceil_mode, pads, narrow
-// planes, strides 2-4), strided slices, channel shuffle Reshape/Transpose/Reshape (grouped reshape index) and reshapes with
+// planes, strides 2-4), reductions over several axes (fused reduce loops), strided slices, channel shuffle Reshape/Transpose/Reshape (grouped reshape index) and reshapes with
 // size-1 dims; 1 and 2 threads.
 #include <gtest/gtest.h>
 
@@ -45,6 +45,31 @@ TEST(CompiledGenerated, LayerNormAndReductions) {
         "  %y = Mul(%d, %g) : f32[1,7,100]\n  return %y\n}");
   check("model ir=8 opsets={\"\": 13}\ngraph @g(%x: f32[3,5,70]) -> (%y: f32[3,5,1], %z: f32[3,1,70]) {\n"
         "  %y = ReduceMax(%x) {axes=[2]} : f32[3,5,1]\n  %z = ReduceMean(%x) {axes=[1]} : f32[3,1,70]\n  return %y, %z\n}");
+}
+
+// Reductions over several axes: GlobalAveragePool and ReduceMean over H and W run their reduce
+// axes as one loop (one vector accumulation per plane, with or without a tail, even below 32
+// values per row); over non-adjacent axes, or with a stride, they keep the loop nest.
+TEST(CompiledGenerated, MultiAxisReductions) {
+  for (const char* shape : {"1,16,14,14", "2,3,56,56", "1,5,7,7", "1,40,1,1", "1,2,3,37"}) {
+    std::string s = shape, o = s.substr(0, s.rfind(',', s.rfind(',') - 1)) + ",1,1";
+    check("graph @g(%x: f32[" + s + "]) -> (%y: f32[" + o + "]) {\n  %y = GlobalAveragePool(%x) : f32[" + o +
+          "]\n  return %y\n}");
+  }
+  check("model ir=8 opsets={\"\": 13}\ngraph @g(%x: f32[2,6,9,20]) -> (%y: f32[2,6], %z: f32[6,9], %u: f32[2,1,9,1]) {\n"
+        "  %y = ReduceMean(%x) {axes=[2, 3], keepdims=0} : f32[2,6]\n"
+        "  %ax = const i64[2] [0, 3]\n  %z = ReduceSum(%x, %ax) {keepdims=0} : f32[6,9]\n"
+        "  %u = ReduceMax(%x) {axes=[1, 3]} : f32[2,1,9,1]\n  return %y, %z, %u\n}");
+  // The plane's loops fuse into one contiguous reduce loop: no index division in the kernel.
+  Model m = parse_model("graph @g(%x: f32[1,16,14,14]) -> (%y: f32[1,16,1,1]) {\n"
+                        "  %y = GlobalAveragePool(%x) : f32[1,16,1,1]\n  return %y\n}");
+  PassContext ctx;
+  run_passes(m, {"shape-inference", "fusion"}, ctx);
+  CompiledExecutor exec(m, CompiledOptions());
+  exec.run(test::random_feeds(m, 3));
+  const std::string text = exec.kernels_text();
+  EXPECT_NE(text.find("r0.r1.fused"), std::string::npos) << text;
+  EXPECT_EQ(text.find(" % "), std::string::npos) << text;
 }
 
 TEST(CompiledGenerated, PoolingVectorizesAlongW) {
