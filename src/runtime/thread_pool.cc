@@ -1,6 +1,7 @@
 // Thread pool: jobs are published under a mutex with a generation counter; workers copy the job
-// under the mutex and claim chunks from an atomic counter. The caller claims chunks too and then
-// waits (spinning, then yielding) until every chunk is done and no worker still holds the job.
+// under the mutex and claim chunks from per-thread shares (their own first, then the others').
+// The caller claims chunks too and then waits (spinning, then yielding) until every chunk is done
+// and no worker still holds the job.
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
@@ -40,8 +41,9 @@ int ThreadPool::default_threads() {
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = default_threads();
+  shares_ = std::make_unique<Share[]>(static_cast<size_t>(threads));
   workers_.reserve(static_cast<size_t>(threads - 1));
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -54,19 +56,23 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunks(const Job& job) {
+void ThreadPool::run_chunks(const Job& job, int self) {
   DepthGuard depth;
-  for (;;) {
-    int64_t c = next_chunk_.fetch_add(1, std::memory_order_relaxed);
-    if (c >= job.num_chunks) break;
-    int64_t begin = c * job.chunk;
-    int64_t end = std::min(job.n, begin + job.chunk);
-    job.body(begin, end, job.closure);
-    done_chunks_.fetch_add(1, std::memory_order_release);
+  const int threads = num_threads();
+  for (int k = 0; k < threads; ++k) {
+    Share& share = shares_[static_cast<size_t>((self + k) % threads)];
+    for (;;) {
+      const int64_t c = share.next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= share.end) break;
+      const int64_t begin = c * job.chunk;
+      const int64_t end = std::min(job.n, begin + job.chunk);
+      job.body(begin, end, job.closure);
+      done_chunks_.fetch_add(1, std::memory_order_release);
+    }
   }
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int self) {
   uint64_t seen = 0;
   for (;;) {
     const auto spin_end = std::chrono::steady_clock::now() + kWorkerSpin;
@@ -83,7 +89,7 @@ void ThreadPool::worker_loop() {
       job = job_;
       active_.fetch_add(1, std::memory_order_relaxed);
     }
-    run_chunks(job);
+    run_chunks(job, self);
     active_.fetch_sub(1, std::memory_order_release);
   }
 }
@@ -110,12 +116,16 @@ void ThreadPool::parallel_for(int64_t n, Body body, void* closure, int64_t min_c
       lk.lock();
     }
     job_ = job;
-    next_chunk_.store(0, std::memory_order_relaxed);
+    for (int64_t t = 0; t < threads; ++t) {
+      Share& share = shares_[static_cast<size_t>(t)];
+      share.next.store(t * job.num_chunks / threads, std::memory_order_relaxed);
+      share.end = (t + 1) * job.num_chunks / threads;
+    }
     done_chunks_.store(0, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_all();
-  run_chunks(job);
+  run_chunks(job, 0);
   for (int i = 0; done_chunks_.load(std::memory_order_acquire) < job.num_chunks ||
                   active_.load(std::memory_order_acquire) != 0;
        ++i) {

@@ -1,6 +1,9 @@
 // Thread pool: a fixed set of worker threads running parallel_for over index ranges. The caller
 // takes part in the work; idle workers spin for up to 2 ms, then sleep on a condition variable (no busy
-// CPU when idle). A parallel_for issued from inside a parallel_for (or while another thread owns
+// CPU when idle). Each thread first runs its own contiguous share of the chunks (the caller the
+// first, worker k the (k+1)-th), then takes what is left of the others': consecutive ops split
+// alike (a layer's channels) then find their inputs in the cache of the core that wrote them,
+// and a descheduled or late thread's share is still picked up. A parallel_for issued from inside a parallel_for (or while another thread owns
 // the pool) runs serially on the calling thread. Generated kernels reach the pool through the C
 // ABI function kiln_parallel_for, which uses the current pool of the calling thread.
 // Tests: tests/runtime/test_thread_pool.cc
@@ -10,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -45,8 +49,13 @@ class ThreadPool {
     int64_t chunk = 1;
     int64_t num_chunks = 0;
   };
-  void worker_loop();
-  void run_chunks(const Job& job);
+  // One thread's share of a job's chunks: [next, end), claimed by fetch_add (by its owner first).
+  struct alignas(64) Share {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  void worker_loop(int self);
+  void run_chunks(const Job& job, int self);
 
   std::vector<std::thread> workers_;
   std::mutex submit_;  // one parallel_for at a time; others run serially
@@ -54,7 +63,7 @@ class ThreadPool {
   std::condition_variable cv_;
   Job job_;  // guarded by mu_
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int64_t> next_chunk_{0};
+  std::unique_ptr<Share[]> shares_;  // per thread (0: the caller), reset per job under mu_
   std::atomic<int64_t> done_chunks_{0};
   std::atomic<int> active_{0};  // workers that copied the current job and have not finished
   bool stop_ = false;           // guarded by mu_

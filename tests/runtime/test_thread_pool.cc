@@ -1,11 +1,14 @@
-// Thread pool: every index is visited exactly once, nested calls run serially, many small calls
-// in a row, concurrent callers, exceptions, and the C ABI entry point.
+// Thread pool: every index is visited exactly once, each thread starts in its own share, nested
+// calls run serially, many small calls in a row, concurrent callers, exceptions, and the C ABI
+// entry point.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <numeric>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "runtime/thread_pool.h"
 
@@ -31,6 +34,30 @@ TEST(ThreadPool, SumsOverRanges) {
     });
     EXPECT_EQ(sum.load(), n * (n - 1) / 2) << n;
     for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  }
+}
+
+// The caller's first chunk lies in the first half of the range and the worker's in the second
+// (whatever the timing: a thread only leaves its share once that share is all claimed), so ops
+// that split alike keep their data on one core; every chunk still runs exactly once.
+TEST(ThreadPool, ThreadsStartInTheirOwnShare) {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int rep = 0; rep < 20; ++rep) {
+    std::atomic<int> first_caller{-1}, first_worker{-1};
+    std::vector<std::atomic<int>> hits(8);
+    pool.parallel_for(8, [&](int64_t b, int64_t e) {
+      std::atomic<int>& first = std::this_thread::get_id() == caller ? first_caller : first_worker;
+      int unset = -1;
+      first.compare_exchange_strong(unset, static_cast<int>(b));
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    });
+    for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+    EXPECT_LT(first_caller.load(), 4);  // -1 when the worker ran every chunk
+    if (first_worker.load() >= 0) {
+      EXPECT_GE(first_worker.load(), 4);
+    }
   }
 }
 
