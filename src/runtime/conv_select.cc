@@ -7,6 +7,7 @@
 #include "runtime/conv_depthwise.h"
 #include "runtime/conv_gemm.h"
 #include "runtime/conv_gemv.h"
+#include "runtime/conv_stem.h"
 #include "runtime/conv_geom.h"
 #include "runtime/conv_winograd.h"
 
@@ -38,6 +39,8 @@ std::unique_ptr<gemm_ops::GemmOp> make_conv_op(const gemm_ops::GemmDesc& d) {
   if (conv_ops_env() == "legacy") return nullptr;
   if (auto op = make_depthwise_conv_op(d)) return op;
   if (auto op = make_gemv_conv_op(d)) return op;
+  // Stems (1-4 input channels, stride 2): direct, FMA-bound, instead of a GEMM with K = 27-147.
+  if (auto op = make_stem_conv_op(d)) return op;
   // F(4x4, 3x3) rounds differently from the direct sum (ResNet-50 logits: max abs 6e-5 against
   // onnxruntime, whose own optimized-vs-unoptimized noise is 3.5e-5); "direct" opts out.
   if (conv_ops_env() != "direct" && winograd_preferred(d))

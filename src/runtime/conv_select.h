@@ -1,7 +1,7 @@
 // Which conv op runs a Conv GemmDesc: the depthwise kernel, a GEMV for single-pixel convs, the
-// prepacked-weight GEMM with implicit im2col, or Winograd F(4x4, 3x3) for large-enough 3x3
-// stride-1 convs (AVX-512); null leaves the descriptor to gemm_ops' im2col ConvOp (run-time
-// weights, grouped convs). The single entry point gemm_ops.cc calls. Tests: tests/runtime/test_conv_select.cc.
+// direct stem kernel (few input channels, stride 2), the prepacked-weight GEMM with implicit
+// im2col, or Winograd F(4x4, 3x3) for large-enough 3x3 stride-1 convs (AVX-512); null leaves the
+// descriptor to gemm_ops' im2col ConvOp (run-time weights, grouped convs). The single entry point gemm_ops.cc calls. Tests: tests/runtime/test_conv_select.cc.
 #pragma once
 
 #include <memory>

@@ -1,0 +1,23 @@
+// Stem conv: the supported geometries and the weight packing (see f32_conv_stem.h); the kernel
+// is in f32_conv_stem_avx512f.cc.
+#include "kernels/x86/f32_conv_stem.h"
+
+namespace kiln::kernels {
+
+bool conv_stem_supported(const StemConvGeom& g) {
+  if (f32_gemm_default().isa != Isa::kAvx512) return false;
+  if (g.n < 1 || g.c < 1 || g.c > 4 || g.co < 1 || g.kh < 1 || g.kh > 7 || g.kw < 1 || g.kw > 7) return false;
+  if (g.h < 1 || g.w < 1 || g.ho < 1 || g.wo < 1 || g.pt < 0 || g.pl < 0 || g.pt >= g.kh || g.pl >= g.kw) return false;
+  // Every output reads at least one input row and column (the output sizes agree with the pads).
+  return 2 * (g.ho - 1) - g.pt < g.h && 2 * (g.wo - 1) - g.pl < g.w;
+}
+
+std::vector<float> pack_conv_stem_weights(const StemConvGeom& g, const float* w) {
+  const int64_t cb = kStemChannelBlock, blocks = (g.co + cb - 1) / cb, taps = g.c * g.kh * g.kw;
+  std::vector<float> out(static_cast<size_t>(blocks * taps * cb), 0.0f);
+  for (int64_t o = 0; o < g.co; ++o)
+    for (int64_t t = 0; t < taps; ++t) out[static_cast<size_t>(((o / cb) * taps + t) * cb + o % cb)] = w[o * taps + t];
+  return out;
+}
+
+}  // namespace kiln::kernels

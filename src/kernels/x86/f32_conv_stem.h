@@ -1,0 +1,40 @@
+// f32 "stem" convolution: a dense conv with few input channels and stride 2 (a network's first
+// layer: 3 -> 64 channels 7x7 in ResNets, 3 -> 32 3x3 in MobileNets), computed directly on
+// AVX-512 instead of as a GEMM whose K (C * kh * kw = 27 or 147) is too short to amortize its
+// packing and tile stores. NCHW in and out, fused bias + clamp + activation.
+// Tests: tests/kernels/test_conv_stem.cc.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/x86/f32_depthwise.h"
+#include "kernels/x86/f32_gemm.h"
+
+namespace kiln::kernels {
+
+struct StemConvGeom {
+  int64_t n = 1, c = 1, h = 0, w = 0;  // input [n, c, h, w]
+  int64_t co = 0, kh = 0, kw = 0;      // weight [co, c, kh, kw]
+  int64_t ho = 0, wo = 0;              // output [n, co, ho, wo]; stride 2, no dilation
+  int64_t pt = 0, pl = 0;              // top / left padding (bottom/right follow from ho/wo)
+};
+
+// Output channels per register block (the weights are packed per block of this many).
+inline constexpr int64_t kStemChannelBlock = 8;
+
+// True when the AVX-512 kernel runs this geometry (and the CPU has AVX-512): 1-4 input
+// channels, a 1x1 to 7x7 filter, stride 2 (given), consistent sizes.
+bool conv_stem_supported(const StemConvGeom& g);
+
+// The weights [co, c, kh, kw] as conv_stem_f32 reads them: per block of kStemChannelBlock output
+// channels, [c][kh][kw][kStemChannelBlock] (channels past co zero).
+std::vector<float> pack_conv_stem_weights(const StemConvGeom& g, const float* w);
+
+// y = act(clamp(conv(x, w) + bias, lo, hi)) with the epilogue of the depthwise kernels (bias
+// per output channel, may be null). x [n, c, h, w], y [n, co, ho, wo]. Only when
+// conv_stem_supported(g). Parallel over output channel blocks x output row bands.
+void conv_stem_f32(const StemConvGeom& g, const float* x, const float* packed_w, float* y,
+                   const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
+
+}  // namespace kiln::kernels

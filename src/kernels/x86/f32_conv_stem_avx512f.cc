@@ -1,0 +1,188 @@
+// Stem conv kernel for AVX-512F (compiled with -mavx512f -mavx512vl -mfma; called only when the
+// CPU supports them; see f32_conv_stem.h).
+// Per image, every padded input row is first split into its even and odd columns (zero-padded
+// "phase" rows): output column ox of a stride-2 conv reads padded column 2 * ox + j, which is
+// element ox + j / 2 of phase j % 2, so 16 consecutive outputs read 16 consecutive floats. The
+// outputs are then computed directly: 8 output channels x 48 output columns of one row in 24
+// accumulators, each (input channel, tap) step one load per 16 columns and 8 broadcast weights,
+// FMA-bound; bias, clamp and activation are applied in registers before the store.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "kernels/x86/activation_avx512f.h"
+#include "kernels/x86/f32_conv_stem.h"
+#include "kernels/x86/lane_mask.h"
+
+namespace kiln::kernels {
+namespace {
+
+constexpr int64_t kCb = kStemChannelBlock;
+constexpr int kChunkVectors = 3;  // 48 output columns per register tile
+
+struct PhaseLayout {
+  int64_t rows = 0;  // padded input rows read: 2 * (ho - 1) + kh
+  int64_t ur = 0;    // floats per phase row (a multiple of 16)
+  int64_t row_floats() const { return 2 * ur; }
+  int64_t channel_floats() const { return rows * row_floats(); }
+};
+
+PhaseLayout phase_layout(const StemConvGeom& g) {
+  PhaseLayout l;
+  l.rows = 2 * (g.ho - 1) + g.kh;
+  const int64_t wo_r = (g.wo + 15) / 16 * 16;
+  l.ur = (wo_r + (g.kw - 1) / 2 + 15) / 16 * 16;
+  return l;
+}
+
+// Phase rows of padded row pr of channel plane `xc` ([h][w]): even[u] = xpad(2u), odd[u] = xpad(2u+1).
+void fill_phase_row(const StemConvGeom& g, const PhaseLayout& l, const float* xc, int64_t pr, float* even) {
+  float* odd = even + l.ur;
+  const int64_t iy = pr - g.pt;
+  if (iy < 0 || iy >= g.h) {
+    std::fill(even, even + l.row_floats(), 0.0f);
+    return;
+  }
+  const float* row = xc + iy * g.w;
+  const __m512i ev = even_lanes(), od = odd_lanes();
+  for (int64_t u0 = 0; u0 < l.ur; u0 += 16) {
+    const int64_t col = 2 * u0 - g.pl;  // input column of even[u0]
+    const __m512 lo = _mm512_maskz_loadu_ps(lanes_in_range(col, g.w), row + col);
+    const __m512 hi = _mm512_maskz_loadu_ps(lanes_in_range(col + 16, g.w), row + col + 16);
+    _mm512_storeu_ps(even + u0, _mm512_permutex2var_ps(lo, ev, hi));
+    _mm512_storeu_ps(odd + u0, _mm512_permutex2var_ps(lo, od, hi));
+  }
+}
+
+struct TileArgs {
+  const float* phases;  // channel 0, padded row 2 * oy
+  int64_t channel_floats, row_floats, ur;
+  int64_t c, kh;
+  const float* w;  // this block's [c][kh][kw][kCb]
+};
+
+// acc[co][v] += sum over (c, i, j) of w[c][i][j][co] * input(ox0 + 16 v); KW > 0 fixed, else a.kw.
+template <int KW, int V>
+inline void accumulate(const TileArgs& a, int64_t kw_rt, int64_t ox0, __m512 (&acc)[kCb][V]) {
+  const int64_t kw = KW > 0 ? KW : kw_rt;
+  const float* wk = a.w;
+  for (int64_t c = 0; c < a.c; ++c)
+    for (int64_t i = 0; i < a.kh; ++i) {
+      const float* even = a.phases + c * a.channel_floats + i * a.row_floats + ox0;
+      const float* odd = even + a.ur;
+#pragma GCC unroll 7
+      for (int64_t j = 0; j < kw; ++j, wk += kCb) {
+        const float* src = ((j & 1) ? odd : even) + (j >> 1);
+        __m512 in[V];
+#pragma GCC unroll 3
+        for (int v = 0; v < V; ++v) in[v] = _mm512_loadu_ps(src + 16 * v);
+#pragma GCC unroll 8
+        for (int o = 0; o < kCb; ++o) {
+          const __m512 wv = _mm512_set1_ps(wk[o]);
+#pragma GCC unroll 3
+          for (int v = 0; v < V; ++v) acc[o][v] = _mm512_fmadd_ps(wv, in[v], acc[o][v]);
+        }
+      }
+    }
+}
+
+struct StoreArgs {
+  const float* bias;  // this block's first channel, or null
+  int64_t channels;   // valid channels in the block
+  __m512 lo, hi;
+  bool clamp;
+  Activation act;
+  float* y;  // this block's channel 0, output row oy
+  int64_t plane;  // ho * wo
+};
+
+template <int KW, int V>
+void tile(const TileArgs& a, int64_t kw_rt, const StoreArgs& s, int64_t ox0, __mmask16 last) {
+  __m512 acc[kCb][V];
+#pragma GCC unroll 8
+  for (int o = 0; o < kCb; ++o)
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) acc[o][v] = _mm512_setzero_ps();
+  accumulate<KW, V>(a, kw_rt, ox0, acc);
+#pragma GCC unroll 8
+  for (int o = 0; o < kCb; ++o) {
+    if (o >= s.channels) break;
+    const __m512 b = s.bias ? _mm512_set1_ps(s.bias[o]) : _mm512_setzero_ps();
+    float* out = s.y + o * s.plane + ox0;
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) {
+      __m512 r = _mm512_add_ps(acc[o][v], b);
+      if (s.clamp) r = _mm512_maskz_min_ps(kAll16, _mm512_maskz_max_ps(kAll16, r, s.lo), s.hi);
+      r = activate16(s.act, r);
+      if (v == V - 1) _mm512_mask_storeu_ps(out + 16 * v, last, r);
+      else _mm512_storeu_ps(out + 16 * v, r);
+    }
+  }
+}
+
+// One output row of one channel block: chunks of 48 columns, then the remainder.
+template <int KW>
+void stem_row(const TileArgs& a, int64_t kw_rt, const StoreArgs& s, int64_t wo) {
+  int64_t ox0 = 0;
+  for (; ox0 + 16 * kChunkVectors <= wo; ox0 += 16 * kChunkVectors)
+    tile<KW, kChunkVectors>(a, kw_rt, s, ox0, kAll16);
+  const int64_t rest = wo - ox0;
+  if (rest <= 0) return;
+  const __mmask16 last = first_lanes(rest - (rest - 1) / 16 * 16);
+  if (rest > 32) tile<KW, 3>(a, kw_rt, s, ox0, last);
+  else if (rest > 16) tile<KW, 2>(a, kw_rt, s, ox0, last);
+  else tile<KW, 1>(a, kw_rt, s, ox0, last);
+}
+
+}  // namespace
+
+void conv_stem_f32(const StemConvGeom& g, const float* x, const float* packed_w, float* y,
+                   const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
+  const PhaseLayout l = phase_layout(g);
+  // The calling thread's buffer, grown and never shrunk (tasks on other threads get the pointer).
+  thread_local std::vector<float> phase_buf;
+  const size_t need = static_cast<size_t>(g.c * l.channel_floats());
+  if (phase_buf.size() < need) phase_buf.resize(need);
+  float* phases = phase_buf.data();
+  const int64_t blocks = (g.co + kCb - 1) / kCb, taps = g.c * g.kh * g.kw;
+  // Enough tasks for the threads to balance: bands of output rows per channel block, blocks
+  // outermost (the first share of the tasks gets the first channels).
+  const int64_t bands = std::min(g.ho, std::max<int64_t>(1, (16 + blocks - 1) / blocks));
+  const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
+  auto run = [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    if (parallel && n > 1) parallel(n, fn);
+    else fn(0, n);
+  };
+  for (int64_t img = 0; img < g.n; ++img) {
+    const float* xi = x + img * g.c * g.h * g.w;
+    run(g.c * l.rows, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t c = t / l.rows, pr = t % l.rows;
+        fill_phase_row(g, l, xi + c * g.h * g.w, pr, phases + c * l.channel_floats() + pr * l.row_floats());
+      }
+    });
+    run(blocks * bands, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t b = t / bands, band = t % bands;
+        const int64_t oy0 = band * g.ho / bands, oy1 = (band + 1) * g.ho / bands;
+        TileArgs a{nullptr, l.channel_floats(), l.row_floats(), l.ur, g.c, g.kh, packed_w + b * taps * kCb};
+        StoreArgs s{ep.bias ? ep.bias + b * kCb : nullptr, std::min(kCb, g.co - b * kCb), _mm512_set1_ps(ep.lo),
+                    _mm512_set1_ps(ep.hi), clamp, ep.act, nullptr, g.ho * g.wo};
+        for (int64_t oy = oy0; oy < oy1; ++oy) {
+          a.phases = phases + 2 * oy * l.row_floats();
+          s.y = y + ((img * g.co + b * kCb) * g.ho + oy) * g.wo;
+          switch (g.kw) {
+            case 3: stem_row<3>(a, 3, s, g.wo); break;
+            case 5: stem_row<5>(a, 5, s, g.wo); break;
+            case 7: stem_row<7>(a, 7, s, g.wo); break;
+            default: stem_row<0>(a, g.kw, s, g.wo); break;
+          }
+        }
+      }
+    });
+  }
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,71 @@
+// Stem conv op over kernels::conv_stem_f32 (see conv_stem.h).
+#include "runtime/conv_stem.h"
+
+#include <utility>
+#include <vector>
+
+#include "kernels/x86/f32_conv_stem.h"
+#include "runtime/conv_geom.h"
+#include "runtime/gemm_epilogue.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::conv_ops {
+namespace {
+
+class StemConvOp : public gemm_ops::GemmOp {
+ public:
+  StemConvOp(const kernels::StemConvGeom& g, const Tensor& w, const Tensor* b) : g_(g) {
+    weight_ = kernels::pack_conv_stem_weights(g, w.data<float>());
+    has_bias_ = b != nullptr;
+    if (b) bias_.assign(b->data<float>(), b->data<float>() + g.co);
+  }
+  // Bias, clamp and activation go in the kernel; a residual (then the clamp and activation) in a
+  // pass after, as for the depthwise op.
+  bool take_epilogue(const gemm_ops::GemmDesc& d) override {
+    if (!gemm_ops::fold_into_channel_kernel(d, g_.co, has_bias_, bias_, ep_.lo, ep_.hi, tail_)) return false;
+    ep_.act = kernels::Activation::kNone;
+    if (tail_.residual < 0) std::swap(ep_.act, tail_.act);
+    return true;
+  }
+  Tensor run(const std::vector<const RtValue*>& ins) override {
+    Tensor y = output_tensor(DType::kFloat32, {g_.n, g_.co, g_.ho, g_.wo});
+    kernels::DepthwiseEpilogue ep = ep_;
+    if (has_bias_) ep.bias = bias_.data();
+    kernels::conv_stem_f32(g_, ins[0]->tensor.data<float>(), weight_.data(), y.data<float>(), ep,
+                           [](int64_t n, std::function<void(int64_t, int64_t)> fn) {
+                             current_thread_pool().parallel_for(n, fn);
+                           });
+    tail_.apply(y.data<float>(), y.numel(), ins);
+    return y;
+  }
+
+ private:
+  kernels::StemConvGeom g_;
+  std::vector<float> weight_;  // packed per block of output channels
+  bool has_bias_ = false;
+  std::vector<float> bias_;
+  kernels::DepthwiseEpilogue ep_;
+  gemm_ops::EpilogueTail tail_;
+};
+
+}  // namespace
+
+std::unique_ptr<gemm_ops::GemmOp> make_stem_conv_op(const gemm_ops::GemmDesc& d) {
+  std::optional<ConvGeom> cg = conv_geom(d);
+  if (!cg || cg->group != 1 || !d.operands[1].constant || d.input_scale >= 0) return nullptr;
+  if (cg->sh != 2 || cg->sw != 2 || cg->dh != 1 || cg->dw != 1) return nullptr;
+  kernels::StemConvGeom g;
+  g.n = cg->n, g.c = cg->c, g.h = cg->h, g.w = cg->w, g.co = cg->co, g.kh = cg->kh, g.kw = cg->kw;
+  g.ho = cg->ho, g.wo = cg->wo, g.pt = cg->pt, g.pl = cg->pl;
+  if (!kernels::conv_stem_supported(g)) return nullptr;
+  const Tensor* w = d.operands[1].constant;
+  if (w->dtype() != DType::kFloat32 || w->numel() != g.co * g.c * g.kh * g.kw) return nullptr;
+  const Tensor* b = nullptr;
+  if (d.operands.size() > 2 && d.operands[2].present) {
+    b = d.operands[2].constant;
+    if (!b || b->dtype() != DType::kFloat32 || b->numel() != g.co) return nullptr;  // run-time bias: GEMM path
+  }
+  return std::make_unique<StemConvOp>(g, *w, b);
+}
+
+}  // namespace kiln::conv_ops

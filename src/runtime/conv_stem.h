@@ -1,0 +1,16 @@
+// Stem Conv (few input channels, stride 2: a network's first layer) for the compiled executor
+// through kernels::conv_stem_f32, with the fused epilogue. Built from a GemmDesc (no Node).
+// Tests: tests/runtime/test_conv_stem.cc.
+#pragma once
+
+#include <memory>
+
+#include "runtime/gemm_ops.h"
+
+namespace kiln::conv_ops {
+
+// The op for a float32 Conv descriptor with group 1, a constant weight, 1-4 input channels,
+// stride 2 and no dilation that the AVX-512 kernel covers (kernels::conv_stem_supported), or null.
+std::unique_ptr<gemm_ops::GemmOp> make_stem_conv_op(const gemm_ops::GemmDesc& d);
+
+}  // namespace kiln::conv_ops
