@@ -499,7 +499,6 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
               }
               return loop;
             };
-            if (fuse_reduce) fuse_reduce_axes(s, t);
             if (rules == Rules::kRows && t->reduce_axes.empty()) {
               size_t split = r;
               int64_t inner = 1;
@@ -524,6 +523,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
               if (par) s.parallel(t->name, outer);
               continue;
             }
+            if (fuse_reduce) fuse_reduce_axes(s, t);  // (not for the small windows above)
             std::string loop = fuse_range(0, r);
             if (t->reduce_axes.empty() && n >= 16) {
               // A size that 16 does not divide runs its last vector as a guarded tail.
@@ -573,8 +573,12 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
         const bool multi_axis = std::any_of(computes.begin(), computes.end(),
                                             [](const te::Tensor& t) { return t->reduce_axes.size() > 1; });
         if (opts_.schedule && multi_axis) {
-          tir::PrimFunc fused = build(Rules::kFlat, true);
-          if (count_divmods(fused) <= count_divmods(f) && count_gathers(fused) <= count_gathers(f)) f = std::move(fused);
+          try {
+            tir::PrimFunc fused = build(Rules::kFlat, true);
+            if (count_divmods(fused) <= count_divmods(f) && count_gathers(fused) <= count_gathers(f)) f = std::move(fused);
+          } catch (const Error& e) {  // keep the schedule above
+            log("fused-reduce schedule failed for " + name + ": " + e.what());
+          }
         }
       } catch (const Error& e) {
         if (!opts_.schedule) throw;

@@ -18,6 +18,16 @@ void check(const std::string& text) {
   for (int threads : {1, 2}) EXPECT_EQ(test::engines_agree(text, threads, 5).fallback_nodes, 0) << text;
 }
 
+// The loop nests (TIR) of the kernels the compiled executor makes for `text`.
+std::string kernels_of(const std::string& text) {
+  Model m = parse_model(text);
+  PassContext ctx;
+  run_passes(m, {"shape-inference", "fusion"}, ctx);
+  CompiledExecutor exec(m, CompiledOptions());
+  exec.run(test::random_feeds(m, 3));
+  return exec.kernels_text();
+}
+
 TEST(CompiledGenerated, SoftmaxRows) {
   for (const char* shape : {"1,12,37,197", "2,3,16", "4,5", "1,2,33,40", "3,1,1,48"}) {
     std::string s = shape;
@@ -61,13 +71,8 @@ TEST(CompiledGenerated, MultiAxisReductions) {
         "  %ax = const i64[2] [0, 3]\n  %z = ReduceSum(%x, %ax) {keepdims=0} : f32[6,9]\n"
         "  %u = ReduceMax(%x) {axes=[1, 3]} : f32[2,1,9,1]\n  return %y, %z, %u\n}");
   // The plane's loops fuse into one contiguous reduce loop: no index division in the kernel.
-  Model m = parse_model("graph @g(%x: f32[1,16,14,14]) -> (%y: f32[1,16,1,1]) {\n"
-                        "  %y = GlobalAveragePool(%x) : f32[1,16,1,1]\n  return %y\n}");
-  PassContext ctx;
-  run_passes(m, {"shape-inference", "fusion"}, ctx);
-  CompiledExecutor exec(m, CompiledOptions());
-  exec.run(test::random_feeds(m, 3));
-  const std::string text = exec.kernels_text();
+  const std::string text = kernels_of("graph @g(%x: f32[1,16,14,14]) -> (%y: f32[1,16,1,1]) {\n"
+                                      "  %y = GlobalAveragePool(%x) : f32[1,16,1,1]\n  return %y\n}");
   EXPECT_NE(text.find("r0.r1.fused"), std::string::npos) << text;
   EXPECT_EQ(text.find(" % "), std::string::npos) << text;
 }
@@ -89,6 +94,13 @@ TEST(CompiledGenerated, PoolingVectorizesAlongW) {
       check(std::string("graph @g(%x: f32[") + c.x + "]) -> (%y: f32[" + c.y + "]) {\n  %y = " + op + "(%x) {" +
             c.attrs + "} : f32[" + c.y + "]\n  return %y\n}");
   }
+  // Scheduled: the window's loops outside a 16-wide vector loop (an unscheduled kernel, from
+  // schedule rules that failed, would be scalar).
+  const std::string text = kernels_of("graph @g(%x: f32[1,4,112,112]) -> (%y: f32[1,4,56,56]) {\n"
+                                      "  %y = MaxPool(%x) {kernel_shape=[3,3], strides=[2,2], pads=[1,1,1,1]} : f32[1,4,56,56]\n"
+                                      "  return %y\n}");
+  EXPECT_NE(text.find("i3.outer"), std::string::npos) << text;
+  EXPECT_NE(text.find("ramp("), std::string::npos) << text;
 }
 
 // Vector loads with a constant stride of 2-4 along the last axis are one masked contiguous load
