@@ -16,6 +16,7 @@
 #include "ops/evaluate.h"
 #include "ops/lowering.h"
 #include "ops/op_util.h"
+#include "kernels/x86/f32_conv_stem.h"
 #include "kernels/x86/f32_gemm.h"
 #include "runtime/gemm_ops.h"
 #include "te/te.h"
@@ -778,6 +779,36 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     return cur;
   };
 
+  // The node that max-pools v with 3x3 windows, stride 2 and pad 1 (floor mode, no indices) as v's
+  // only consumer after node i, or -1.
+  auto max_pool_after = [&](const Value* v, int i) -> int {
+    auto cit = consumers.find(v);
+    if (!v || graph_outputs.count(v) || cit == consumers.end() || cit->second.size() != 1) return -1;
+    const int c = cit->second[0];
+    const Node& pn = *g.nodes[static_cast<size_t>(c)];
+    if (pn.op_type != "MaxPool" || (!pn.domain.empty() && pn.domain != "ai.onnx") || pn.inputs.size() != 1 ||
+        pn.outputs.empty() || !pn.outputs[0] || (pn.outputs.size() > 1 && pn.outputs[1]) || absorbed.count(c) ||
+        pos_in_order[static_cast<size_t>(c)] < pos_in_order[static_cast<size_t>(i)])
+      return -1;
+    auto ints = [&](const char* name, std::vector<int64_t> dflt) {
+      const Attribute* a = pn.attr(name);
+      return a && a->kind == Attribute::Kind::kInts ? a->ints : dflt;
+    };
+    const Attribute* ap = pn.attr("auto_pad");
+    const Attribute* cm = pn.attr("ceil_mode");
+    if ((ap && ap->kind == Attribute::Kind::kString && ap->s != "NOTSET") || (cm && cm->i != 0)) return -1;
+    if (ints("kernel_shape", {}) != std::vector<int64_t>{3, 3} || ints("strides", {1, 1}) != std::vector<int64_t>{2, 2} ||
+        ints("pads", {0, 0, 0, 0}) != std::vector<int64_t>{1, 1, 1, 1} || ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1})
+      return -1;
+    const PlanSlot& in = ex.slots[static_cast<size_t>(slot_of.at(v))];
+    const PlanSlot& out = ex.slots[static_cast<size_t>(slot_of.at(pn.outputs[0]))];
+    if (!out.tensor || out.dtype != DType::kFloat32 || in.dims.size() != 4 || out.dims.size() != 4) return -1;
+    return out.dims == std::vector<int64_t>{in.dims[0], in.dims[1], kernels::StemMaxPool::pooled(in.dims[2]),
+                                            kernels::StemMaxPool::pooled(in.dims[3])}
+               ? c
+               : -1;
+  };
+
   // The descriptor of GEMM-like node n as the plan knows it, or nullopt (not covered, or an
   // operand or its output is no tensor).
   auto desc_of = [&](const Node& n) -> std::optional<gemm_ops::GemmDesc> {
@@ -873,6 +904,20 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
         }
       }
       if (desc && !op) op = scaled ? si->second.op : gemm_ops::make_gemm_op(*desc);
+      // A stem conv's MaxPool (3x3, stride 2, pad 1) runs in its step too: the conv's output, the
+      // network's largest activation, is then never written out. Only the stem conv op takes it.
+      if (op && fuse_epilogues && desc->kind == gemm_ops::GemmKind::kConv && desc->epilogue_residual < 0) {
+        if (const int pool = max_pool_after(produced, i); pool >= 0) {
+          gemm_ops::GemmDesc pooled = *desc;
+          pooled.epilogue_max_pool = 1;
+          if (std::unique_ptr<gemm_ops::GemmOp> pool_op = gemm_ops::make_gemm_op(pooled)) {
+            op = std::move(pool_op);
+            desc = std::move(pooled);
+            chain.push_back(pool);
+            produced = g.nodes[static_cast<size_t>(pool)]->outputs[0];
+          }
+        }
+      }
       if (op) {
         flush();
         PlanStep st = node_step(i, PlanStep::Kind::kGemm);

@@ -14,7 +14,8 @@ namespace {
 
 class StemConvOp : public gemm_ops::GemmOp {
  public:
-  StemConvOp(const kernels::StemConvGeom& g, const Tensor& w, const Tensor* b) : g_(g) {
+  StemConvOp(const kernels::StemConvGeom& g, const Tensor& w, const Tensor* b, bool pool) : g_(g) {
+    pool_.on = pool;
     weight_ = kernels::pack_conv_stem_weights(g, w.data<float>());
     has_bias_ = b != nullptr;
     if (b) bias_.assign(b->data<float>(), b->data<float>() + g.co);
@@ -22,25 +23,30 @@ class StemConvOp : public gemm_ops::GemmOp {
   // Bias, clamp and activation go in the kernel; a residual (then the clamp and activation) in a
   // pass after, as for the depthwise op.
   bool take_epilogue(const gemm_ops::GemmDesc& d) override {
+    if (pool_.on && d.epilogue_residual >= 0) return false;  // the pool comes after the whole epilogue
     if (!gemm_ops::fold_into_channel_kernel(d, g_.co, has_bias_, bias_, ep_.lo, ep_.hi, tail_)) return false;
     ep_.act = kernels::Activation::kNone;
     if (tail_.residual < 0) std::swap(ep_.act, tail_.act);
     return true;
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
-    Tensor y = output_tensor(DType::kFloat32, {g_.n, g_.co, g_.ho, g_.wo});
+    const int64_t ho = pool_.on ? kernels::StemMaxPool::pooled(g_.ho) : g_.ho;
+    const int64_t wo = pool_.on ? kernels::StemMaxPool::pooled(g_.wo) : g_.wo;
+    Tensor y = output_tensor(DType::kFloat32, {g_.n, g_.co, ho, wo});
     kernels::DepthwiseEpilogue ep = ep_;
     if (has_bias_) ep.bias = bias_.data();
     kernels::conv_stem_f32(g_, ins[0]->tensor.data<float>(), weight_.data(), y.data<float>(), ep,
                            [](int64_t n, std::function<void(int64_t, int64_t)> fn) {
                              current_thread_pool().parallel_for(n, fn);
-                           });
+                           },
+                           pool_);
     tail_.apply(y.data<float>(), y.numel(), ins);
     return y;
   }
 
  private:
   kernels::StemConvGeom g_;
+  kernels::StemMaxPool pool_;
   std::vector<float> weight_;  // packed per block of output channels
   bool has_bias_ = false;
   std::vector<float> bias_;
@@ -65,7 +71,7 @@ std::unique_ptr<gemm_ops::GemmOp> make_stem_conv_op(const gemm_ops::GemmDesc& d)
     b = d.operands[2].constant;
     if (!b || b->dtype() != DType::kFloat32 || b->numel() != g.co) return nullptr;  // run-time bias: GEMM path
   }
-  return std::make_unique<StemConvOp>(g, *w, b);
+  return std::make_unique<StemConvOp>(g, *w, b, d.epilogue_max_pool == 1);
 }
 
 }  // namespace kiln::conv_ops

@@ -11,6 +11,7 @@ namespace kiln::conv_ops {
 
 // The op for a float32 Conv descriptor with group 1, a constant weight, 1-4 input channels,
 // stride 2 and no dilation that the AVX-512 kernel covers (kernels::conv_stem_supported), or null.
+// With GemmDesc::epilogue_max_pool its output is the pooled tensor.
 std::unique_ptr<gemm_ops::GemmOp> make_stem_conv_op(const gemm_ops::GemmDesc& d);
 
 }  // namespace kiln::conv_ops

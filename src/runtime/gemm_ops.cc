@@ -5,10 +5,12 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/x86/f32_conv_stem.h"
 #include "kernels/x86/f32_gemm.h"
 #include "runtime/conv_gemm.h"
 #include "runtime/conv_geom.h"
 #include "runtime/conv_select.h"
+#include "runtime/conv_stem.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/gemm_op_util.h"
 #include "runtime/matmul_batched.h"
@@ -430,7 +432,25 @@ bool input_scale_pays(const GemmDesc& d) {
 // The op for the node alone (operands cut to the node's inputs), then its epilogue: taken by
 // the op's kernels when it can, else a pass after it. JIT and AOT plans both come here, so the
 // ops made from one descriptor are the same.
+std::vector<int64_t> op_out_dims(const GemmDesc& d) {
+  std::vector<int64_t> dims = d.out_dims;
+  if (d.epilogue_max_pool && dims.size() == 4) {
+    dims[2] = kernels::StemMaxPool::pooled(dims[2]);
+    dims[3] = kernels::StemMaxPool::pooled(dims[3]);
+  }
+  return dims;
+}
+
 std::unique_ptr<GemmOp> make_gemm_op(const GemmDesc& d) {
+  if (d.epilogue_max_pool) {
+    // Only the stem conv op pools (in its kernel, from cache); it takes the whole epilogue.
+    if (d.epilogue_max_pool != 1 || d.kind != GemmKind::kConv || d.out_dims.size() != 4 || d.input_scale >= 0 ||
+        d.epilogue_residual >= 0 || d.out_dtype != DType::kFloat32 || !all_f32(d.operands) || !epilogue_valid(d))
+      return nullptr;
+    std::unique_ptr<GemmOp> op = conv_ops::make_stem_conv_op(d);
+    if (op && !op->take_epilogue(d)) return nullptr;
+    return op;
+  }
   if (d.input_scale >= 0) {
     // Only the GEMM conv op scales its (packed) weights per run; it takes the whole epilogue.
     if (d.out_dtype != DType::kFloat32 || !all_f32(d.operands) || !epilogue_valid(d) || !input_scale_valid(d))

@@ -98,7 +98,14 @@ struct GemmDesc {
   // extra operand with one value per input channel ([C,1,1], [1,C,1,1]) or per image and
   // channel ([N,C,1,1]). Conv with group 1 and a constant weight only (input_scale_pays). -1: none.
   int32_t input_scale = -1;
+  // 1: a 3x3 / stride 2 / pad 1 max pool (floor mode) after the whole epilogue, a MaxPool absorbed
+  // by the compiled executor (ResNet's and ShuffleNet's stems): the op's output is the pooled
+  // tensor (pooled_dims); out_dims stay the conv's. Stem convs only; never with a residual. 0: none.
+  int32_t epilogue_max_pool = 0;
 };
+
+// The dims of the op's output: out_dims, pooled when the descriptor ends in a max pool.
+std::vector<int64_t> op_out_dims(const GemmDesc& d);
 
 // The number of node inputs a kind's operands are padded to before the epilogue operands.
 inline size_t node_arity(GemmKind k) { return k == GemmKind::kMatMul ? 2 : 3; }

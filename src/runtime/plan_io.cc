@@ -166,6 +166,7 @@ uint64_t write_plan_blob(const ExecPlan& plan, const std::string& path) {
     w.pod<float>(g.clamp_hi);
     w.pod<int32_t>(g.epilogue_activation);
     w.pod<int32_t>(g.input_scale);
+    w.pod<int32_t>(g.epilogue_max_pool);
     w.vec<int32_t>(st.free_after);
   }
   // Constants: a table here, the bytes after the plan at 64-byte aligned offsets.
@@ -306,9 +307,11 @@ ExecPlan read_plan_blob(const void* data, size_t size) {
     g.clamp_hi = r.pod<float>();
     g.epilogue_activation = r.pod<int32_t>();
     g.input_scale = r.pod<int32_t>();
+    g.epilogue_max_pool = r.pod<int32_t>();
     const int32_t nops = static_cast<int32_t>(g.operands.size());
     if (g.epilogue_bias < -1 || g.epilogue_bias >= nops || g.epilogue_residual < -1 || g.epilogue_residual >= nops ||
-        g.epilogue_activation < 0 || g.epilogue_activation > 3 || g.input_scale < -1 || g.input_scale >= nops)
+        g.epilogue_activation < 0 || g.epilogue_activation > 3 || g.input_scale < -1 || g.input_scale >= nops ||
+        g.epilogue_max_pool < 0 || g.epilogue_max_pool > 1)
       corrupt("gemm epilogue");
     st.free_after = r.vec<int32_t>();
     for (int32_t s : st.free_after) check_slot(s, false);

@@ -2,8 +2,9 @@
 // 1-4 input channels; output channels around the 8-channel block (1, 7, 8, 9, 24, 64); filters
 // 1x1 to 7x7 including even sizes; output widths around the 16-column vectors and 48-column tiles
 // (1, 15, 16, 17, 33, 47, 48, 49, 112); pads 0 to k-1, asymmetric (bottom/right from the output
-// size); bias / no bias, clamp, SiLU / HardSwish / Sigmoid; batch 2; 1 and 2 threads. Skipped on
-// CPUs without AVX-512.
+// size); bias / no bias, clamp, SiLU / HardSwish / Sigmoid; batch 2; 1 and 2 threads; the fused
+// 3x3 / stride 2 max pool over odd and even sizes (pooled widths around 16). Skipped on CPUs
+// without AVX-512.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@ struct Case {
   int64_t n, c, co, h, w, kh, kw, pt, pl, ho, wo;
   bool bias, clamp;
   Activation act = Activation::kNone;
+  bool pool = false;
 };
 
 void check(const Case& cs, bool threaded) {
@@ -38,8 +40,12 @@ void check(const Case& cs, bool threaded) {
   if (cs.clamp) ep.lo = -0.5f, ep.hi = 0.75f;
   ep.act = cs.act;
   const std::vector<float> packed = pack_conv_stem_weights(g, w.data());
-  std::vector<float> y(g.n * g.co * g.ho * g.wo, 1e30f);
-  conv_stem_f32(g, x.data(), packed.data(), y.data(), ep, threaded ? testing::two_threads() : ParallelFor());
+  StemMaxPool pool;
+  pool.on = cs.pool;
+  const int64_t hp = cs.pool ? StemMaxPool::pooled(g.ho) : g.ho, wp = cs.pool ? StemMaxPool::pooled(g.wo) : g.wo;
+  std::vector<float> y(g.n * g.co * hp * wp, 1e30f);
+  conv_stem_f32(g, x.data(), packed.data(), y.data(), ep, threaded ? testing::two_threads() : ParallelFor(), pool);
+  std::vector<double> want(g.n * g.co * g.ho * g.wo);  // the conv with its epilogue
   for (int64_t img = 0; img < g.n; ++img)
     for (int64_t o = 0; o < g.co; ++o)
       for (int64_t oy = 0; oy < g.ho; ++oy)
@@ -53,11 +59,25 @@ void check(const Case& cs, bool threaded) {
                 s += double(x[((img * g.c + c) * g.h + iy) * g.w + ix]) * w[((o * g.c + c) * g.kh + i) * g.kw + j];
               }
           if (cs.clamp) s = std::min(std::max(s, -0.5), 0.75);
-          const double want = apply_activation(cs.act, static_cast<float>(s));
-          const float got = y[((img * g.co + o) * g.ho + oy) * g.wo + ox];
-          ASSERT_NEAR(got, want, 2e-5 * (1 + std::abs(want)) + 1e-6 * g.c * g.kh * g.kw)
+          want[((img * g.co + o) * g.ho + oy) * g.wo + ox] = apply_activation(cs.act, static_cast<float>(s));
+        }
+  for (int64_t img = 0; img < g.n; ++img)
+    for (int64_t o = 0; o < g.co; ++o)
+      for (int64_t py = 0; py < hp; ++py)
+        for (int64_t px = 0; px < wp; ++px) {
+          double v = -1e300;
+          const double* plane = want.data() + (img * g.co + o) * g.ho * g.wo;
+          if (!cs.pool) v = plane[py * g.wo + px];
+          for (int64_t i = 0; cs.pool && i < 3; ++i)
+            for (int64_t j = 0; j < 3; ++j) {
+              const int64_t yy = 2 * py - 1 + i, xx = 2 * px - 1 + j;
+              if (yy >= 0 && yy < g.ho && xx >= 0 && xx < g.wo) v = std::max(v, plane[yy * g.wo + xx]);
+            }
+          const float got = y[((img * g.co + o) * hp + py) * wp + px];
+          ASSERT_NEAR(got, v, 2e-5 * (1 + std::abs(v)) + 1e-6 * g.c * g.kh * g.kw)
               << "c=" << g.c << " co=" << g.co << " " << g.h << "x" << g.w << " k=" << g.kh << "x" << g.kw
-              << " pads " << g.pt << "," << g.pl << " at " << img << "," << o << "," << oy << "," << ox;
+              << " pads " << g.pt << "," << g.pl << (cs.pool ? " pooled" : "") << " at " << img << "," << o << ","
+              << py << "," << px;
         }
 }
 
@@ -84,6 +104,20 @@ TEST(ConvStem, MatchesReference) {
   for (int64_t wo : {1, 15, 16, 17, 33, 47, 48, 49}) cases.push_back(make(1, 3, 8, 6, 2 * wo, 3, 3, 1, 1, 0, 1, true, false));
   for (const Case& c : cases)
     for (bool threaded : {false, true}) check(c, threaded);
+}
+
+// The fused max pool: ResNet's and ShuffleNet's stems on small planes, conv outputs of odd and
+// even sizes, pooled widths around 16 (15, 16, 17, 33).
+TEST(ConvStem, FusedMaxPool) {
+  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
+  std::vector<Case> cases = {make(1, 3, 64, 40, 40, 7, 7, 3, 3, 3, 3, true, true),
+                             make(2, 3, 24, 30, 27, 3, 3, 1, 1, 1, 1, true, false),
+                             make(1, 3, 9, 9, 9, 3, 3, 1, 1, 1, 1, false, false, Activation::kSilu)};
+  for (int64_t wp : {15, 16, 17, 33}) cases.push_back(make(1, 3, 8, 13, 4 * wp, 3, 3, 1, 1, 1, 1, true, false));
+  for (Case& c : cases) {
+    c.pool = true;
+    for (bool threaded : {false, true}) check(c, threaded);
+  }
 }
 
 TEST(ConvStem, Supported) {

@@ -2,7 +2,8 @@
 // HardSwish/Sigmoid/SiLU absorbed into the MatMul/Gemm/Conv step, runtime/gemm_epilogue.h): the compiled engine matches the
 // interpreter, absorbed nodes count as microkernel nodes, and chains that are not safe to fuse
 // (shared intermediates, graph outputs, non-channel broadcasts) are left alone. Likewise the
-// input scale before a conv (a squeeze-and-excitation Mul, GemmDesc::input_scale).
+// input scale before a conv (a squeeze-and-excitation Mul, GemmDesc::input_scale) and the max
+// pool after a stem conv (GemmDesc::epilogue_max_pool).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "../common/engines_agree.h"
+#include "kernels/x86/f32_gemm.h"
 #include "runtime/plan_io.h"
 
 namespace kiln {
@@ -422,6 +424,50 @@ TEST(GemmEpilogue, InputScaleFloat64NotFused) {
   EXPECT_EQ(s.generated_nodes + s.fallback_nodes, 2);
 }
 
+bool have_avx512() { return kernels::f32_gemm_default().isa == kernels::Isa::kAvx512; }
+
+// A stem conv's Relu and 3x3 / stride 2 / pad 1 MaxPool run in its step (AVX-512: the stem
+// kernel pools from cache); 1 and 2 threads, odd and even plane sizes.
+TEST(GemmEpilogue, StemMaxPool) {
+  for (int threads : {1, 2})
+    for (const char* dims : {"1,3,30,30:1,8,15,15:1,8,8,8", "2,3,25,26:2,8,13,13:2,8,7,7"}) {
+      const std::string d = dims;
+      const std::string x = d.substr(0, d.find(':')), c = d.substr(d.find(':') + 1, d.rfind(':') - d.find(':') - 1),
+                        y = d.substr(d.rfind(':') + 1);
+      auto s = check(std::string(kHeader13) + "graph @g(%x: f32[" + x + "]) -> (%y: f32[" + y + "]) {\n    %w = " +
+                         rand_const({8, 3, 3, 3}, 60) + "\n    %b = " + rand_const({8}, 61) +
+                         "\n    %c = Conv(%x, %w, %b) {strides=[2, 2], pads=[1, 1, 1, 1]} : f32[" + c +
+                         "]\n    %r = Relu(%c) : f32[" + c + "]\n    %y = MaxPool(%r) {kernel_shape=[3, 3], strides=[2, 2], "
+                         "pads=[1, 1, 1, 1]} : f32[" + y + "]\n    return %y\n  }",
+                     threads);
+      EXPECT_EQ(s.gemm_nodes, have_avx512() ? 3 : 2) << dims;
+      EXPECT_EQ(s.generated_nodes, have_avx512() ? 0 : 1) << dims;
+    }
+}
+
+// The MaxPool stays a kernel of its own after a conv that is no stem (16 input channels), with
+// other windows (ceil mode, no pad), when the conv's output is used elsewhere too, and with the
+// indices output.
+TEST(GemmEpilogue, MaxPoolNotFused) {
+  auto s = check(R"(model ir=8 opsets={"": 13}
+  graph @g(%x: f32[1,16,20,20], %v: f32[1,3,20,20]) -> (%y: f32[1,8,5,5], %z: f32[1,8,6,6], %u: f32[1,8,5,5], %c4: f32[1,8,10,10], %q: f32[1,8,5,5], %i: i64[1,8,5,5]) {
+    %w = )" + rand_const({8, 16, 3, 3}, 62) + R"(
+    %w3 = )" + rand_const({8, 3, 3, 3}, 63) + R"(
+    %c = Conv(%x, %w) {strides=[2, 2], pads=[1, 1, 1, 1]} : f32[1,8,10,10]
+    %y = MaxPool(%c) {kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]} : f32[1,8,5,5]
+    %c2 = Conv(%v, %w3) {strides=[2, 2], pads=[1, 1, 1, 1]} : f32[1,8,10,10]
+    %z = MaxPool(%c2) {kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1} : f32[1,8,6,6]
+    %c3 = Conv(%v, %w3) {strides=[2, 2], pads=[1, 1, 1, 1]} : f32[1,8,10,10]
+    %u = MaxPool(%c3) {kernel_shape=[2, 2], strides=[2, 2]} : f32[1,8,5,5]
+    %c4 = Conv(%v, %w3) {strides=[2, 2], pads=[1, 1, 1, 1]} : f32[1,8,10,10]
+    %q = MaxPool(%c4) {kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]} : f32[1,8,5,5]
+    %c5 = Conv(%v, %w3) {strides=[2, 2], pads=[1, 1, 1, 1]} : f32[1,8,10,10]
+    %p5, %i = MaxPool(%c5) {kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]} : f32[1,8,5,5], i64[1,8,5,5]
+    return %y, %z, %u, %c4, %q, %i
+  })");
+  EXPECT_EQ(s.gemm_nodes, 5);  // the convs alone
+}
+
 // Writes the plan the compiled executor made for `text` to an ahead-of-time plan blob, reads it
 // back, rebuilds its ops from the serialized descriptors and expects what the JIT plan computed,
 // bit for bit. Returns the plan read back.
@@ -482,6 +528,19 @@ TEST(GemmEpilogue, PlanBlobRoundTrip) {
     fused += st.gemm.epilogue_bias >= 0;
   }
   EXPECT_EQ(fused, 2);
+}
+
+TEST(GemmEpilogue, StemMaxPoolPlanBlobRoundTrip) {
+  if (!have_avx512()) GTEST_SKIP() << "no AVX-512";
+  ExecPlan back = expect_blob_round_trip(std::string(kHeader13) + R"(graph @g(%x: f32[1,3,20,20]) -> (%y: f32[1,8,5,5]) {
+    %w = )" + rand_const({8, 3, 3, 3}, 64) + R"(
+    %c = Conv(%x, %w) {strides=[2, 2], pads=[1, 1, 1, 1]} : f32[1,8,10,10]
+    %r = Relu(%c) : f32[1,8,10,10]
+    %y = MaxPool(%r) {kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]} : f32[1,8,5,5]
+    return %y
+  })", 3);
+  ASSERT_EQ(back.steps.size(), 1u);
+  EXPECT_EQ(back.steps[0].gemm.epilogue_max_pool, 1);
 }
 
 TEST(GemmEpilogue, InputScalePlanBlobRoundTrip) {

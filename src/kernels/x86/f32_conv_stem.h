@@ -31,10 +31,20 @@ bool conv_stem_supported(const StemConvGeom& g);
 // channels, [c][kh][kw][kStemChannelBlock] (channels past co zero).
 std::vector<float> pack_conv_stem_weights(const StemConvGeom& g, const float* w);
 
+// The max pool a stem conv may end in (ResNet, ShuffleNet): 3x3 windows, stride 2, one row and
+// column of padding on every side, floor mode. Pooled while the conv rows are in cache, so the
+// conv's output (the network's largest activation) is never written out.
+struct StemMaxPool {
+  bool on = false;
+  // Pooled size of a conv output of ho x wo.
+  static int64_t pooled(int64_t size) { return (size + 2 - 3) / 2 + 1; }
+};
+
 // y = act(clamp(conv(x, w) + bias, lo, hi)) with the epilogue of the depthwise kernels (bias
-// per output channel, may be null). x [n, c, h, w], y [n, co, ho, wo]. Only when
-// conv_stem_supported(g). Parallel over output channel blocks x output row bands.
+// per output channel, may be null), then the max pool when pool.on. x [n, c, h, w], y [n, co, ho,
+// wo] (pooled: [n, co, pooled(ho), pooled(wo)]). Only when conv_stem_supported(g). Parallel over
+// output channel blocks x output row bands.
 void conv_stem_f32(const StemConvGeom& g, const float* x, const float* packed_w, float* y,
-                   const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
+                   const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr, StemMaxPool pool = {});
 
 }  // namespace kiln::kernels

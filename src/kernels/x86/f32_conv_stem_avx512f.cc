@@ -5,7 +5,8 @@
 // element ox + j / 2 of phase j % 2, so 16 consecutive outputs read 16 consecutive floats. The
 // outputs are then computed directly: 8 output channels x 48 output columns of one row in 24
 // accumulators, each (input channel, tap) step one load per 16 columns and 8 broadcast weights,
-// FMA-bound; bias, clamp and activation are applied in registers before the store.
+// FMA-bound; bias, clamp and activation are applied in registers before the store. A fused max
+// pool computes each band's conv rows into a per-thread scratch and pools them from there.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -136,10 +137,38 @@ void stem_row(const TileArgs& a, int64_t kw_rt, const StoreArgs& s, int64_t wo) 
   else tile<KW, 1>(a, kw_rt, s, ox0, last);
 }
 
+// One row of the 3x3 / stride 2 / pad 1 max pool of `channels` conv planes held in `conv`
+// (rows [r0, r0 + rows) of the conv output, row stride `ld`, channel stride `cs`): pooled row py of
+// each channel into out (channel stride `plane`).
+void pool_row(const float* conv, int64_t r0, int64_t rows, int64_t ld, int64_t cs, int64_t channels, int64_t wo,
+              int64_t py, int64_t wp, float* out, int64_t plane) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m512i ev = even_lanes(), od = odd_lanes();
+  const __m512i next = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
+  const int64_t y0 = std::max<int64_t>(2 * py - 1, r0), y1 = std::min<int64_t>(2 * py + 2, r0 + rows);
+  for (int64_t o = 0; o < channels; ++o)
+    for (int64_t px0 = 0; px0 < wp; px0 += 16) {
+      __m512 acc = ninf;
+      const int64_t c0 = 2 * px0 - 1;  // conv column of tap 0 of output px0
+      for (int64_t yy = y0; yy < y1; ++yy) {
+        const float* row = conv + o * cs + (yy - r0) * ld;
+        // Taps 0 and 1: the even and odd floats of 32 from c0; tap 2 of lane l is column
+        // c0 + 2 l + 2: lane l + 1 of tap 0, the last one the first float of the next 16.
+        const __m512 a = _mm512_mask_loadu_ps(ninf, lanes_in_range(c0, wo), row + c0);
+        const __m512 b = _mm512_mask_loadu_ps(ninf, lanes_in_range(c0 + 16, wo), row + c0 + 16);
+        const __m512 c = _mm512_mask_loadu_ps(ninf, lanes_in_range(c0 + 32, wo), row + c0 + 32);
+        const __m512 t0 = _mm512_permutex2var_ps(a, ev, b), t1 = _mm512_permutex2var_ps(a, od, b);
+        const __m512 t2 = _mm512_permutex2var_ps(t0, next, c);
+        acc = _mm512_maskz_max_ps(kAll16, acc, _mm512_maskz_max_ps(kAll16, t0, _mm512_maskz_max_ps(kAll16, t1, t2)));
+      }
+      _mm512_mask_storeu_ps(out + o * plane + py * wp + px0, first_lanes(wp - px0), acc);
+    }
+}
+
 }  // namespace
 
 void conv_stem_f32(const StemConvGeom& g, const float* x, const float* packed_w, float* y,
-                   const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
+                   const DepthwiseEpilogue& ep, const ParallelFor& parallel, StemMaxPool pool) {
   const PhaseLayout l = phase_layout(g);
   // The calling thread's buffer, grown and never shrunk (tasks on other threads get the pointer).
   thread_local std::vector<float> phase_buf;
@@ -147,9 +176,11 @@ void conv_stem_f32(const StemConvGeom& g, const float* x, const float* packed_w,
   if (phase_buf.size() < need) phase_buf.resize(need);
   float* phases = phase_buf.data();
   const int64_t blocks = (g.co + kCb - 1) / kCb, taps = g.c * g.kh * g.kw;
-  // Enough tasks for the threads to balance: bands of output rows per channel block, blocks
-  // outermost (the first share of the tasks gets the first channels).
-  const int64_t bands = std::min(g.ho, std::max<int64_t>(1, (16 + blocks - 1) / blocks));
+  // Enough tasks for the threads to balance: bands of output rows (pooled rows with the pool)
+  // per channel block, blocks outermost (the first share of the tasks gets the first channels).
+  const int64_t hp = pool.on ? StemMaxPool::pooled(g.ho) : g.ho, wp = pool.on ? StemMaxPool::pooled(g.wo) : g.wo;
+  const int64_t bands = std::min(hp, std::max<int64_t>(1, (16 + blocks - 1) / blocks));
+  const int64_t ld = (g.wo + 15) / 16 * 16;  // conv row stride in the pool's scratch
   const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
   auto run = [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
     if (parallel && n > 1) parallel(n, fn);
@@ -166,13 +197,26 @@ void conv_stem_f32(const StemConvGeom& g, const float* x, const float* packed_w,
     run(blocks * bands, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         const int64_t b = t / bands, band = t % bands;
-        const int64_t oy0 = band * g.ho / bands, oy1 = (band + 1) * g.ho / bands;
+        const int64_t channels = std::min(kCb, g.co - b * kCb);
+        // Output rows [y0, y1) of this band; with the pool, the conv rows its pooled rows read.
+        const int64_t y0 = band * hp / bands, y1 = (band + 1) * hp / bands;
+        const int64_t oy0 = pool.on ? std::max<int64_t>(2 * y0 - 1, 0) : y0;
+        const int64_t oy1 = pool.on ? std::min<int64_t>(2 * y1, g.ho) : y1;
         TileArgs a{nullptr, l.channel_floats(), l.row_floats(), l.ur, g.c, g.kh, packed_w + b * taps * kCb};
-        StoreArgs s{ep.bias ? ep.bias + b * kCb : nullptr, std::min(kCb, g.co - b * kCb), _mm512_set1_ps(ep.lo),
+        StoreArgs s{ep.bias ? ep.bias + b * kCb : nullptr, channels, _mm512_set1_ps(ep.lo),
                     _mm512_set1_ps(ep.hi), clamp, ep.act, nullptr, g.ho * g.wo};
+        // With the pool the conv rows go to this thread's scratch ([channel][row][ld]), in cache.
+        float* conv = nullptr;
+        if (pool.on) {
+          thread_local std::vector<float> conv_buf;
+          const size_t floats = static_cast<size_t>(kCb * (oy1 - oy0) * ld);
+          if (conv_buf.size() < floats) conv_buf.resize(floats);
+          conv = conv_buf.data();
+          s.plane = (oy1 - oy0) * ld;
+        }
         for (int64_t oy = oy0; oy < oy1; ++oy) {
           a.phases = phases + 2 * oy * l.row_floats();
-          s.y = y + ((img * g.co + b * kCb) * g.ho + oy) * g.wo;
+          s.y = pool.on ? conv + (oy - oy0) * ld : y + ((img * g.co + b * kCb) * g.ho + oy) * g.wo;
           switch (g.kw) {
             case 3: stem_row<3>(a, 3, s, g.wo); break;
             case 5: stem_row<5>(a, 5, s, g.wo); break;
@@ -180,6 +224,10 @@ void conv_stem_f32(const StemConvGeom& g, const float* x, const float* packed_w,
             default: stem_row<0>(a, g.kw, s, g.wo); break;
           }
         }
+        if (pool.on)
+          for (int64_t py = y0; py < y1; ++py)
+            pool_row(conv, oy0, oy1 - oy0, ld, (oy1 - oy0) * ld, channels, g.wo, py, wp,
+                     y + (img * g.co + b * kCb) * hp * wp, hp * wp);
       }
     });
   }
