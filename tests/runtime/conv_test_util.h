@@ -1,6 +1,7 @@
 // Test harness shared by the conv op tests (tests/runtime/test_conv_*.cc): a conv case, the
 // GemmDesc and random tensors for it, and the check of an op against a double-precision naive
-// conv (clamp range [-0.5, 0.75] when the case asks for one).
+// conv (clamp range [-0.5, 0.75] when the case asks for one); the check of an op's fused
+// epilogue (bias, residual, SiLU) against the GEMM conv op's.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/x86/f32_gemm.h"
+#include "runtime/conv_gemm.h"
 #include "runtime/gemm_ops.h"
 #include "runtime/thread_pool.h"
 
@@ -84,6 +87,61 @@ inline void check_conv(const Case& cs, int threads, const ConvFactory& make, dou
                                                            << "," << ox << " (case c=" << cs.c << " co=" << cs.co
                                                            << " " << cs.kh << "x" << cs.kw << ")";
         }
+}
+
+// A factory for check_conv from an op maker whose ops take the clamp through take_epilogue
+// (GemmDesc::clamp_lo / clamp_hi) rather than as construction arguments.
+inline ConvFactory clamp_by_epilogue(std::unique_ptr<gemm_ops::GemmOp> (*make)(const gemm_ops::GemmDesc&)) {
+  return [make](const gemm_ops::GemmDesc& d, bool clamp) {
+    std::unique_ptr<gemm_ops::GemmOp> op = make(d);
+    if (op && clamp) {
+      gemm_ops::GemmDesc e = d;
+      e.clamp_lo = -0.5f, e.clamp_hi = 0.75f;
+      EXPECT_TRUE(op->take_epilogue(e));
+    }
+    return op;
+  };
+}
+
+// The op `make` builds for a conv of x_dims with a [co, c, k, k] weight, a bias, a residual and
+// SiLU (and, when `without_residual`, the same without the residual) computes what the GEMM conv
+// op (runtime/conv_gemm.h) computes with the same epilogue, within 1e-5.
+inline void expect_epilogue_matches(std::unique_ptr<gemm_ops::GemmOp> (*make)(const gemm_ops::GemmDesc&),
+                                    const std::vector<int64_t>& x_dims, int64_t co, int64_t k, int64_t stride,
+                                    int64_t pad, bool without_residual) {
+  const int64_t ho = (x_dims[2] + 2 * pad - k) / stride + 1, wo = (x_dims[3] + 2 * pad - k) / stride + 1;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  Tensor x(DType::kFloat32, x_dims), w(DType::kFloat32, {co, x_dims[1], k, k}), b(DType::kFloat32, {co}),
+      r(DType::kFloat32, {x_dims[0], co, ho, wo});
+  for (Tensor* t : {&x, &w, &b, &r})
+    for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = dist(rng);
+  gemm_ops::GemmDesc d;
+  d.kind = gemm_ops::GemmKind::kConv;
+  d.strides = {stride, stride};
+  d.pads = {pad, pad, pad, pad};
+  d.out_dims = r.dims();
+  d.out_dtype = DType::kFloat32;
+  d.operands.push_back({true, DType::kFloat32, x.dims(), nullptr});
+  d.operands.push_back({true, DType::kFloat32, w.dims(), &w});
+  d.operands.push_back({true, DType::kFloat32, b.dims(), &b});
+  d.operands.push_back({true, DType::kFloat32, r.dims(), nullptr});
+  d.epilogue_residual = 3;
+  d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSilu);
+  for (bool residual : {true, false}) {
+    if (!residual && !without_residual) continue;
+    gemm_ops::GemmDesc e = d;
+    if (!residual) e.epilogue_residual = -1;
+    std::unique_ptr<gemm_ops::GemmOp> got_op = make(e), want_op = conv_ops::make_gemm_conv_op(e);
+    ASSERT_TRUE(got_op && want_op);
+    ASSERT_TRUE(got_op->take_epilogue(e));
+    ASSERT_TRUE(want_op->take_epilogue(e));
+    RtValue xv(x), rv(r);
+    const Tensor got = got_op->run({&xv, nullptr, nullptr, &rv}), want = want_op->run({&xv, nullptr, nullptr, &rv});
+    ASSERT_EQ(got.dims(), want.dims());
+    for (int64_t i = 0; i < got.numel(); ++i)
+      ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5) << i << (residual ? " with" : " without") << " residual";
+  }
 }
 
 }  // namespace kiln::conv_test

@@ -28,45 +28,12 @@ TEST(ConvGemv, MatchesReference) {
       {1, 1, 1, 1, 1, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, "NOTSET", false, false},
   };
   for (int threads : {1, 2})
-    for (const Case& c : cases)
-      conv_test::check_conv(c, threads,
-                            [](const gemm_ops::GemmDesc& d, bool clamp) {
-                              std::unique_ptr<gemm_ops::GemmOp> op = conv_ops::make_gemv_conv_op(d);
-                              if (op && clamp) {
-                                gemm_ops::GemmDesc e = d;
-                                e.clamp_lo = -0.5f, e.clamp_hi = 0.75f;
-                                EXPECT_TRUE(op->take_epilogue(e));
-                              }
-                              return op;
-                            },
-                            1e-4);
+    for (const Case& c : cases) conv_test::check_conv(c, threads, conv_test::clamp_by_epilogue(&conv_ops::make_gemv_conv_op), 1e-4);
 }
 
 // Bias, residual and SiLU fused: the same values as the GEMM conv op with the same epilogue.
 TEST(ConvGemv, EpilogueMatchesGemmConv) {
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  Tensor x(DType::kFloat32, {2, 40, 1, 1}), w(DType::kFloat32, {24, 40, 1, 1}), b(DType::kFloat32, {24}),
-      r(DType::kFloat32, {2, 24, 1, 1});
-  for (Tensor* t : {&x, &w, &b, &r})
-    for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = dist(rng);
-  gemm_ops::GemmDesc d;
-  d.kind = gemm_ops::GemmKind::kConv;
-  d.out_dims = {2, 24, 1, 1};
-  d.out_dtype = DType::kFloat32;
-  d.operands.push_back({true, DType::kFloat32, x.dims(), nullptr});
-  d.operands.push_back({true, DType::kFloat32, w.dims(), &w});
-  d.operands.push_back({true, DType::kFloat32, b.dims(), &b});
-  d.operands.push_back({true, DType::kFloat32, r.dims(), nullptr});
-  d.epilogue_residual = 3;
-  d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSilu);
-  std::unique_ptr<gemm_ops::GemmOp> gemv = conv_ops::make_gemv_conv_op(d), gemm = conv_ops::make_gemm_conv_op(d);
-  ASSERT_TRUE(gemv && gemm);
-  ASSERT_TRUE(gemv->take_epilogue(d));
-  ASSERT_TRUE(gemm->take_epilogue(d));
-  RtValue xv(x), rv(r);
-  const Tensor got = gemv->run({&xv, nullptr, nullptr, &rv}), want = gemm->run({&xv, nullptr, nullptr, &rv});
-  for (int64_t i = 0; i < got.numel(); ++i) ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5) << i;
+  conv_test::expect_epilogue_matches(&conv_ops::make_gemv_conv_op, {2, 40, 1, 1}, 24, 1, 1, 0, true);
 }
 
 TEST(ConvGemv, Declines) {

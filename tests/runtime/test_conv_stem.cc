@@ -31,52 +31,13 @@ TEST(ConvStemOp, MatchesReference) {
       {1, 4, 9, 9, 5, 5, 5, {2, 2}, {1, 1}, {2, 1, 1, 2}, "NOTSET", false, false},
   };
   for (int threads : {1, 2})
-    for (const Case& c : cases)
-      conv_test::check_conv(c, threads,
-                            [](const gemm_ops::GemmDesc& d, bool clamp) {
-                              std::unique_ptr<gemm_ops::GemmOp> op = conv_ops::make_stem_conv_op(d);
-                              if (op && clamp) {
-                                gemm_ops::GemmDesc e = d;
-                                e.clamp_lo = -0.5f, e.clamp_hi = 0.75f;
-                                EXPECT_TRUE(op->take_epilogue(e));
-                              }
-                              return op;
-                            },
-                            1e-4);
+    for (const Case& c : cases) conv_test::check_conv(c, threads, conv_test::clamp_by_epilogue(&conv_ops::make_stem_conv_op), 1e-4);
 }
 
 // Bias, residual and SiLU: the same values as the GEMM conv op with the same epilogue.
 TEST(ConvStemOp, EpilogueMatchesGemmConv) {
   if (!have_avx512()) GTEST_SKIP() << "no AVX-512";
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  Tensor x(DType::kFloat32, {1, 3, 20, 20}), w(DType::kFloat32, {12, 3, 3, 3}), b(DType::kFloat32, {12}),
-      r(DType::kFloat32, {1, 12, 10, 10});
-  for (Tensor* t : {&x, &w, &b, &r})
-    for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = dist(rng);
-  gemm_ops::GemmDesc d;
-  d.kind = gemm_ops::GemmKind::kConv;
-  d.strides = {2, 2};
-  d.pads = {1, 1, 1, 1};
-  d.out_dims = {1, 12, 10, 10};
-  d.out_dtype = DType::kFloat32;
-  d.operands.push_back({true, DType::kFloat32, x.dims(), nullptr});
-  d.operands.push_back({true, DType::kFloat32, w.dims(), &w});
-  d.operands.push_back({true, DType::kFloat32, b.dims(), &b});
-  d.operands.push_back({true, DType::kFloat32, r.dims(), nullptr});
-  d.epilogue_residual = 3;
-  d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSilu);
-  for (bool residual : {true, false}) {
-    gemm_ops::GemmDesc e = d;
-    if (!residual) e.epilogue_residual = -1;
-    std::unique_ptr<gemm_ops::GemmOp> stem = conv_ops::make_stem_conv_op(e), gemm = conv_ops::make_gemm_conv_op(e);
-    ASSERT_TRUE(stem && gemm);
-    ASSERT_TRUE(stem->take_epilogue(e));
-    ASSERT_TRUE(gemm->take_epilogue(e));
-    RtValue xv(x), rv(r);
-    const Tensor got = stem->run({&xv, nullptr, nullptr, &rv}), want = gemm->run({&xv, nullptr, nullptr, &rv});
-    for (int64_t i = 0; i < got.numel(); ++i) ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5) << i;
-  }
+  conv_test::expect_epilogue_matches(&conv_ops::make_stem_conv_op, {1, 3, 20, 20}, 12, 3, 2, 1, true);
 }
 
 TEST(ConvStemOp, Declines) {
