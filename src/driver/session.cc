@@ -135,17 +135,19 @@ std::vector<RtValue> Session::bind(const std::vector<NamedValue>& values) const 
   return feeds;
 }
 
-std::vector<RtValue> Session::random_inputs(uint64_t seed) const {
+std::vector<RtValue> Session::random_inputs(uint64_t seed,
+                                            const std::function<std::vector<int64_t>(const Value&)>& resolve) const {
   std::mt19937_64 rng(seed);
   std::vector<RtValue> feeds(model_.graph->inputs.size());
   for (size_t i = 0; i < feeds.size(); ++i) {
     const Value& in = *model_.graph->inputs[i];
     if (in.initializer.defined()) continue;
     const Type& t = in.type;
-    if (t.kind != Type::Kind::kTensor || t.dtype == DType::kUndefined || !t.shape || !t.shape->is_static())
+    if (t.kind != Type::Kind::kTensor || t.dtype == DType::kUndefined || !t.shape ||
+        (!t.shape->is_static() && !resolve))
       throw Error(ErrorKind::kUsage, "input '" + in.name + "' has type " + to_string(t) +
-                                         ": random inputs need a static tensor shape; pass --input FILE");
-    Tensor x(t.dtype, t.shape->sizes());
+                                         ": random inputs need a tensor shape of known rank (symbolic dims: --dim NAME=VALUE, --batch B); pass --input FILE");
+    Tensor x(t.dtype, t.shape->is_static() ? t.shape->sizes() : resolve(in));
     std::uniform_real_distribution<double> uni(-1.0, 1.0);
     std::uniform_int_distribution<int> small(0, 9);
     for (int64_t k = 0; k < x.numel(); ++k) {

@@ -2,6 +2,7 @@
 // inputs. The CLI and (later) the Python and C APIs sit on this.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,8 +46,10 @@ class Session {
   // Binds named values by name and unnamed ones by position over feed_inputs(); every feed
   // input must be bound exactly once (kBadInput naming the missing or unknown one).
   std::vector<RtValue> bind(const std::vector<NamedValue>& values) const;
-  // Seeded random values for inputs with static shapes (kUsage when a dim is symbolic).
-  std::vector<RtValue> random_inputs(uint64_t seed) const;
+  // Seeded random values for the inputs; a shape with symbolic dims takes its dims from
+  // `resolve` (kUsage when there is none).
+  std::vector<RtValue> random_inputs(
+      uint64_t seed, const std::function<std::vector<int64_t>(const Value&)>& resolve = nullptr) const;
   // Runs with values parallel to model().graph->inputs (None for defaulted ones).
   std::vector<RtValue> run(const std::vector<RtValue>& feeds);
   const std::vector<NodeTiming>& timings() const {

@@ -1,4 +1,4 @@
-// Shared by `kiln bench` and `kiln profile`: concrete input shapes for models with symbolic
+// Shared by `kiln bench`, `kiln profile` and `kiln run`: concrete input shapes for models with symbolic
 // dims, seeded random inputs, and small text helpers (JSON strings, CPU name).
 #pragma once
 

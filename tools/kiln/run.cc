@@ -1,10 +1,12 @@
-// `kiln run MODEL [--input FILE]... [--output-dir DIR] [--engine E] [--threads N] [--seed S]`
+// `kiln run MODEL [--input FILE]... [--output-dir DIR] [--engine E] [--threads N] [--seed S]
+// [--batch B] [--dim NAME=VALUE]...`
 // MODEL may also be a library from `kiln compile -o` (run through its C API; --engine ignored).
 #include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <random>
 
+#include "bench_common.h"
 #include "commands.h"
 #include "driver/aot.h"
 #include "driver/npy.h"
@@ -23,6 +25,8 @@ struct RunArgs {
   uint64_t seed = 0;
   int repeat = 1;
   bool optimize = false;  // the default pass pipeline first, as `kiln compile` does
+  int64_t batch = 1;               // symbolic dims of random inputs, as `kiln bench` resolves them
+  std::vector<std::string> dims;  // NAME=VALUE
 };
 
 std::string describe(const RtValue& v) {
@@ -105,10 +109,14 @@ int run_command(const RunArgs& a) {
   opts.seed = a.seed;
   opts.optimize = a.optimize;
   auto t0 = std::chrono::steady_clock::now();
+  InputShapeOptions shapes;
+  shapes.batch = a.batch;
+  parse_dim_options(a.dims, shapes);
   auto session = Session::load(a.model, opts);
   auto t1 = std::chrono::steady_clock::now();
   std::vector<RtValue> feeds =
-      a.inputs.empty() ? session->random_inputs(a.seed) : session->bind(session->read_inputs(a.inputs));
+      a.inputs.empty() ? session->random_inputs(a.seed, [&](const Value& in) { return resolve_dims(in, shapes); })
+                       : session->bind(session->read_inputs(a.inputs));
   std::vector<RtValue> outs;
   std::vector<double> times;
   for (int r = 0; r < a.repeat; ++r) {
@@ -157,6 +165,12 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("--seed", args->seed, "seed for random inputs and random ops")->capture_default_str();
   cmd->add_option("--repeat", args->repeat, "run N times and report the median time")
       ->capture_default_str()->check(CLI::Range(1, 100000));
+  cmd->add_option("--batch", args->batch,
+                  "random inputs: size of symbolic batch dims (the first dim, or named N/batch); ignored for libraries")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--dim", args->dims,
+                  "random inputs: NAME=VALUE for a symbolic dim (seq-like dims default to 128, others to 1); repeatable");
   cmd->add_flag("--optimize", args->optimize,
                 "run the default graph-pass pipeline first, as `kiln compile` (and its -o libraries) do");
   cmd->callback([args, &action] { action = [args] { return run_command(*args); }; });
