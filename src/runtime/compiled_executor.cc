@@ -467,12 +467,29 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
           loop += ".r" + std::to_string(k) + ".fused";
         }
       };
+      // Intermediates with a transcendental call (exp, ...) read by two or more stages are computed
+      // once into a buffer instead of inlined into each reader (Softmax's exp feeds both its sum
+      // and its output): row-wise like the rows schedule, so that the per-row loops fuse.
+      std::unordered_set<const te::TensorNode*> materialized;
+      for (const auto& t : computes) {
+        const bool is_out = std::any_of(out_tensors.begin(), out_tensors.end(), [&](const te::Tensor& o) { return o.get() == t.get(); });
+        if (is_out || !t->reduce_axes.empty() || t->shape.size() < 2) continue;
+        bool costly = false;
+        tir::visit_exprs(t->body, [&](const tir::Expr& e) {
+          costly |= e->kind == tir::ExprKind::kCall && (e->name == "exp" || e->name == "log" || e->name == "erf" ||
+                                                        e->name == "tanh" || e->name == "pow");
+        });
+        int readers = 0;
+        for (const auto& u : computes)
+          for (const auto& in : u->inputs) readers += in.get() == t.get();
+        if (costly && readers >= 2) materialized.insert(t.get());
+      }
       auto build = [&](Rules rules, bool fuse_reduce = false) {
         te::Schedule s(out_tensors);
         std::unordered_set<const te::TensorNode*> outs;
         for (auto& t : out_tensors) outs.insert(t.get());
         for (const auto& t : computes)
-          if (!outs.count(t.get()) && t->reduce_axes.empty()) s.compute_inline(t->name);
+          if (!outs.count(t.get()) && t->reduce_axes.empty() && !materialized.count(t.get())) s.compute_inline(t->name);
         if (rules != Rules::kNone)
           for (const auto& t : out_tensors) {
             size_t r = t->shape.size();
@@ -534,6 +551,29 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
             } else if (par) {
               s.parallel(t->name, loop);
             }
+          }
+        if (rules != Rules::kNone)
+          for (const auto& t : computes) {
+            if (!materialized.count(t.get())) continue;
+            const size_t r = t->shape.size();
+            int64_t last = 1, rows = 1;
+            tir::is_const_int(t->shape[r - 1], &last);
+            for (size_t k = 0; k + 1 < r; ++k) {
+              int64_t d = 1;
+              tir::is_const_int(t->shape[k], &d);
+              rows *= d;
+            }
+            std::string loop = "i0";
+            for (size_t k = 1; k + 1 < r; ++k) {
+              s.fuse(t->name, loop, "i" + std::to_string(k));
+              loop += ".i" + std::to_string(k) + ".fused";
+            }
+            const std::string inner = "i" + std::to_string(r - 1);
+            if (last >= 16) {
+              s.split(t->name, inner, 16);
+              s.vectorize(t->name, inner + ".inner");
+            }
+            if (rows * last >= (1 << 15) && rows >= 2) s.parallel(t->name, loop);
           }
         if (rules != Rules::kNone)
           for (const auto& t : computes) {

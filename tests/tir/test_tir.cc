@@ -632,6 +632,40 @@ TEST(TirFuseLoops, RowChainsBecomeOneLoop) {
   EXPECT_EQ(print(fuse_loops(ahead)), print(ahead));
 }
 
+// A row buffer: the first loop writes row i of E (E[i*20 + r], vectorized in 4-lane ramps), the
+// second reads the whole row i (a sum over it, then each element). `shift` moves the second's
+// reads by that many elements: past the row's end they read the next row, which a later
+// iteration writes.
+PrimFunc row_buffer_chain(int64_t shift) {
+  Buffer A = make_buffer("A", DType::kFloat32, {c(4 * 20)});
+  Buffer E = make_buffer("E", DType::kFloat32, {c(4 * 20 + 4)});
+  Buffer S = make_buffer("S", DType::kFloat32, {c(4)});
+  Buffer O = make_buffer("O", DType::kFloat32, {c(4 * 20)});
+  Expr i = make_var("i"), k = make_var("k"), r = make_var("r"), q = make_var("q"), j = make_var("j");
+  Stmt first = for_loop(i, c(0), c(4), ForKind::kSerial,
+                        for_loop(r, c(0), c(5), ForKind::kSerial,
+                                 store(E, {ramp(i * c(20) + r * c(4), c(1), 4)},
+                                       load(A, {ramp(i * c(20) + r * c(4), c(1), 4)}) * broadcast(f(2), 4))));
+  Stmt second = for_loop(
+      k, c(0), c(4), ForKind::kSerial,
+      seq({store(S, {k}, f(0)),
+           for_loop(q, c(0), c(20), ForKind::kSerial, store(S, {k}, load(S, {k}) + load(E, {k * c(20) + q + c(shift)}))),
+           for_loop(j, c(0), c(20), ForKind::kSerial, store(O, {k * c(20) + j}, load(E, {k * c(20) + j}) - load(S, {k})))}));
+  return PrimFunc{"row_buffer_chain", {A, E, S, O}, {}, allocate(make_buffer("unused", DType::kFloat32, {c(1)}, "local"), seq({first, second}))};
+}
+
+TEST(TirFuseLoops, RowBuffersFuseWithinTheirRow) {
+  PrimFunc fn = row_buffer_chain(0);
+  PrimFunc out = fuse_loops(fn);
+  EXPECT_EQ(count_stmts(out.body, StmtKind::kFor), 4) << print(out);  // rows, exp row, sum, output
+  expect_same(fn, out);
+  // Reads that reach into the next row keep the loops apart.
+  for (int64_t shift : {1, 4}) {
+    PrimFunc ahead = row_buffer_chain(shift);
+    EXPECT_EQ(print(fuse_loops(ahead)), print(ahead)) << "shift " << shift;
+  }
+}
+
 TEST(TirSubstitute, ReplacesUsesNotBindings) {
   Expr i = make_var("i"), n = make_var("n");
   Buffer A = make_buffer("A", DType::kFloat32, {c(64)});

@@ -159,7 +159,9 @@ LowerResult softmax_lower(const LowerContext& ctx) {
   te::Tensor s = reduce_over(ctx, "sum", e, in, set, true, ReduceOp::kSum, id);
   return std::vector<te::Tensor>{map(ctx, "out", in, [&](const std::vector<Expr>& i) {
     if (kLog) return te::access(x, i) - te::access(m, kept(i, set)) - fn("log", dt, te::access(s, kept(i, set)));
-    return te::access(e, i) / te::access(s, kept(i, set));
+    // One division per row (hoisted out of the row loop), then a multiply per element, as ONNX
+    // Runtime does: a vector division per 16 elements cost about a sixth of the kernel.
+    return te::access(e, i) * (lower::constant(dt, 1.0) / te::access(s, kept(i, set)));
   })};
 }
 
