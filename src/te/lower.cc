@@ -387,6 +387,7 @@ tir::PrimFunc lower(const Schedule& sched, const std::vector<Tensor>& args, cons
   f = tir::localize_accumulators(f, /*vectors_only=*/true);  // the vector accumulations vectorizing made
   f = tir::unroll_loops(f);
   f = tir::fuse_loops(f);
+  f = tir::localize_row_buffers(f);
   f = tir::simplify(f);
   return f;
 }

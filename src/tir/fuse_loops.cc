@@ -14,6 +14,7 @@
 
 #include "tir/passes.h"
 #include "tir/rewrite.h"
+#include "tir/row_index.h"
 #include "tir/simplify.h"
 
 namespace kiln::tir {
@@ -34,47 +35,6 @@ Accesses accesses_of(const Stmt& s) {
   return a;
 }
 
-bool is_var(const Expr& e, const Expr& var) { return e && e.get() == var.get(); }
-
-// The constant bounds of the loop vars of the loops inside `s`.
-void inner_loop_bounds(const Stmt& s, VarBounds& out) {
-  visit_stmts(s, [&](const Stmt& x) {
-    int64_t m = 0, e = 0;
-    if (x->kind == StmtKind::kFor && is_const_int(x->min, &m) && is_const_int(x->extent, &e) && e > 0)
-      out[x->var.get()] = IntBound::range(m, m + e - 1);
-  });
-}
-
-// Whether every lane of index `e` lies in row `var` of rows of `row` elements: e = var * row + r
-// with 0 <= r < row over the inner loops' ranges (row 1: e is var itself).
-bool in_row(const Expr& e, const Expr& var, int64_t row, const VarBounds& inner) {
-  if (!e) return false;
-  if (row == 1) return is_var(e, var);
-  Expr base = e;
-  int64_t span = 0;  // the lanes beyond the base
-  if (e->kind == ExprKind::kRamp) {
-    int64_t stride = 0;
-    if (!is_const_int(e->operands[1], &stride) || stride < 0) return false;
-    base = e->operands[0];
-    span = stride * (e->type.lanes - 1);
-  }
-  const Expr rest = simplify(base - var * int_imm(row, var->type));
-  if (uses_var(rest, var.get())) return false;
-  const IntBound b = bound_of(rest, inner);
-  return b.min != IntBound::kNegInf && b.max != IntBound::kPosInf && b.min >= 0 && b.max + span < row;
-}
-
-// The row length the stores of `buf` in `first` write per iteration: 1 when they index by the
-// loop var itself, else the coefficient of the var in the first store's index (0: none).
-int64_t row_length(const std::vector<Expr>& stores, const Expr& var) {
-  if (stores.empty() || !stores[0]) return 0;
-  if (is_var(stores[0], var)) return 1;
-  const Expr base = stores[0]->kind == ExprKind::kRamp ? stores[0]->operands[0] : stores[0];
-  int64_t row = 0;
-  const Expr step = simplify(substitute(base, var, var + int_imm(1, var->type)) - base);
-  return is_const_int(step, &row) && row > 0 ? row : 0;
-}
-
 // Whether `second` (its var already renamed to first's) may run in the same iteration as `first`:
 // what the second reads of the first's stores lies in the same row (one element per iteration,
 // or a row of elements, e.g. Softmax's exp row that its sum and output read).
@@ -88,7 +48,7 @@ bool fusable(const Stmt& first, const Stmt& second) {
   for (const auto& [buf, idx] : b.loads) {
     auto it = a.stores.find(buf);
     if (it == a.stores.end()) continue;
-    const int64_t row = row_length(it->second, first->var);
+    const int64_t row = it->second.empty() ? 0 : row_length(it->second[0], first->var);
     if (row == 0) return false;
     for (const Expr& w : it->second)
       if (!in_row(w, first->var, row, inner_a)) return false;

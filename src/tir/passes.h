@@ -1,7 +1,7 @@
 // TIR passes: each is a plain PrimFunc -> PrimFunc function. Run order in lowering:
 // flatten_storage -> simplify -> localize_accumulators -> vectorize_reductions -> partition_loops ->
 // vectorize_loops -> localize_accumulators (vector accumulators) -> unroll_loops -> fuse_loops ->
-// simplify.
+// localize_row_buffers -> simplify.
 // Each pass lives in its own file (src/tir/<pass>.cc) with a note on what it requires and
 // guarantees. Tests: tests/tir/test_tir.cc (every pass is checked by running the function
 // before and after it through tir/evaluator.h on random data).
@@ -50,6 +50,10 @@ PrimFunc unroll_loops(const PrimFunc& f);
 // Adjacent loops over the same constant range where the second reads what the first writes only
 // at the element the same iteration wrote become one loop (row-wise stage chains; see the file).
 PrimFunc fuse_loops(const PrimFunc& f);
+
+// A global buffer that one loop touches only within each iteration's own row becomes a row-sized
+// local buffer of each iteration (see the file).
+PrimFunc localize_row_buffers(const PrimFunc& f);
 
 // Splits a loop whose body holds tail guards `if (cond)` that are provably true on a prefix of
 // its range (from non-dividing splits) into a main loop without the guards and a tail loop.

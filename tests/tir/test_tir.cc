@@ -666,6 +666,36 @@ TEST(TirFuseLoops, RowBuffersFuseWithinTheirRow) {
   }
 }
 
+// row_buffer_chain with E allocated inside the function (global scope), fused into one row loop;
+// `read_after` also reads E after the loop, `outer` wraps the row loop in another loop.
+PrimFunc allocated_row_chain(bool read_after, bool outer) {
+  PrimFunc chain = fuse_loops(row_buffer_chain(0));
+  const Buffer A = chain.buffer_params[0], E = chain.buffer_params[1], S = chain.buffer_params[2], O = chain.buffer_params[3];
+  Stmt body = chain.body->body;  // inside the "unused" allocation
+  if (read_after) body = seq({body, store(S, {c(0)}, load(E, {c(5)}))});
+  if (outer) body = for_loop(make_var("o"), c(0), c(2), ForKind::kSerial, body);
+  return PrimFunc{"allocated_row_chain", {A, S, O}, {}, allocate(E, body)};
+}
+
+int count_local_allocs(const Stmt& s, const std::string& name) {
+  int n = 0;
+  visit_stmts(s, [&](const Stmt& x) { n += x->kind == StmtKind::kAllocate && x->buffer->name == name && x->buffer->scope == "local"; });
+  return n;
+}
+
+TEST(TirLocalizeRowBuffers, RowBufferBecomesLocal) {
+  PrimFunc fn = allocated_row_chain(false, false);
+  PrimFunc out = localize_row_buffers(fn);
+  EXPECT_EQ(count_local_allocs(out.body, "E"), 1) << print(out);
+  EXPECT_NE(print(out).find("E: f32[20] local"), std::string::npos) << print(out);
+  expect_same(fn, out);
+  // Read after the loop, or a loop inside another: the buffer stays as it is.
+  for (bool read_after : {true, false}) {
+    PrimFunc keep = allocated_row_chain(read_after, !read_after);
+    EXPECT_EQ(print(localize_row_buffers(keep)), print(keep));
+  }
+}
+
 TEST(TirSubstitute, ReplacesUsesNotBindings) {
   Expr i = make_var("i"), n = make_var("n");
   Buffer A = make_buffer("A", DType::kFloat32, {c(64)});
