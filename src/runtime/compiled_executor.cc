@@ -472,7 +472,8 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       // and its output): row-wise like the rows schedule, so that the per-row loops fuse.
       std::unordered_set<const te::TensorNode*> materialized;
       for (const auto& t : computes) {
-        const bool is_out = std::any_of(out_tensors.begin(), out_tensors.end(), [&](const te::Tensor& o) { return o.get() == t.get(); });
+        const bool is_out = std::any_of(out_tensors.begin(), out_tensors.end(),
+                                        [&](const te::Tensor& o) { return o.get() == t.get(); });
         if (is_out || !t->reduce_axes.empty() || t->shape.size() < 2) continue;
         bool costly = false;
         tir::visit_exprs(t->body, [&](const tir::Expr& e) {
