@@ -838,8 +838,9 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     const Attribute* ap = pn.attr("auto_pad");
     const Attribute* cm = pn.attr("ceil_mode");
     if ((ap && ap->kind == Attribute::Kind::kString && ap->s != "NOTSET") || (cm && cm->i != 0)) return -1;
-    if (ints("kernel_shape", {}) != std::vector<int64_t>{3, 3} || ints("strides", {1, 1}) != std::vector<int64_t>{2, 2} ||
-        ints("pads", {0, 0, 0, 0}) != std::vector<int64_t>{1, 1, 1, 1} || ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1})
+    using Ints = std::vector<int64_t>;
+    if (ints("kernel_shape", {}) != Ints{3, 3} || ints("strides", {1, 1}) != Ints{2, 2} ||
+        ints("pads", {0, 0, 0, 0}) != Ints{1, 1, 1, 1} || ints("dilations", {1, 1}) != Ints{1, 1})
       return -1;
     const PlanSlot& in = ex.slots[static_cast<size_t>(slot_of.at(v))];
     const PlanSlot& out = ex.slots[static_cast<size_t>(slot_of.at(pn.outputs[0]))];

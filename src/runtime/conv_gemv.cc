@@ -34,9 +34,10 @@ class GemvConvOp : public gemm_ops::GemmOp {
     const bool clamp = lo_ > -std::numeric_limits<float>::infinity() || hi_ < std::numeric_limits<float>::infinity();
     for (int64_t img = 0; img < g_.n; ++img) {
       float* yi = out + img * g_.co;
-      kernels::gemv_packed(x + img * g_.c, 1.0f, weight_, b, false, yi, [](int64_t n, std::function<void(int64_t, int64_t)> fn) {
-        current_thread_pool().parallel_for(n, fn);
-      });
+      kernels::gemv_packed(x + img * g_.c, 1.0f, weight_, b, false, yi,
+                           [](int64_t n, std::function<void(int64_t, int64_t)> fn) {
+                             current_thread_pool().parallel_for(n, fn);
+                           });
       if (clamp)
         for (int64_t o = 0; o < g_.co; ++o) yi[o] = std::min(std::max(yi[o], lo_), hi_);
     }

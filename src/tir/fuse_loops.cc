@@ -8,7 +8,8 @@
 // streaming the whole input once per stage. Legal when: every store of the first loop to a
 // buffer the second accesses lies in the iteration's own row (the loop var itself as index, or
 // var * row + r with 0 <= r < row over the inner loops; no later iteration overwrites it); the
-// second reads those buffers only in that row and stores to no buffer the first accesses. Requires flattened storage. Tests: tests/tir/test_tir.cc (TirFuse*).
+// second reads those buffers only in that row and stores to no buffer the first accesses.
+// Requires flattened storage. Tests: tests/tir/test_tir.cc (TirFuse*).
 #include <map>
 #include <set>
 
