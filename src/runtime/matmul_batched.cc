@@ -118,23 +118,44 @@ class GemvOp : public GemmOp {
       }
     }
   }
+  // The epilogue bias joins the kernel's bias; the residual, clamp and activation run over the
+  // (N-element) output after it.
+  bool take_epilogue(const GemmDesc& d) override {
+    if (d.epilogue_bias >= 0) {
+      const float* e = d.operands[static_cast<size_t>(d.epilogue_bias)].constant->data<float>();
+      epilogue_bias_.assign(e, e + w_.n);
+      if (!has_c_) {
+        has_c_ = bias_const_ = true;
+        bias_.assign(static_cast<size_t>(w_.n), 0.0f);
+      }
+      if (bias_const_)
+        for (int64_t j = 0; j < w_.n; ++j) bias_[j] += epilogue_bias_[j];
+    }
+    tail_.init(d);
+    return true;
+  }
   Tensor run(const std::vector<const RtValue*>& ins) override {
     Tensor y = output_tensor(DType::kFloat32, out_);
     if (has_c_ && !bias_const_) fill_bias(fdata(ins[2]));
     kernels::gemv_packed(fdata(ins[0]), alpha_, w_, has_c_ ? bias_.data() : nullptr, false, y.data<float>(),
                          pool_parallel());
+    tail_.apply(y.data<float>(), y.numel(), ins);
     return y;
   }
 
  private:
+  // The run-time C (scaled by beta) plus the epilogue bias, when C is not a constant.
   void fill_bias(const float* c) {
-    for (int64_t j = 0; j < w_.n; ++j) bias_[j] = beta_ * c[c_scalar_ ? 0 : j];
+    for (int64_t j = 0; j < w_.n; ++j)
+      bias_[j] = beta_ * c[c_scalar_ ? 0 : j] + (epilogue_bias_.empty() ? 0.0f : epilogue_bias_[j]);
   }
   kernels::PackedGemvB w_;
   float alpha_, beta_;
   std::vector<int64_t> out_;
   bool has_c_ = false, c_scalar_ = false, bias_const_ = false;
   std::vector<float> bias_;
+  std::vector<float> epilogue_bias_;  // GemmDesc::epilogue_bias
+  EpilogueTail tail_;                 // residual, clamp, activation
 };
 
 }  // namespace

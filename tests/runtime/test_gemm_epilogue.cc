@@ -293,7 +293,8 @@ TEST(GemmEpilogue, MatMulBiasResidualAndClip) {
 }
 
 TEST(GemmEpilogue, MatMulOtherShapes) {
-  // M = 1 and batched MatMuls: their ops do not take the epilogue; a pass after them does.
+  // M = 1 (GEMV: bias in the kernel, the rest over its output) and batched MatMuls (a pass after
+  // the op).
   auto s = check(std::string(kHeader13) + R"(graph @g(%x: f32[1,20], %p: f32[2,3,4], %q: f32[2,4,5]) -> (%y: f32[1,10], %z: f32[2,3,5]) {
     %w = )" + rand_const({20, 10}, 20) + R"(
     %b = )" + rand_const({10}, 21) + R"(
@@ -308,6 +309,24 @@ TEST(GemmEpilogue, MatMulOtherShapes) {
   })");
   EXPECT_EQ(s.fallback_nodes, 0);
   EXPECT_EQ(s.generated_nodes + s.gemm_nodes, 6);
+  // A GEMV Gemm with a run-time C (transB, beta 0.5), an epilogue bias, a residual and SiLU, all
+  // in its step; and one without C whose bias comes only from the epilogue, then a Clip.
+  expect_fused(R"(model ir=8 opsets={"": 14}
+  graph @g(%x: f32[1,40], %c: f32[24], %r: f32[1,24]) -> (%y: f32[1,24], %z: f32[1,24]) {
+    %w = )" + rand_const({24, 40}, 26) + R"(
+    %b = )" + rand_const({24}, 27) + R"(
+    %lo = const f32[] [-0.2]
+    %hi = const f32[] [0.3]
+    %g = Gemm(%x, %w, %c) {transB=1, beta=0.5} : f32[1,24]
+    %a = Add(%g, %b) : f32[1,24]
+    %s = Add(%a, %r) : f32[1,24]
+    %sg = Sigmoid(%s) : f32[1,24]
+    %y = Mul(%s, %sg) : f32[1,24]
+    %g2 = Gemm(%x, %w) {transB=1} : f32[1,24]
+    %a2 = Add(%g2, %b) : f32[1,24]
+    %z = Clip(%a2, %lo, %hi) : f32[1,24]
+    return %y, %z
+  })", 8);
 }
 
 TEST(GemmEpilogue, GemmRelu) {
