@@ -103,11 +103,12 @@ class BatchedMatMulOp : public GemmOp {
   std::vector<kernels::PackedB> const_b_;  // per B matrix, when B is a plan-time constant
 };
 
-// y[N] = alpha * x[K] * op(B) + beta * C (C broadcast to [N]; absent when beta == 0).
+// y[r, :] = alpha * x[r, :] * op(B) + beta * C for each of `rows` rows (C broadcast to [N];
+// absent when beta == 0).
 class GemvOp : public GemmOp {
  public:
-  GemvOp(kernels::PackedGemvB w, float alpha, float beta, const Operand* c, std::vector<int64_t> out)
-      : w_(std::move(w)), alpha_(alpha), beta_(beta), out_(std::move(out)) {
+  GemvOp(kernels::PackedGemvB w, float alpha, float beta, const Operand* c, std::vector<int64_t> out, int64_t rows)
+      : w_(std::move(w)), alpha_(alpha), beta_(beta), out_(std::move(out)), rows_(rows) {
     if (c) {
       has_c_ = true;
       c_scalar_ = numel(c->dims) == 1;
@@ -137,8 +138,9 @@ class GemvOp : public GemmOp {
   Tensor run(const std::vector<const RtValue*>& ins) override {
     Tensor y = output_tensor(DType::kFloat32, out_);
     if (has_c_ && !bias_const_) fill_bias(fdata(ins[2]));
-    kernels::gemv_packed(fdata(ins[0]), alpha_, w_, has_c_ ? bias_.data() : nullptr, false, y.data<float>(),
-                         pool_parallel());
+    for (int64_t r = 0; r < rows_; ++r)
+      kernels::gemv_packed(fdata(ins[0]) + r * w_.k, alpha_, w_, has_c_ ? bias_.data() : nullptr, false,
+                           y.data<float>() + r * w_.n, pool_parallel());
     tail_.apply(y.data<float>(), y.numel(), ins);
     return y;
   }
@@ -152,6 +154,7 @@ class GemvOp : public GemmOp {
   kernels::PackedGemvB w_;
   float alpha_, beta_;
   std::vector<int64_t> out_;
+  int64_t rows_ = 1;
   bool has_c_ = false, c_scalar_ = false, bias_const_ = false;
   std::vector<float> bias_;
   std::vector<float> epilogue_bias_;  // GemmDesc::epilogue_bias
@@ -216,6 +219,11 @@ std::optional<MatMulShape> matmul_shape(const std::vector<int64_t>& a_in, const 
   return s;
 }
 
+std::unique_ptr<GemmOp> make_gemv_op(kernels::PackedGemvB w, float alpha, float beta, const Operand* c,
+                                     std::vector<int64_t> out_dims, int64_t rows) {
+  return std::make_unique<GemvOp>(std::move(w), alpha, beta, c, std::move(out_dims), rows);
+}
+
 std::unique_ptr<GemmOp> make_matmul_fast_path(const GemmDesc& d) {
   const std::vector<Operand>& ins = d.operands;
   if (has_epilogue(d) || ins.size() != 2 || !ins[0].present || !ins[1].present) return nullptr;
@@ -225,9 +233,8 @@ std::unique_ptr<GemmOp> make_matmul_fast_path(const GemmDesc& d) {
   if (!s || s->out_dims != d.out_dims) return nullptr;
   if (ins[1].constant && b.size() <= 2 && s->m * s->a_matrices == 1 && s->k > 0 && s->n > 0) {
     // Rank-1 B is K x 1: as a 2-D B its row stride is 1 (= N).
-    return std::make_unique<GemvOp>(
-        kernels::pack_gemv_b(false, s->k, s->n, ins[1].constant->data<float>(), s->n, pool_parallel()), 1.0f,
-        0.0f, nullptr, d.out_dims);
+    return make_gemv_op(kernels::pack_gemv_b(false, s->k, s->n, ins[1].constant->data<float>(), s->n, pool_parallel()),
+                        1.0f, 0.0f, nullptr, d.out_dims);
   }
   if (a.size() >= 2 && b.size() == 2) return nullptr;  // gemm_ops' MatMulOp: one GEMM over all rows
   return std::make_unique<BatchedMatMulOp>(std::move(*s), ins[1].constant);
@@ -251,9 +258,8 @@ std::unique_ptr<GemmOp> make_gemv_gemm(const GemmDesc& d) {
     const int64_t cn = cd.empty() ? 1 : cd.back();
     if (cd.size() > 2 || (cd.size() == 2 && cd[0] != 1) || (cn != 1 && cn != N)) return nullptr;
   }
-  return std::make_unique<GemvOp>(kernels::pack_gemv_b(d.trans_b, K, N, ins[1].constant->data<float>(), b[1],
-                                                       pool_parallel()),
-                                  d.alpha, d.beta, c, d.out_dims);
+  return make_gemv_op(kernels::pack_gemv_b(d.trans_b, K, N, ins[1].constant->data<float>(), b[1], pool_parallel()),
+                      d.alpha, d.beta, c, d.out_dims);
 }
 
 }  // namespace kiln::gemm_ops

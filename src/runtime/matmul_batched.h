@@ -2,7 +2,7 @@
 // broadcasting (either side), rank-1 operands per the ONNX spec, constant or computed B (e.g.
 // attention's Q x K^T and P x V), one packed GEMM per output batch on the f32 microkernels,
 // parallel over batches (or within one GEMM when there are too few batches for the pool).
-// Also the M = 1 GEMV ops (classifier heads) for MatMul and Gemm with a constant B.
+// Also the GEMV op: M = 1 MatMul and Gemm with a constant B (classifier heads), single-pixel convs.
 // Tests: tests/runtime/test_matmul_batched.cc
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/x86/f32_gemv.h"
 #include "runtime/gemm_ops.h"
 
 namespace kiln::gemm_ops {
@@ -29,6 +30,13 @@ std::optional<MatMulShape> matmul_shape(const std::vector<int64_t>& a, const std
 // for shapes make_matmul's flattened GEMM does not cover (rank-1 operands, B of rank > 2).
 // Null for [..., M, K] x [K, N] with M > 1, for fused epilogues, and for dims that disagree.
 std::unique_ptr<GemmOp> make_matmul_fast_path(const GemmDesc& d);
+
+// y[r, :] = alpha * x[r, :] * op(B) + beta * C for each of `rows` rows of input 0, with op(B)
+// packed for the GEMV kernel (f32_gemv.h) and C the operand `c` (input 2; null: none), broadcast
+// to [N]. Takes the fused epilogue (bias per N, residual, clamp, activation). The M = 1 MatMul
+// and Gemm ops, and single-pixel convs (one row per image, runtime/conv_gemv.h).
+std::unique_ptr<GemmOp> make_gemv_op(kernels::PackedGemvB w, float alpha, float beta, const Operand* c,
+                                     std::vector<int64_t> out_dims, int64_t rows = 1);
 
 // Gemm with M = 1 and a constant B as a GEMV (weights pre-packed for streaming,
 // kernels/x86/f32_gemv.h); null otherwise.
