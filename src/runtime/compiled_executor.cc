@@ -3,6 +3,7 @@
 #include "runtime/compiled_executor.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -75,6 +76,35 @@ int count_gathers(const tir::PrimFunc& f) {
     if (k != tir::ExprKind::kRamp && k != tir::ExprKind::kBroadcast) ++n;
   });
   return n;
+}
+
+// The product of the constant extents es[from, to) (a non-constant extent counts as 1).
+int64_t const_product(const std::vector<tir::Expr>& es, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t n = 1;
+  for (size_t k = from; k < std::min(to, es.size()); ++k) {
+    int64_t d = 1;
+    tir::is_const_int(es[k], &d);
+    n *= d;
+  }
+  return n;
+}
+
+// Spatial elements times reduce iterations of compute t: the work its loop nest does.
+int64_t compute_work(const te::Tensor& t) {
+  std::vector<tir::Expr> extents;
+  for (const auto& ax : t->reduce_axes) extents.push_back(ax->extent);
+  return const_product(t->shape) * const_product(extents);
+}
+
+// Fuses the loops <prefix><from> .. <prefix><to - 1> of `stage` (adjacent, in order) into one and
+// returns its name ("i0.i1.fused.i2.fused", ...; the loop itself when to == from + 1).
+std::string fuse_axes(te::Schedule& s, const std::string& stage, const std::string& prefix, size_t from, size_t to) {
+  std::string loop = prefix + std::to_string(from);
+  for (size_t k = from + 1; k < to; ++k) {
+    s.fuse(stage, loop, prefix + std::to_string(k));
+    loop += "." + prefix + std::to_string(k) + ".fused";
+  }
+  return loop;
 }
 
 // Integer divisions and modulos in f's indices (a fused loop whose index does not recombine).
@@ -460,13 +490,6 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       // fuse_reduce: a reduction over several axes runs them as one loop (GlobalAveragePool's
       // H x W: one vector accumulation over the plane instead of a reduction tree per row).
       enum class Rules { kNone, kFlat, kRows };
-      auto fuse_reduce_axes = [](te::Schedule& s, const te::Tensor& t) {
-        std::string loop = "r0";
-        for (size_t k = 1; k < t->reduce_axes.size(); ++k) {
-          s.fuse(t->name, loop, "r" + std::to_string(k));
-          loop += ".r" + std::to_string(k) + ".fused";
-        }
-      };
       // Intermediates with a transcendental call (exp, ...) read by two or more stages are computed
       // once into a buffer instead of inlined into each reader (Softmax's exp feeds both its sum
       // and its output): row-wise like the rows schedule, so that the per-row loops fuse.
@@ -496,28 +519,10 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
             size_t r = t->shape.size();
             if (r == 0) continue;
             std::vector<int64_t> dims;
-            int64_t n = 1;
-            for (const auto& e : t->shape) {
-              int64_t d = 1;
-              tir::is_const_int(e, &d);
-              dims.push_back(d);
-              n *= d;
-            }
-            int64_t work = n;
-            for (const auto& ax : t->reduce_axes) {
-              int64_t d = 1;
-              tir::is_const_int(ax->extent, &d);
-              work *= d;
-            }
+            for (size_t k = 0; k < r; ++k) dims.push_back(const_product(t->shape, k, k + 1));
+            const int64_t n = const_product(t->shape), work = compute_work(t);
             bool par = work >= (1 << 15) && n >= 2;
-            auto fuse_range = [&](size_t from, size_t to) {  // axes [from, to) -> one loop
-              std::string loop = "i" + std::to_string(from);
-              for (size_t k = from + 1; k < to; ++k) {
-                s.fuse(t->name, loop, "i" + std::to_string(k));
-                loop += ".i" + std::to_string(k) + ".fused";
-              }
-              return loop;
-            };
+            auto fuse_range = [&](size_t from, size_t to) { return fuse_axes(s, t->name, "i", from, to); };
             if (rules == Rules::kRows && t->reduce_axes.empty()) {
               size_t split = r;
               int64_t inner = 1;
@@ -542,7 +547,8 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
               if (par) s.parallel(t->name, outer);
               continue;
             }
-            if (fuse_reduce) fuse_reduce_axes(s, t);  // (not for the small windows above)
+            // (Not for the small windows above: their reduce loops stay apart.)
+            if (fuse_reduce) fuse_axes(s, t->name, "r", 0, t->reduce_axes.size());
             std::string loop = fuse_range(0, r);
             if (t->reduce_axes.empty() && n >= 16) {
               // A size that 16 does not divide runs its last vector as a guarded tail.
@@ -557,19 +563,8 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
           for (const auto& t : computes) {
             if (!materialized.count(t.get())) continue;
             const size_t r = t->shape.size();
-            int64_t last = 1, rows = 1;
-            tir::is_const_int(t->shape[r - 1], &last);
-            for (size_t k = 0; k + 1 < r; ++k) {
-              int64_t d = 1;
-              tir::is_const_int(t->shape[k], &d);
-              rows *= d;
-            }
-            std::string loop = "i0";
-            for (size_t k = 1; k + 1 < r; ++k) {
-              s.fuse(t->name, loop, "i" + std::to_string(k));
-              loop += ".i" + std::to_string(k) + ".fused";
-            }
-            const std::string inner = "i" + std::to_string(r - 1);
+            const int64_t last = const_product(t->shape, r - 1), rows = const_product(t->shape, 0, r - 1);
+            const std::string loop = fuse_axes(s, t->name, "i", 0, r - 1), inner = "i" + std::to_string(r - 1);
             if (last >= 16) {
               s.split(t->name, inner, 16);
               s.vectorize(t->name, inner + ".inner");
@@ -581,25 +576,10 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
             // Intermediate reductions (Softmax's max and sum, LayerNorm's mean and variance):
             // their spatial loops fused and parallel when there is work.
             if (outs.count(t.get()) || t->reduce_axes.empty() || t->shape.size() < 2) continue;
-            int64_t n = 1, work = 1;
-            for (const auto& e : t->shape) {
-              int64_t d = 1;
-              tir::is_const_int(e, &d);
-              n *= d;
-            }
-            work = n;
-            for (const auto& ax : t->reduce_axes) {
-              int64_t d = 1;
-              tir::is_const_int(ax->extent, &d);
-              work *= d;
-            }
-            std::string loop = "i0";
-            for (size_t k = 1; k < t->shape.size(); ++k) {
-              s.fuse(t->name, loop, "i" + std::to_string(k));
-              loop += ".i" + std::to_string(k) + ".fused";
-            }
-            if (fuse_reduce) fuse_reduce_axes(s, t);
-            if (work >= (1 << 15) && n >= 2) s.parallel(t->name, loop);
+            const int64_t n = const_product(t->shape);
+            const std::string loop = fuse_axes(s, t->name, "i", 0, t->shape.size());
+            if (fuse_reduce) fuse_axes(s, t->name, "r", 0, t->reduce_axes.size());
+            if (compute_work(t) >= (1 << 15) && n >= 2) s.parallel(t->name, loop);
           }
         return te::lower(s, args, name);
       };

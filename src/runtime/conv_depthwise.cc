@@ -6,7 +6,7 @@
 
 #include "runtime/conv_geom.h"
 #include "runtime/gemm_epilogue.h"
-#include "runtime/thread_pool.h"
+#include "runtime/gemm_op_util.h"
 
 namespace kiln::conv_ops {
 namespace {
@@ -36,9 +36,7 @@ class DepthwiseConvOp : public gemm_ops::GemmOp {
     kernels::DepthwiseEpilogue ep = ep_;
     if (has_bias_) ep.bias = bias_.empty() ? ins[2]->tensor.data<float>() : bias_.data();
     kernels::depthwise_conv2d_f32(g_, ins[0]->tensor.data<float>(), w, y.data<float>(), ep,
-                                  [](int64_t n, std::function<void(int64_t, int64_t)> fn) {
-                                    current_thread_pool().parallel_for(n, fn);
-                                  });
+                                  gemm_ops::pool_parallel());
     tail_.apply(y.data<float>(), y.numel(), ins);
     return y;
   }

@@ -8,6 +8,7 @@
 #include "kernels/x86/f32_im2col.h"
 #include "runtime/conv_geom.h"
 #include "runtime/gemm_epilogue.h"
+#include "runtime/gemm_op_util.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::conv_ops {
@@ -41,9 +42,7 @@ class GemmConvOp : public gemm_ops::GemmOp {
     Tensor y = output_tensor(DType::kFloat32, {g.n, g.co, g.ho, g.wo});
     kernels::RowEpilogue ep = epilogue_.bind(ins, g.ho * g.wo);
     const float* res = ep.residual;
-    kernels::ParallelFor par = [](int64_t n, std::function<void(int64_t, int64_t)> fn) {
-      current_thread_pool().parallel_for(n, fn);
-    };
+    const kernels::ParallelFor par = gemm_ops::pool_parallel();
     const int threads = current_thread_pool().num_threads();
     const int64_t chw = g.c * g.h * g.w, ohw = g.ho * g.wo;
     const float* x = ins[0]->tensor.data<float>();

@@ -7,7 +7,7 @@
 #include "kernels/x86/f32_conv_stem.h"
 #include "runtime/conv_geom.h"
 #include "runtime/gemm_epilogue.h"
-#include "runtime/thread_pool.h"
+#include "runtime/gemm_op_util.h"
 
 namespace kiln::conv_ops {
 namespace {
@@ -16,6 +16,8 @@ class StemConvOp : public gemm_ops::GemmOp {
  public:
   StemConvOp(const kernels::StemConvGeom& g, const Tensor& w, const Tensor* b, bool pool) : g_(g) {
     pool_.on = pool;
+    out_dims_ = {g.n, g.co, pool ? kernels::StemMaxPool::pooled(g.ho) : g.ho,
+                 pool ? kernels::StemMaxPool::pooled(g.wo) : g.wo};
     weight_ = kernels::pack_conv_stem_weights(g, w.data<float>());
     has_bias_ = b != nullptr;
     if (b) bias_.assign(b->data<float>(), b->data<float>() + g.co);
@@ -30,15 +32,11 @@ class StemConvOp : public gemm_ops::GemmOp {
     return true;
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
-    const int64_t ho = pool_.on ? kernels::StemMaxPool::pooled(g_.ho) : g_.ho;
-    const int64_t wo = pool_.on ? kernels::StemMaxPool::pooled(g_.wo) : g_.wo;
-    Tensor y = output_tensor(DType::kFloat32, {g_.n, g_.co, ho, wo});
+    Tensor y = output_tensor(DType::kFloat32, out_dims_);
     kernels::DepthwiseEpilogue ep = ep_;
     if (has_bias_) ep.bias = bias_.data();
     kernels::conv_stem_f32(g_, ins[0]->tensor.data<float>(), weight_.data(), y.data<float>(), ep,
-                           [](int64_t n, std::function<void(int64_t, int64_t)> fn) {
-                             current_thread_pool().parallel_for(n, fn);
-                           },
+                           gemm_ops::pool_parallel(),
                            pool_);
     tail_.apply(y.data<float>(), y.numel(), ins);
     return y;
@@ -47,6 +45,7 @@ class StemConvOp : public gemm_ops::GemmOp {
  private:
   kernels::StemConvGeom g_;
   kernels::StemMaxPool pool_;
+  std::vector<int64_t> out_dims_;  // pooled with the pool
   std::vector<float> weight_;  // packed per block of output channels
   bool has_bias_ = false;
   std::vector<float> bias_;

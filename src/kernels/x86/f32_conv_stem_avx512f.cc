@@ -182,19 +182,15 @@ void conv_stem_f32(const StemConvGeom& g, const float* x, const float* packed_w,
   const int64_t bands = std::min(hp, std::max<int64_t>(1, (16 + blocks - 1) / blocks));
   const int64_t ld = (g.wo + 15) / 16 * 16;  // conv row stride in the pool's scratch
   const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
-  auto run = [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-    if (parallel && n > 1) parallel(n, fn);
-    else fn(0, n);
-  };
   for (int64_t img = 0; img < g.n; ++img) {
     const float* xi = x + img * g.c * g.h * g.w;
-    run(g.c * l.rows, [&](int64_t begin, int64_t end) {
+    run_parallel(parallel, g.c * l.rows, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         const int64_t c = t / l.rows, pr = t % l.rows;
         fill_phase_row(g, l, xi + c * g.h * g.w, pr, phases + c * l.channel_floats() + pr * l.row_floats());
       }
     });
-    run(blocks * bands, [&](int64_t begin, int64_t end) {
+    run_parallel(parallel, blocks * bands, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         const int64_t b = t / bands, band = t % bands;
         const int64_t channels = std::min(kCb, g.co - b * kCb);

@@ -37,8 +37,7 @@ void depthwise_conv2d_f32_generic(const DepthwiseGeom& g, const float* x, const 
     }
   };
   const int64_t n = g.n * g.c;
-  if (parallel && n > 1) parallel(n, planes);
-  else planes(0, n);
+  run_parallel(parallel, n, planes);
 }
 
 void depthwise_conv2d_f32(const DepthwiseGeom& g, const float* x, const float* w, float* y,

@@ -418,8 +418,7 @@ void depthwise_conv2d_f32_avx512f_blocked(const DepthwiseGeom& g, const float* x
     }
   };
   const int64_t n = g.n * blocks * parts;
-  if (parallel && n > 1) parallel(n, run);
-  else run(0, n);
+  run_parallel(parallel, n, run);
 }
 
 // ---- Stride-2 path: per plane, straight from the input ---------------------------------------
@@ -534,8 +533,7 @@ void depthwise_conv2d_f32_avx512f_s2(const DepthwiseGeom& g, const float* x, con
     }
   };
   const int64_t n = g.n * g.c;
-  if (parallel && n > 1) parallel(n, planes);
-  else planes(0, n);
+  run_parallel(parallel, n, planes);
 }
 
 void depthwise_conv2d_f32_avx512f(const DepthwiseGeom& g, const float* x, const float* w, float* y,
@@ -574,8 +572,7 @@ void depthwise_conv2d_f32_avx512f_planes(const DepthwiseGeom& g, const float* x,
     }
   };
   const int64_t n = g.n * g.c;
-  if (parallel && n > 1) parallel(n, planes);
-  else planes(0, n);
+  run_parallel(parallel, n, planes);
 }
 
 }  // namespace kiln::kernels
