@@ -5,7 +5,6 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/x86/f32_conv_stem.h"
 #include "kernels/x86/f32_gemm.h"
 #include "runtime/conv_gemm.h"
 #include "runtime/conv_geom.h"
@@ -432,15 +431,6 @@ bool input_scale_pays(const GemmDesc& d) {
 // The op for the node alone (operands cut to the node's inputs), then its epilogue: taken by
 // the op's kernels when it can, else a pass after it. JIT and AOT plans both come here, so the
 // ops made from one descriptor are the same.
-std::vector<int64_t> op_out_dims(const GemmDesc& d) {
-  std::vector<int64_t> dims = d.out_dims;
-  if (d.epilogue_max_pool && dims.size() == 4) {
-    dims[2] = kernels::StemMaxPool::pooled(dims[2]);
-    dims[3] = kernels::StemMaxPool::pooled(dims[3]);
-  }
-  return dims;
-}
-
 std::unique_ptr<GemmOp> make_gemm_op(const GemmDesc& d) {
   if (d.epilogue_max_pool) {
     // Only the stem conv op pools (in its kernel, from cache); it takes the whole epilogue.

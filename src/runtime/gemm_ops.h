@@ -104,9 +104,6 @@ struct GemmDesc {
   int32_t epilogue_max_pool = 0;
 };
 
-// The dims of the op's output: out_dims, pooled when the descriptor ends in a max pool.
-std::vector<int64_t> op_out_dims(const GemmDesc& d);
-
 // The number of node inputs a kind's operands are padded to before the epilogue operands.
 inline size_t node_arity(GemmKind k) { return k == GemmKind::kMatMul ? 2 : 3; }
 

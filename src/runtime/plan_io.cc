@@ -1,6 +1,7 @@
 // ExecPlan <-> blob (see plan_io.h).
 #include "runtime/plan_io.h"
 
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 
@@ -12,7 +13,9 @@ namespace {
 // Ahead-of-time models rebuild their GemmOps from serialized descriptors: a field added to
 // GemmDesc or Operand must be written and read here (and kPlanBlobVersion bumped), else
 // compiled models would silently lose it. These asserts catch additions (x86-64 layout).
-static_assert(sizeof(gemm_ops::GemmDesc) == 208 && sizeof(gemm_ops::Operand) == 40,
+// (A field can fit in tail padding: the last field's offset is checked as well as the size.)
+static_assert(sizeof(gemm_ops::GemmDesc) == 208 && offsetof(gemm_ops::GemmDesc, epilogue_max_pool) == 204 &&
+                  sizeof(gemm_ops::Operand) == 40,
               "GemmDesc/Operand changed: serialize the new fields in plan_io.cc and bump kPlanBlobVersion");
 
 constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};

@@ -17,17 +17,6 @@ namespace {
 // Rows of at most this many elements go local (the stack of a parallel loop's body).
 constexpr int64_t kMaxRow = 16384;
 
-// The For statements of `s` that touch buffer `b` (accesses directly in their body or deeper).
-void loops_touching(const Stmt& s, const BufferNode* b, std::vector<const StmtNode*>& out) {
-  visit_stmts(s, [&](const Stmt& x) {
-    if (x->kind != StmtKind::kFor) return;
-    bool touches = false;
-    visit_stmts(x->body, [&](const Stmt& y) { touches |= y->kind == StmtKind::kStore && y->buffer.get() == b; });
-    visit_exprs(x->body, [&](const Expr& e) { touches |= e->kind == ExprKind::kLoad && e->buffer.get() == b; });
-    if (touches) out.push_back(x.get());
-  });
-}
-
 // The accesses of `b` in `s` (store and load indices; false when one is not flat).
 bool indices_of(const Stmt& s, const BufferNode* b, std::vector<Expr>& stores, std::vector<Expr>& loads) {
   bool flat = true;
@@ -62,32 +51,22 @@ Stmt rebase(const Stmt& s, const Buffer& from, const Buffer& to, const Expr& var
   return fs(s);
 }
 
-// Whether loop `target` is reached from `s` without entering another loop: no enclosing
-// iteration could then carry a row's values from one run of the loop to the next.
-bool outside_other_loops(const Stmt& s, const StmtNode* target) {
-  if (!s) return false;
-  if (s.get() == target) return true;
-  if (s->kind == StmtKind::kFor) return false;
-  bool found = false;
-  map_stmt(s, [](const Expr& e) { return e; }, [&](const Stmt& c) {
-    found |= outside_other_loops(c, target);
-    return c;
-  });
-  return found;
-}
-
 Stmt rewrite(const Stmt& s) {
   Stmt m = map_stmt(s, [](const Expr& e) { return e; }, rewrite);
   if (!m || m->kind != StmtKind::kAllocate || m->buffer->scope != "global" || m->buffer->shape.size() != 1) return m;
   const Buffer& b = m->buffer;
-  std::vector<const StmtNode*> loops;
-  loops_touching(m->body, b.get(), loops);
-  if (loops.empty()) return m;
-  const StmtNode* loop = loops[0];  // the outermost (pre-order)
-  if (!outside_other_loops(m->body, loop)) return m;
-  std::vector<Expr> inside_stores, inside_loads, all_stores, all_loads;
-  if (!indices_of(loop->body, b.get(), inside_stores, inside_loads) || inside_stores.empty()) return m;
+  std::vector<Expr> all_stores, all_loads, inside_stores, inside_loads;
   indices_of(m->body, b.get(), all_stores, all_loads);
+  // The first loop in pre-order with an access is the outermost one around it: no enclosing
+  // loop can carry a row from one run of it to the next.
+  const StmtNode* loop = nullptr;
+  visit_stmts(m->body, [&](const Stmt& x) {
+    if (loop || x->kind != StmtKind::kFor) return;
+    std::vector<Expr> stores, loads;
+    indices_of(x->body, b.get(), stores, loads);
+    if (!stores.empty() || !loads.empty()) loop = x.get();
+  });
+  if (!loop || !indices_of(loop->body, b.get(), inside_stores, inside_loads) || inside_stores.empty()) return m;
   if (all_stores.size() != inside_stores.size() || all_loads.size() != inside_loads.size()) return m;  // used outside
   const int64_t row = row_length(inside_stores[0], loop->var);
   if (row <= 0 || row > kMaxRow) return m;
