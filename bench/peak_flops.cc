@@ -1,5 +1,5 @@
 // kiln_peak_flops: the machine's fp32 FMA peak (independent FMA chains in registers) and
-// SGEMM 1024^3 GFLOP/s through kernels::sgemm, with 1 and 2 threads, and the ratio to peak (also
+// SGEMM 1024^3 GFLOP/s through kernels::sgemm on kiln's thread pool, with 1 and 2 threads, and the ratio to peak (also
 // per run, against a short peak burst measured just before it);
 // the int8 (u8s8 VNNI) GEMM of the same size in GOP/s.
 // Usage: kiln_peak_flops [--size N] [--reps R] [--threads T]...
@@ -16,6 +16,7 @@
 
 #include "kernels/x86/f32_gemm.h"
 #include "kernels/x86/s8_gemm.h"
+#include "runtime/thread_pool.h"
 
 namespace {
 
@@ -85,16 +86,11 @@ double measure_peak(Isa isa, int threads, int reps = 3, int64_t iters = 20'000'0
   return best;
 }
 
-kiln::kernels::ParallelFor make_parallel(int threads) {
-  if (threads <= 1) return nullptr;
-  return [threads](int64_t n, std::function<void(int64_t, int64_t)> fn) {
-    const int64_t workers = std::min<int64_t>(threads, n);
-    std::vector<std::thread> pool;
-    for (int64_t w = 1; w < workers; ++w)
-      pool.emplace_back([&, w] { fn(n * w / workers, n * (w + 1) / workers); });
-    fn(0, n / workers);
-    for (auto& th : pool) th.join();
-  };
+// The GEMMs run on kiln's own thread pool, as a model's GEMM steps do (spinning workers, per-thread
+// shares, stealing), not on threads started per call.
+kiln::kernels::ParallelFor make_parallel(kiln::ThreadPool* pool) {
+  if (!pool || pool->num_threads() <= 1) return nullptr;
+  return [pool](int64_t n, std::function<void(int64_t, int64_t)> fn) { pool->parallel_for(n, fn); };
 }
 
 }  // namespace
@@ -130,7 +126,8 @@ int main(int argc, char** argv) {
       std::printf("threads=%d  fp32 FMA peak (%s): %.1f GFLOP/s\n", threads,
                   kiln::kernels::isa_name(peak_isa), peak);
     }
-    const auto parallel = make_parallel(threads);
+    kiln::ThreadPool pool(threads);
+    const auto parallel = make_parallel(&pool);
     for (const auto& k : kiln::kernels::f32_gemm_ukernels()) {
       if (!kiln::kernels::isa_supported(k.isa)) continue;
       std::vector<double> times, times_packed, paired;
@@ -138,6 +135,8 @@ int main(int argc, char** argv) {
       for (int r = 0; r < reps + 1; ++r) {
         // A short peak burst (~8 ms) right before each run: on a shared machine whose throughput
         // drifts, the run's share of the peak of that moment is the steadier figure.
+        // (After the pool's workers stop spinning, so they do not share the cores with it.)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
         const double peak_now = peak_isa != Isa::kGeneric ? measure_peak(peak_isa, threads, 1, 2'000'000) : 0.0;
         auto t0 = Clock::now();
         kiln::kernels::sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(),
