@@ -251,8 +251,8 @@ void conv_kernel(KernelContext& ctx) {
 
 // ---- ConvTranspose -------------------------------------------------------------------------
 
-// Window of a transposed conv: `in` is X's spatial size, `out` Y's; pads from attributes, or
-// derived from output_shape / auto_pad as the ONNX spec describes.
+}  // namespace
+
 Window resolve_transpose_window(const AttrReader& at, const std::vector<int64_t>& in,
                                 const std::vector<int64_t>& kernel) {
   Window w;
@@ -306,6 +306,8 @@ Window resolve_transpose_window(const AttrReader& at, const std::vector<int64_t>
   }
   return w;
 }
+
+namespace {
 
 template <class T>
 void conv_transpose_typed(KernelContext& ctx, const Tensor& x, const Tensor& wt,

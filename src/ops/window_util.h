@@ -29,6 +29,13 @@ struct Window {
 Window resolve_window(const AttrReader& at, const std::vector<int64_t>& in_spatial,
                       const std::vector<int64_t>& kernel, bool ceil_mode);
 
+// The window of a transposed conv (ConvTranspose): `in` is X's spatial size, `out` Y's; pads from
+// the attributes, or derived from output_shape / auto_pad (with output_padding) as the ONNX spec
+// describes, so that pads[0..nsp) are where Y's first element sits in the full result. Fails
+// like resolve_window.
+Window resolve_transpose_window(const AttrReader& at, const std::vector<int64_t>& in,
+                                const std::vector<int64_t>& kernel);
+
 // Reads a per-spatial-dim int list attribute, defaulting to `fill`; checks its length and that
 // every value is >= `min_value`.
 std::vector<int64_t> spatial_attr(const AttrReader& at, const std::string& name, int nsp,

@@ -679,7 +679,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     const Value* cur = g.nodes[static_cast<size_t>(i)]->outputs[0];
     if (d.out_dtype != DType::kFloat32 || d.out_dims.empty()) return cur;
     const std::vector<int64_t>& dims = d.out_dims;
-    const size_t channel_axis = d.kind == gemm_ops::GemmKind::kConv ? 1 : dims.size() - 1;
+    const size_t channel_axis = gemm_ops::channels_first(d.kind) ? 1 : dims.size() - 1;
     if (channel_axis >= dims.size()) return cur;
     // A per-output-channel bias under numpy broadcasting: 1 everywhere but the channel axis.
     auto is_channel_bias = [&](const std::vector<int64_t>& b) {
@@ -903,7 +903,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       flush();
       seg_group = grp;
     }
-    if (n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Conv") {
+    if (n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Conv" || n.op_type == "ConvTranspose") {
       // Out-fusable GEMM-like ops: the sgemm path when it covers the node.
       auto si = scaled_input.find(i);
       const bool scaled = si != scaled_input.end();

@@ -1,6 +1,8 @@
 // GemmDesc from an IR Node: the IR-facing half of runtime/gemm_ops.h (the ops themselves need
 // no IR, so that ahead-of-time compiled models can rebuild them from a serialized plan).
+#include "core/error.h"
 #include "ir/graph.h"
+#include "ops/window_util.h"
 #include "runtime/gemm_ops.h"
 
 namespace kiln::gemm_ops {
@@ -46,6 +48,23 @@ std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Ope
     d.dilations = attr_ints(n, "dilations", {1, 1});
     d.pads = attr_ints(n, "pads", {0, 0, 0, 0});
     d.auto_pad = attr_string(n, "auto_pad", "NOTSET");
+  } else if (n.op_type == "ConvTranspose") {
+    // 2-D only; the pads are resolved here, as the reference kernel resolves them (output_shape,
+    // output_padding, auto_pad), so that the op needs none of those attributes.
+    if (ins.size() < 2 || ins[0].dims.size() != 4 || ins[1].dims.size() != 4) return std::nullopt;
+    const std::vector<int64_t> kernel_shape = attr_ints(n, "kernel_shape", {});
+    if (!kernel_shape.empty() && kernel_shape != std::vector<int64_t>{ins[1].dims[2], ins[1].dims[3]}) return std::nullopt;
+    d.kind = GemmKind::kConvTranspose;
+    d.group = attr_int(n, "group", 1);
+    d.strides = attr_ints(n, "strides", {1, 1});
+    d.dilations = attr_ints(n, "dilations", {1, 1});
+    try {
+      const Window w = resolve_transpose_window(AttrReader(n), {ins[0].dims[2], ins[0].dims[3]},
+                                                {ins[1].dims[2], ins[1].dims[3]});
+      d.pads = w.pads;
+    } catch (const Error&) {
+      return std::nullopt;  // malformed attributes: the reference kernel reports them
+    }
   } else {
     return std::nullopt;
   }

@@ -9,7 +9,7 @@ namespace kiln::gemm_ops {
 
 int64_t epilogue_channels(const GemmDesc& d) {
   if (d.out_dims.empty()) return 0;
-  return d.kind == GemmKind::kConv ? (d.out_dims.size() > 1 ? d.out_dims[1] : 0) : d.out_dims.back();
+  return channels_first(d.kind) ? (d.out_dims.size() > 1 ? d.out_dims[1] : 0) : d.out_dims.back();
 }
 
 bool has_epilogue(const GemmDesc& d) {

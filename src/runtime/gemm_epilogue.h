@@ -13,7 +13,7 @@
 
 namespace kiln::gemm_ops {
 
-// Output channels the epilogue bias is per: Conv dim 1, MatMul/Gemm the last dim.
+// Output channels the epilogue bias is per: Conv and ConvTranspose dim 1, MatMul/Gemm the last dim.
 int64_t epilogue_channels(const GemmDesc& d);
 
 // True when the descriptor carries a fused epilogue (bias, residual, clamp or activation).

@@ -10,6 +10,7 @@
 #include "runtime/conv_geom.h"
 #include "runtime/conv_select.h"
 #include "runtime/conv_stem.h"
+#include "runtime/conv_transpose.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/gemm_op_util.h"
 #include "runtime/matmul_batched.h"
@@ -356,7 +357,7 @@ class PostEpilogueOp : public GemmOp {
  public:
   PostEpilogueOp(std::unique_ptr<GemmOp> inner, const GemmDesc& d) : inner_(std::move(inner)) {
     channels_ = epilogue_channels(d);
-    per_row_ = d.kind == GemmKind::kConv;  // NCHW: a channel is a row of H*W values
+    per_row_ = channels_first(d.kind);  // NCHW: a channel is a row of H*W values
     inner_size_ = 1;
     if (per_row_)
       for (size_t i = 2; i < d.out_dims.size(); ++i) inner_size_ *= d.out_dims[i];
@@ -476,6 +477,7 @@ std::unique_ptr<GemmOp> make_plain_gemm_op(const GemmDesc& d) {
       // Depthwise and constant-weight group-1 convs have dedicated ops (runtime/conv_select.h).
       if (auto op = conv_ops::make_conv_op(d)) return op;
       return make_conv(d);
+    case GemmKind::kConvTranspose: return conv_ops::make_conv_transpose_op(d);
   }
   return nullptr;
 }

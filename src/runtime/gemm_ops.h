@@ -1,7 +1,7 @@
 // Fast f32 paths for the compiled executor's out-fusable ops: MatMul (N-D x 2-D by flattening
 // the batch into rows; batched N-D x N-D with broadcasting, e.g. attention, in matmul_batched.h;
 // M = 1 as a GEMV), Gemm, and Conv 2-D (group 1 through conv_select.h: prepacked-weight GEMM with
-// implicit im2col, depthwise, Winograd), all on the f32 microkernels and the current thread
+// implicit im2col, depthwise, Winograd), ConvTranspose 2-D (conv_transpose.h), all on the f32 microkernels and the current thread
 // pool. Constant weights are packed once when the op is made; biases and fused epilogues (bias,
 // residual, clamp: gemm_epilogue.h) go in the GEMM's store where the op can. Anything else is
 // declined (make_gemm_op returns null) and runs its reference kernel.
@@ -66,7 +66,10 @@ class GemmOp {
   Tensor out_;
 };
 
-enum class GemmKind : int32_t { kMatMul = 0, kGemm = 1, kConv = 2 };
+enum class GemmKind : int32_t { kMatMul = 0, kGemm = 1, kConv = 2, kConvTranspose = 3 };
+
+// Conv and ConvTranspose outputs are NCHW: their channel axis (a per-channel epilogue bias's) is 1.
+inline bool channels_first(GemmKind k) { return k == GemmKind::kConv || k == GemmKind::kConvTranspose; }
 
 // One MatMul/Gemm/Conv node as make_gemm_op sees it: the op, the attributes it uses (raw, as
 // the node has them; make_gemm_op validates them), the operands and the planned output.
@@ -76,7 +79,9 @@ struct GemmDesc {
   GemmKind kind = GemmKind::kMatMul;
   bool trans_a = false, trans_b = false;  // Gemm transA/transB
   float alpha = 1.0f, beta = 1.0f;        // Gemm
-  int64_t group = 1;                      // Conv
+  int64_t group = 1;                      // Conv, ConvTranspose
+  // Conv: as the node has them. ConvTranspose: pads resolved (output_shape, output_padding and
+  // auto_pad applied, auto_pad then "NOTSET"): pads[0], pads[1] place Y's first element in the full result.
   std::vector<int64_t> strides{1, 1}, dilations{1, 1}, pads{0, 0, 0, 0};
   std::string auto_pad = "NOTSET";
   std::vector<Operand> operands;  // parallel to the node inputs; `constant` marks plan-time weights
@@ -84,8 +89,8 @@ struct GemmDesc {
   DType out_dtype = DType::kUndefined;
   // Fused epilogue (nodes after the GEMM absorbed by the compiled executor), applied in this
   // order: y = clamp(gemm + bias + residual, clamp_lo, clamp_hi). The bias and the residual are
-  // extra operands after the node's own (padded to MatMul 2 / Gemm 3 / Conv 3 inputs):
-  // epilogue_bias: a constant with one value per output channel (Conv: dim 1; MatMul/Gemm:
+  // extra operands after the node's own (padded to MatMul 2 / Gemm 3 / Conv 3 / ConvTranspose 3 inputs):
+  // epilogue_bias: a constant with one value per output channel (Conv, ConvTranspose: dim 1; MatMul/Gemm:
   // the last dim); epilogue_residual: a tensor with exactly the output's dims. -1: none.
   int32_t epilogue_bias = -1;
   int32_t epilogue_residual = -1;

@@ -573,5 +573,19 @@ TEST(GemmEpilogue, InputScalePlanBlobRoundTrip) {
   EXPECT_EQ(back.steps[0].gemm.input_scale, 3);
 }
 
+TEST(GemmEpilogue, ConvTransposePlanBlobRoundTrip) {
+  // The descriptor carries the resolved pads (here from output_shape): the op rebuilt from the
+  // blob needs no node attributes.
+  ExecPlan back = expect_blob_round_trip(std::string(kHeader13) + R"(graph @g(%x: f32[1,6,5,5]) -> (%y: f32[1,4,10,9]) {
+    %w = )" + rand_const({6, 2, 3, 3}, 35) + R"(
+    %b = )" + rand_const({4}, 36) + R"(
+    %c = ConvTranspose(%x, %w, %b) {group=2, strides=[2, 2], output_shape=[10, 9]} : f32[1,4,10,9]
+    %y = Relu(%c) : f32[1,4,10,9]
+    return %y
+  })", 2);
+  ASSERT_EQ(back.steps.size(), 1u);
+  EXPECT_EQ(back.steps[0].gemm.kind, gemm_ops::GemmKind::kConvTranspose);
+}
+
 }  // namespace
 }  // namespace kiln
