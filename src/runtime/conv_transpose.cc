@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "kernels/x86/f32_col2im.h"
 #include "kernels/x86/f32_gemm_prepacked_a.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/gemm_op_util.h"
@@ -46,13 +47,6 @@ std::optional<TransposeGeom> transpose_geom(const gemm_ops::GemmDesc& d) {
   return g;
 }
 
-// [lo, hi] of the input positions i whose output i * stride + offset falls in [0, out).
-std::pair<int64_t, int64_t> input_range(int64_t in, int64_t out, int64_t stride, int64_t offset) {
-  const int64_t lo = offset >= 0 ? 0 : ceil_div(-offset, stride);
-  const int64_t hi = out - 1 - offset < 0 ? -1 : std::min(in - 1, (out - 1 - offset) / stride);
-  return {lo, hi};
-}
-
 class ConvTransposeOp : public gemm_ops::GemmOp {
  public:
   // weight: the constant weight, or null when it arrives at run time (packed per run).
@@ -66,6 +60,8 @@ class ConvTransposeOp : public gemm_ops::GemmOp {
     const int64_t fit = std::max<int64_t>(1, kernels::l2_cache_bytes() / 4 / (taps * plane * 4));
     block_ = std::clamp<int64_t>(std::min(fit, ceil_div(g.mg, 8)), 1, g.mg);
     blocks_ = ceil_div(g.mg, block_);
+    cg_.h = g.h, cg_.w = g.w, cg_.kh = g.kh, cg_.kw = g.kw, cg_.ho = g.ho, cg_.wo = g.wo;
+    cg_.sh = g.sh, cg_.sw = g.sw, cg_.dh = g.dh, cg_.dw = g.dw, cg_.pt = g.pt, cg_.pl = g.pl;
     constant_weight_ = weight != nullptr;
     if (weight) pack_weights(weight->data<float>());
   }
@@ -102,7 +98,8 @@ class ConvTransposeOp : public gemm_ops::GemmOp {
         const int64_t c0 = grp * g_.mg + b * block_, channels = a.m / (g_.kh * g_.kw);
         for (int64_t c = 0; c < channels; ++c) {
           const int64_t at = (img * g_.co + c0 + c) * g_.ho * g_.wo;
-          scatter_channel(col.data() + c * g_.kh * g_.kw * plane, bias ? bias[c0 + c] : 0.0f, out + at);
+          std::fill(out + at, out + at + g_.ho * g_.wo, bias ? bias[c0 + c] : 0.0f);
+          kernels::col2im_add_plane(cg_, col.data() + c * g_.kh * g_.kw * plane, out + at);
           finish_plane(out + at, residual ? residual + at : nullptr);
         }
       }
@@ -131,29 +128,6 @@ class ConvTransposeOp : public gemm_ops::GemmOp {
       }
   }
 
-  // plane = bias + the sum of every tap's columns at its output positions (col2im).
-  void scatter_channel(const float* col, float b, float* plane) const {
-    std::fill(plane, plane + g_.ho * g_.wo, b);
-    for (int64_t i = 0; i < g_.kh; ++i) {
-      const auto [iy0, iy1] = input_range(g_.h, g_.ho, g_.sh, i * g_.dh - g_.pt);
-      for (int64_t j = 0; j < g_.kw; ++j) {
-        const int64_t ox0 = j * g_.dw - g_.pl;
-        const auto [ix0, ix1] = input_range(g_.w, g_.wo, g_.sw, ox0);
-        const float* src = col + (i * g_.kw + j) * g_.h * g_.w;
-        const int64_t len = ix1 - ix0 + 1;
-        for (int64_t iy = iy0; len > 0 && iy <= iy1; ++iy) {
-          const float* s = src + iy * g_.w + ix0;
-          float* d = plane + (iy * g_.sh + i * g_.dh - g_.pt) * g_.wo + ix0 * g_.sw + ox0;
-          if (g_.sw == 1) {
-            for (int64_t k = 0; k < len; ++k) d[k] += s[k];
-          } else {
-            for (int64_t k = 0; k < len; ++k) d[k * g_.sw] += s[k];
-          }
-        }
-      }
-    }
-  }
-
   // The fused epilogue on a complete plane: + residual, clamp, activation.
   void finish_plane(float* plane, const float* residual) const {
     const int64_t n = g_.ho * g_.wo;
@@ -165,6 +139,7 @@ class ConvTransposeOp : public gemm_ops::GemmOp {
   }
 
   TransposeGeom g_;
+  kernels::Col2imGeom cg_;
   int64_t block_ = 1, blocks_ = 1;          // output channels per block, blocks per group
   bool constant_weight_ = false;
   std::vector<kernels::PackedA> packed_;    // [group][block]

@@ -1,0 +1,24 @@
+// col2im for ConvTranspose 2-D (NCHW, one output channel): adds each tap's column row (the
+// contribution of every input pixel through that tap) into the output plane at its strided
+// positions. Stride 1 adds contiguous runs; stride 2 on AVX-512 interleaves two neighbouring
+// taps' rows (or one tap's with zeros) into contiguous output vectors; other strides add
+// element by element. Tests: tests/kernels/test_col2im.cc.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::kernels {
+
+struct Col2imGeom {
+  int64_t h = 0, w = 0;    // input plane (a column row holds h * w values)
+  int64_t kh = 0, kw = 0;  // filter
+  int64_t ho = 0, wo = 0;  // output plane
+  int64_t sh = 1, sw = 1, dh = 1, dw = 1;
+  int64_t pt = 0, pl = 0;  // where the output starts in the full result (may be negative)
+};
+
+// plane[(iy*sh - pt + i*dh) * wo + ix*sw - pl + j*dw] += col[(i*kw + j) * h*w + iy*w + ix] for
+// every tap (i, j) and input pixel (iy, ix) whose position falls inside the ho x wo plane.
+void col2im_add_plane(const Col2imGeom& g, const float* col, float* plane);
+
+}  // namespace kiln::kernels
