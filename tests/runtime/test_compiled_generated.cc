@@ -1,6 +1,6 @@
 // Compiled executor vs the interpreter for the generated-kernel schedules of the hot ops and
 // the plan-time folding of shape chains:
-// Softmax/LogSoftmax rows (vector partial reductions, rows schedule with tails), LayerNorm,
+// Softmax/LogSoftmax rows (vector partial reductions, rows schedule with tails), LayerNorm, InstanceNorm,
 // MaxPool/AveragePool with the reduce loops outside a vector loop (ceil_mode, pads, narrow
 // planes, strides 2-4), reductions over several axes (fused reduce loops), strided slices, channel shuffle Reshape/Transpose/Reshape (grouped reshape index) and reshapes with
 // size-1 dims; 1 and 2 threads.
@@ -53,6 +53,20 @@ TEST(CompiledGenerated, LayerNormAndReductions) {
         "  %p = Pow(%c, %two) : f32[1,7,100]\n  %v = ReduceMean(%p) {axes=[-1]} : f32[1,7,1]\n"
         "  %e = Add(%v, %eps) : f32[1,7,1]\n  %s = Sqrt(%e) : f32[1,7,1]\n  %d = Div(%c, %s) : f32[1,7,100]\n"
         "  %y = Mul(%d, %g) : f32[1,7,100]\n  return %y\n}");
+  // InstanceNormalization: per image and channel over the spatial axes (3-D and 4-D, a plane
+  // narrower than a vector), scale and bias per channel.
+  for (const char* shape : {"2,3,5,7", "1,4,37", "1,16,24,24"}) {
+    const std::string s = shape;
+    const int64_t c = std::stoll(s.substr(s.find(',') + 1));
+    std::string sc, bi;
+    for (int64_t i = 0; i < c; ++i) {
+      sc += (i ? "," : "") + std::to_string(0.5 + 0.25 * static_cast<double>(i));
+      bi += (i ? "," : "") + std::to_string(0.1 * static_cast<double>(i) - 0.3);
+    }
+    check("model ir=8 opsets={\"\": 17}\ngraph @g(%x: f32[" + s + "]) -> (%y: f32[" + s + "]) {\n  %s = const f32[" +
+          std::to_string(c) + "] [" + sc + "]\n  %b = const f32[" + std::to_string(c) + "] [" + bi +
+          "]\n  %y = InstanceNormalization(%x, %s, %b) {epsilon=0.01} : f32[" + s + "]\n  return %y\n}");
+  }
   check("model ir=8 opsets={\"\": 13}\ngraph @g(%x: f32[3,5,70]) -> (%y: f32[3,5,1], %z: f32[3,1,70]) {\n"
         "  %y = ReduceMax(%x) {axes=[2]} : f32[3,5,1]\n  %z = ReduceMean(%x) {axes=[1]} : f32[3,1,70]\n  return %y, %z\n}");
 }

@@ -1,5 +1,5 @@
 // TE lowerings of reductions: ReduceSum/Mean/Max/Min/Prod/SumSquare/L1/L2/LogSum/LogSumExp,
-// Softmax/LogSoftmax (max, exp-sum, normalize), kiln::LayerNorm and ONNX LayerNormalization (mean,
+// Softmax/LogSoftmax (max, exp-sum, normalize), kiln::LayerNorm, ONNX LayerNormalization and InstanceNormalization (mean,
 // variance, normalize), GlobalAveragePool/GlobalMaxPool. Floats only (integer reductions run
 // their reference kernel).
 #include <algorithm>
@@ -165,6 +165,26 @@ LowerResult softmax_lower(const LowerContext& ctx) {
   })};
 }
 
+// (x - mean) / sqrt(var + eps) over the axes in `set` (`count` elements per mean), then
+// `affine` (the op's scale and bias) on each normalized value at its index.
+template <class Affine>
+LowerResult normalize_over(const LowerContext& ctx, const std::set<int64_t>& set, int64_t count, double eps,
+                           Affine affine) {
+  DType dt = ctx.in_dtype(0);
+  const auto& in = ctx.in_shape(0);
+  te::Tensor x = ctx.input(0);
+  auto id = [](Expr v) { return v; };
+  Expr n = k(dt, static_cast<double>(count));
+  te::Tensor sum = reduce_over(ctx, "sum", x, in, set, true, ReduceOp::kSum, id);
+  te::Tensor cen = map(ctx, "cen", in, [&](const std::vector<Expr>& i) {
+    return te::access(x, i) - te::access(sum, kept(i, set)) / n;
+  });
+  te::Tensor var = reduce_over(ctx, "var", cen, in, set, true, ReduceOp::kSum, [](Expr v) { return v * v; });
+  return std::vector<te::Tensor>{map(ctx, "out", in, [&](const std::vector<Expr>& i) {
+    return affine(te::access(cen, i) / fn("sqrt", dt, te::access(var, kept(i, set)) / n + k(dt, eps)), i);
+  })};
+}
+
 LowerResult layer_norm_lower(const LowerContext& ctx) {
   if (!ctx.has_input(0) || !is_float(ctx.in_dtype(0)) || !lower::supported_dtype(ctx.in_dtype(0))) return std::nullopt;
   DType dt = ctx.in_dtype(0);
@@ -181,21 +201,31 @@ LowerResult layer_norm_lower(const LowerContext& ctx) {
   if (count == 0) return std::nullopt;
   for (int i : {1, 2})
     if (ctx.has_input(i) && (ctx.in_dtype(i) != dt || ctx.in_shape(i).size() > in.size())) return std::nullopt;
-  double eps = ctx.attr_float("epsilon", 1e-5f);
-  te::Tensor x = ctx.input(0);
-  auto id = [](Expr v) { return v; };
-  Expr n = k(dt, static_cast<double>(count));
-  te::Tensor sum = reduce_over(ctx, "sum", x, in, set, true, ReduceOp::kSum, id);
-  te::Tensor cen = map(ctx, "cen", in, [&](const std::vector<Expr>& i) {
-    return te::access(x, i) - te::access(sum, kept(i, set)) / n;
-  });
-  te::Tensor var = reduce_over(ctx, "var", cen, in, set, true, ReduceOp::kSum, [](Expr v) { return v * v; });
-  return std::vector<te::Tensor>{map(ctx, "out", in, [&](const std::vector<Expr>& i) {
-    Expr y = te::access(cen, i) / fn("sqrt", dt, te::access(var, kept(i, set)) / n + k(dt, eps));
+  return normalize_over(ctx, set, count, ctx.attr_float("epsilon", 1e-5f), [&](Expr y, const std::vector<Expr>& i) {
     if (ctx.has_input(1)) y = y * te::access(ctx.input(1), lower::broadcast_index(ctx.in_shape(1), in, i));
     if (ctx.has_input(2)) y = y + te::access(ctx.input(2), lower::broadcast_index(ctx.in_shape(2), in, i));
     return y;
-  })};
+  });
+}
+
+// ONNX InstanceNormalization: per image and channel over the spatial axes; scale and bias [C].
+LowerResult instance_norm_lower(const LowerContext& ctx) {
+  if (!ctx.has_input(0) || (ctx.in_dtype(0) != DType::kFloat32 && ctx.in_dtype(0) != DType::kFloat64)) return std::nullopt;
+  DType dt = ctx.in_dtype(0);
+  const auto& in = ctx.in_shape(0);
+  if (in.size() < 3) return std::nullopt;
+  for (int i : {1, 2})
+    if (!ctx.has_input(i) || ctx.in_dtype(i) != dt || ctx.in_shape(i) != std::vector<int64_t>{in[1]}) return std::nullopt;
+  std::set<int64_t> set;
+  int64_t count = 1;
+  for (size_t d = 2; d < in.size(); ++d) {
+    set.insert(static_cast<int64_t>(d));
+    count *= in[d];
+  }
+  if (count == 0) return std::nullopt;
+  return normalize_over(ctx, set, count, ctx.attr_float("epsilon", 1e-5f), [&](Expr y, const std::vector<Expr>& i) {
+    return y * te::access(ctx.input(1), {i[1]}) + te::access(ctx.input(2), {i[1]});
+  });
 }
 
 // ONNX LayerNormalization when only Y is used (Mean and InvStdDev outputs run the reference
@@ -245,6 +275,7 @@ void add_reduction_lowerings(std::vector<LoweringEntry>& t) {
   t.push_back({"", "LogSoftmax", softmax_lower<true>});
   t.push_back({"kiln", "LayerNorm", layer_norm_lower});
   t.push_back({"", "LayerNormalization", onnx_layer_norm_lower});
+  t.push_back({"", "InstanceNormalization", instance_norm_lower});
   t.push_back({"", "GlobalAveragePool", global_pool_lower<false>});
   t.push_back({"", "GlobalMaxPool", global_pool_lower<true>});
 }
