@@ -92,5 +92,6 @@ void add_binary_lowerings(std::vector<LoweringEntry>& table);     // ops/lower/b
 void add_injective_lowerings(std::vector<LoweringEntry>& table);  // ops/lower/injective.cc
 void add_reduction_lowerings(std::vector<LoweringEntry>& table);  // ops/lower/reduction.cc
 void add_pool_lowerings(std::vector<LoweringEntry>& table);       // ops/lower/pool.cc
+void add_resize_lowerings(std::vector<LoweringEntry>& table);     // ops/lower/resize.cc
 
 }  // namespace kiln

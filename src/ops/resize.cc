@@ -9,6 +9,7 @@
 
 #include "ops/families.h"
 #include "ops/op_util.h"
+#include "ops/resize_plan.h"
 #include "ops/tensor_util.h"
 
 namespace kiln {
@@ -109,23 +110,25 @@ ResizeSetup resize_setup(const AttrReader& at, int64_t opset, const std::vector<
   return s;
 }
 
-// Reads the resize operands of the kernel for every opset / op variant.
-ResizeSetup kernel_setup(KernelContext& ctx, const Tensor& x) {
+// Reads the resize operands (input i, or null when absent) for every opset / op variant.
+ResizeSetup operand_setup(const AttrReader& at, int64_t opset, const std::vector<int64_t>& in,
+                          const std::vector<const Tensor*>& operands) {
+  auto operand = [&](size_t i) { return i < operands.size() ? operands[i] : nullptr; };
   std::optional<std::vector<double>> scales;
   std::optional<std::vector<int64_t>> sizes;
   std::vector<double> roi;
-  if (ctx.node().op_type == "Upsample" && ctx.opset() < 9) {
-    std::vector<float> f = ctx.attr_floats("scales");
+  if (at.node().op_type == "Upsample" && opset < 9) {
+    std::vector<float> f = at.attr_floats("scales");
     scales = std::vector<double>(f.begin(), f.end());
-  } else if (legacy_resize(ctx, ctx.opset())) {
-    scales = read_floats(ctx.input(1));
+  } else if (legacy_resize(at, opset)) {
+    if (!operand(1)) at.fail(ErrorKind::kInvalidModel, "Upsample needs its scales input");
+    scales = read_floats(*operand(1));
   } else {
-    if (ctx.has_input(1)) roi = read_floats(ctx.input(1));
-    if (ctx.has_input(2) && ctx.input(2).numel() > 0) scales = read_floats(ctx.input(2));
-    if (ctx.has_input(3) && ctx.input(3).numel() > 0)
-      sizes = read_int_list(ctx, ctx.input(3), "Resize sizes");
+    if (operand(1)) roi = read_floats(*operand(1));
+    if (operand(2) && operand(2)->numel() > 0) scales = read_floats(*operand(2));
+    if (operand(3) && operand(3)->numel() > 0) sizes = read_int_list(at, *operand(3), "Resize sizes");
   }
-  return resize_setup(ctx, ctx.opset(), x.dims(), scales, sizes, roi);
+  return resize_setup(at, opset, in, scales, sizes, roi);
 }
 
 // Source coordinate of output index y along one axis; sets *extrapolated for tf_crop_and_resize.
@@ -254,40 +257,23 @@ Taps make_taps(const AttrReader& at, int64_t opset, const std::string& mode, con
 void resize_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   if (x.dtype() == DType::kString) ctx.fail(ErrorKind::kBadInput, "Resize does not accept strings");
-  ResizeSetup s = kernel_setup(ctx, x);
-  const bool legacy = legacy_resize(ctx, ctx.opset());
-  const std::string mode = ctx.attr_string("mode", "nearest");
-  const std::string ctm =
-      legacy ? "asymmetric" : ctx.attr_string("coordinate_transformation_mode", "half_pixel");
-  const std::string nearest_mode = ctx.attr_string("nearest_mode", "round_prefer_floor");
-  const double cubic_a = ctx.attr_float("cubic_coeff_a", -0.75f);
-  const bool exclude_outside = !legacy && ctx.attr_int("exclude_outside", 0) != 0;
-  const bool antialias = ctx.opset() >= 18 && !legacy && ctx.attr_int("antialias", 0) != 0;
-  const double extrapolation = ctx.attr_float("extrapolation_value", 0.f);
-  for (size_t a = 0; a < s.out.size(); ++a)
-    if (x.dims()[a] == 0 && s.out[a] > 0)
-      ctx.fail(ErrorKind::kBadInput, "Resize cannot enlarge an empty axis");
-  checked_numel(s.out);
-  if (!s.roi.empty() && ctm != "tf_crop_and_resize") s.roi.clear();
+  std::vector<const Tensor*> operands;
+  for (int i = 0; i < ctx.num_inputs(); ++i) operands.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
+  const ResizePlan plan = resize_plan(ctx, ctx.opset(), x.dims(), operands);
 
   // Separable passes over a double buffer laid out as [outer, len, inner] per axis.
   std::vector<int64_t> cur_dims = x.dims();
   Tensor xd = convert_tensor(x, DType::kFloat64);
   std::vector<double> cur(xd.data<double>(), xd.data<double>() + xd.numel());
   const size_t rank = cur_dims.size();
-  for (size_t a = 0; a < rank; ++a) {
-    if (!s.resized[a]) continue;
-    const int64_t in_len = cur_dims[a], out_len = s.out[a];
-    bool roi_trivial =
-        s.roi.empty() || (std::abs(s.roi[a]) < 1e-9 && std::abs(s.roi[rank + a] - 1) < 1e-9);
-    if (std::abs(s.scale[a] - 1) < 1e-9 && out_len == in_len && roi_trivial) continue;
+  for (const ResizeAxis& t : plan.axes) {
+    const size_t a = t.axis;
+    const int64_t in_len = t.in_len, out_len = t.out_len;
     std::vector<int64_t> next_dims = cur_dims;
     next_dims[a] = out_len;
     if (checked_numel(next_dims) > (int64_t{1} << 37))  // 1 TiB of doubles, as Tensor allows
       ctx.fail(ErrorKind::kBadInput,
                "Resize intermediate " + dims_to_string(next_dims) + " is too large");
-    Taps t = make_taps(ctx, ctx.opset(), mode, ctm, nearest_mode, cubic_a, exclude_outside,
-                       antialias, s.scale[a], in_len, out_len, s.roi, a, rank);
     int64_t outer = 1, inner = 1;
     for (size_t i = 0; i < a; ++i) outer *= cur_dims[i];
     for (size_t i = a + 1; i < rank; ++i) inner *= cur_dims[i];
@@ -297,13 +283,13 @@ void resize_kernel(KernelContext& ctx) {
       for (int64_t y = 0; y < out_len; ++y) {
         double* dst = next.data() + (o * out_len + y) * inner;
         if (t.extrap[static_cast<size_t>(y)]) {
-          std::fill(dst, dst + inner, extrapolation);
+          std::fill(dst, dst + inner, plan.extrapolation);
           continue;
         }
-        for (int j = 0; j < t.n; ++j) {
-          const double w = t.w[static_cast<size_t>(y * t.n + j)];
-          if (w == 0 && t.n > 1) continue;
-          const double* row = src + t.idx[static_cast<size_t>(y * t.n + j)] * inner;
+        for (int j = 0; j < t.taps; ++j) {
+          const double w = t.w[static_cast<size_t>(y * t.taps + j)];
+          if (w == 0 && t.taps > 1) continue;
+          const double* row = src + t.idx[static_cast<size_t>(y * t.taps + j)] * inner;
           for (int64_t e = 0; e < inner; ++e) dst[e] += w * row[e];
         }
       }
@@ -377,6 +363,39 @@ void resize_infer(InferContext& ctx) {
 }
 
 }  // namespace
+
+ResizePlan resize_plan(const AttrReader& at, int64_t opset, const std::vector<int64_t>& in,
+                       const std::vector<const Tensor*>& operands) {
+  ResizeSetup s = operand_setup(at, opset, in, operands);
+  const bool legacy = legacy_resize(at, opset);
+  ResizePlan plan;
+  plan.mode = at.attr_string("mode", "nearest");
+  const std::string ctm = legacy ? "asymmetric" : at.attr_string("coordinate_transformation_mode", "half_pixel");
+  const std::string nearest_mode = at.attr_string("nearest_mode", "round_prefer_floor");
+  const double cubic_a = at.attr_float("cubic_coeff_a", -0.75f);
+  const bool exclude_outside = !legacy && at.attr_int("exclude_outside", 0) != 0;
+  const bool antialias = opset >= 18 && !legacy && at.attr_int("antialias", 0) != 0;
+  plan.extrapolation = at.attr_float("extrapolation_value", 0.f);
+  for (size_t a = 0; a < s.out.size(); ++a)
+    if (in[a] == 0 && s.out[a] > 0) at.fail(ErrorKind::kBadInput, "Resize cannot enlarge an empty axis");
+  checked_numel(s.out);
+  if (!s.roi.empty() && ctm != "tf_crop_and_resize") s.roi.clear();
+  const size_t rank = in.size();
+  for (size_t a = 0; a < rank; ++a) {
+    if (!s.resized[a]) continue;
+    const int64_t in_len = in[a], out_len = s.out[a];
+    bool roi_trivial = s.roi.empty() || (std::abs(s.roi[a]) < 1e-9 && std::abs(s.roi[rank + a] - 1) < 1e-9);
+    if (std::abs(s.scale[a] - 1) < 1e-9 && out_len == in_len && roi_trivial) continue;
+    Taps t = make_taps(at, opset, plan.mode, ctm, nearest_mode, cubic_a, exclude_outside, antialias, s.scale[a],
+                       in_len, out_len, s.roi, a, rank);
+    ResizeAxis ax;
+    ax.axis = a, ax.in_len = in_len, ax.out_len = out_len, ax.taps = t.n;
+    ax.idx = std::move(t.idx), ax.w = std::move(t.w), ax.extrap = std::move(t.extrap);
+    plan.axes.push_back(std::move(ax));
+  }
+  plan.out = s.out;
+  return plan;
+}
 
 void register_resize_ops(OpRegistry& r) {
   r.add("Resize")

@@ -1,6 +1,6 @@
 // Compiled executor vs the interpreter for the generated-kernel schedules of the hot ops and
 // the plan-time folding of shape chains:
-// Softmax/LogSoftmax rows (vector partial reductions, rows schedule with tails), LayerNorm, InstanceNorm,
+// Softmax/LogSoftmax rows (vector partial reductions, rows schedule with tails), LayerNorm, InstanceNorm, Resize,
 // MaxPool/AveragePool with the reduce loops outside a vector loop (ceil_mode, pads, narrow
 // planes, strides 2-4), reductions over several axes (fused reduce loops), strided slices, channel shuffle Reshape/Transpose/Reshape (grouped reshape index) and reshapes with
 // size-1 dims; 1 and 2 threads.
@@ -172,6 +172,42 @@ TEST(CompiledGenerated, ChannelShuffleAndReshapes) {
         "  %y = Reshape(%e, %s1) : f32[6,1,4,5]\n  %z = Reshape(%e, %s2) : f32[2,60]\n  return %y, %z\n}");
   check("graph @g(%x: f32[4,6,10]) -> (%y: f32[4,3,2,2,5]) {\n  %s = const i64[5] [4,3,2,2,5]\n"
         "  %n = Neg(%x) : f32[4,6,10]\n  %y = Reshape(%n, %s) : f32[4,3,2,2,5]\n  return %y\n}");
+}
+
+// Resize with constant scales/sizes: a generated kernel wherever the sources repeat with a short
+// period (checked against the reference plan), else the reference kernel; both agree with the
+// interpreter.
+TEST(CompiledGenerated, Resize) {
+  struct Case {
+    std::string in, out, attrs, scales;  // scales: "f32[4] [..]" or sizes "i64[4] [..]"
+    bool generated;
+  };
+  const std::vector<Case> cases = {
+      {"1,3,5,7", "1,3,10,14", "mode=\"nearest\"", "f32[4] [1, 1, 2, 2]", true},
+      {"1,2,4,5", "1,2,12,15", "mode=\"nearest\", coordinate_transformation_mode=\"asymmetric\", nearest_mode=\"floor\"",
+       "f32[4] [1, 1, 3, 3]", true},
+      {"1,2,8,10", "1,2,4,5", "mode=\"nearest\"", "f32[4] [1, 1, 0.5, 0.5]", true},
+      {"1,3,6,9", "1,3,12,18", "mode=\"linear\"", "f32[4] [1, 1, 2, 2]", true},
+      {"2,2,6,4", "2,2,9,6", "mode=\"linear\"", "f32[4] [1, 1, 1.5, 1.5]", true},
+      {"1,2,5,6", "1,2,10,12", "mode=\"linear\", coordinate_transformation_mode=\"pytorch_half_pixel\"",
+       "f32[4] [1, 1, 2, 2]", true},
+      {"1,2,5,6", "1,2,10,12", "mode=\"cubic\"", "f32[4] [1, 1, 2, 2]", true},
+      {"1,4,3,5", "1,8,3,10", "mode=\"nearest\"", "f32[4] [1, 2, 1, 2]", true},
+      {"1,2,5,6", "1,2,10,12", "mode=\"linear\", coordinate_transformation_mode=\"align_corners\"",
+       "f32[4] [1, 1, 2, 2]", false},
+      {"1,2,7,5", "1,2,10,12", "mode=\"nearest\"", "sizes", false},  // periods of 10 and 12
+      {"1,2,3,4", "1,2,9,12", "mode=\"linear\"", "sizes", true},
+  };
+  for (const Case& c : cases) {
+    const bool sizes = c.scales == "sizes";
+    const std::string operands = sizes ? "%x, _, _, %k" : "%x, _, %k";
+    const std::string k = sizes ? "i64[4] [" + c.out + "]" : c.scales;
+    const std::string text = "model ir=8 opsets={\"\": 13}\ngraph @g(%x: f32[" + c.in + "]) -> (%y: f32[" + c.out +
+                             "]) {\n  %k = const " + k + "\n  %y = Resize(" + operands + ") {" + c.attrs + "} : f32[" +
+                             c.out + "]\n  return %y\n}";
+    for (int threads : {1, 2})
+      EXPECT_EQ(test::engines_agree(text, threads, 5).fallback_nodes, c.generated ? 0 : 1) << text;
+  }
 }
 
 }  // namespace
