@@ -24,9 +24,10 @@ Session::Session(Model model, const SessionOptions& opts) : model_(std::move(mod
   if (opts.threads < 1) throw Error(ErrorKind::kUsage, "--threads must be at least 1");
   if (opts.optimize || opts.engine == Engine::kCompiled) {
     PassContext ctx;
-    // The compiled engine needs the fusion groups; without --optimize it runs only the analyses.
-    std::vector<std::string> passes = opts.optimize ? default_pipeline()
-                                                    : std::vector<std::string>{"shape-inference", "fusion"};
+    // The compiled engine needs the fusion groups; without --optimize it runs only the analyses
+    // and the rewrite of Einsums into MatMuls (its only fast path for them).
+    std::vector<std::string> passes =
+        opts.optimize ? default_pipeline() : std::vector<std::string>{"shape-inference", "einsum-to-matmul", "fusion"};
     try {
       run_passes(model_, passes, ctx);
     } catch (const Error& e) {

@@ -10,6 +10,7 @@ std::vector<PassInfo> registered_passes() {
       dead_code_elimination_pass(),
       cse_pass(),
       simplify_pass(),
+      einsum_to_matmul_pass(),
       fold_batchnorm_pass(),
       fold_scale_bias_pass(),
       fuse_composites_pass(),

@@ -14,6 +14,7 @@ PassInfo dead_code_elimination_pass();  // pass/dead_code_elimination.cc
 PassInfo dead_code_elimination_pass_again();
 PassInfo cse_pass();                 // pass/common_subexpression.cc
 PassInfo simplify_pass();            // pass/algebraic_simplify.cc
+PassInfo einsum_to_matmul_pass();    // pass/einsum_to_matmul.cc
 PassInfo fold_batchnorm_pass();      // pass/fold_batchnorm.cc
 PassInfo fold_scale_bias_pass();     // pass/fold_scale_bias.cc
 PassInfo fuse_composites_pass();     // pass/fuse_composites.cc
