@@ -19,13 +19,8 @@
 namespace kiln {
 namespace {
 
+using test::dims_text;
 using test::rand_const;
-
-std::string dims_text(const std::vector<int64_t>& d) {
-  std::ostringstream os;
-  for (size_t i = 0; i < d.size(); ++i) os << (i ? "," : "") << d[i];
-  return os.str();
-}
 
 CompileStats check_model(const std::string& text, int threads) { return test::engines_agree(text, threads, 11); }
 

@@ -15,13 +15,8 @@
 namespace kiln {
 namespace {
 
+using test::dims_text;
 using test::rand_const;
-
-std::string dims_text(const std::vector<int64_t>& d) {
-  std::ostringstream os;
-  for (size_t i = 0; i < d.size(); ++i) os << (i ? "," : "") << d[i];
-  return os.str();
-}
 
 struct Case {
   std::vector<int64_t> x, w;  // X [N, C, H, W], W [C, M/group, kh, kw]

@@ -165,6 +165,16 @@ LowerResult softmax_lower(const LowerContext& ctx) {
   })};
 }
 
+// Inserts the spatial axes (2 and on, NCHW...) of `in` into `set`; returns their element count.
+int64_t spatial_axes(const std::vector<int64_t>& in, std::set<int64_t>& set) {
+  int64_t count = 1;
+  for (size_t d = 2; d < in.size(); ++d) {
+    set.insert(static_cast<int64_t>(d));
+    count *= in[d];
+  }
+  return count;
+}
+
 // (x - mean) / sqrt(var + eps) over the axes in `set` (`count` elements per mean), then
 // `affine` (the op's scale and bias) on each normalized value at its index.
 template <class Affine>
@@ -217,11 +227,7 @@ LowerResult instance_norm_lower(const LowerContext& ctx) {
   for (int i : {1, 2})
     if (!ctx.has_input(i) || ctx.in_dtype(i) != dt || ctx.in_shape(i) != std::vector<int64_t>{in[1]}) return std::nullopt;
   std::set<int64_t> set;
-  int64_t count = 1;
-  for (size_t d = 2; d < in.size(); ++d) {
-    set.insert(static_cast<int64_t>(d));
-    count *= in[d];
-  }
+  const int64_t count = spatial_axes(in, set);
   if (count == 0) return std::nullopt;
   return normalize_over(ctx, set, count, ctx.attr_float("epsilon", 1e-5f), [&](Expr y, const std::vector<Expr>& i) {
     return y * te::access(ctx.input(1), {i[1]}) + te::access(ctx.input(2), {i[1]});
@@ -244,11 +250,7 @@ LowerResult global_pool_lower(const LowerContext& ctx) {
   const auto& in = ctx.in_shape(0);
   if (in.size() < 3) return std::nullopt;
   std::set<int64_t> set;
-  int64_t count = 1;
-  for (size_t d = 2; d < in.size(); ++d) {
-    set.insert(static_cast<int64_t>(d));
-    count *= in[d];
-  }
+  const int64_t count = spatial_axes(in, set);
   if (count == 0) return std::nullopt;
   auto id = [](Expr v) { return v; };
   if (kMax) return std::vector<te::Tensor>{reduce_over(ctx, "out", ctx.input(0), in, set, true, ReduceOp::kMax, id)};
