@@ -94,6 +94,41 @@ void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b,
     for (int j = 0; j < NR; ++j) acc[i * NR + j] = c[i][j];
 }
 
+// Few rows (a recurrent step, a GEMV): packing B would cost more than the product, so each row of
+// C accumulates straight from B: row-major B by axpys over its rows, transposed B by dot products
+// with 8 partial sums (independent lanes the compiler vectorizes without reassociating).
+template <class T>
+void gemm_few_rows(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                   const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  std::vector<T> arow(static_cast<size_t>(K)), acc(static_cast<size_t>(N));
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t k = 0; k < K; ++k) arow[static_cast<size_t>(k)] = trans_a ? A[k * lda + m] : A[m * lda + k];
+    const T* a = arow.data();
+    T* c = acc.data();
+    if (!trans_b) {
+      std::fill(acc.begin(), acc.end(), T(0));
+      for (int64_t k = 0; k < K; ++k) {
+        const T ak = a[k];
+        const T* b = B + k * ldb;
+        for (int64_t n = 0; n < N; ++n) c[n] += ak * b[n];
+      }
+    } else {
+      for (int64_t n = 0; n < N; ++n) {
+        const T* b = B + n * ldb;
+        T part[8] = {};
+        int64_t k = 0;
+        for (; k + 8 <= K; k += 8)
+#pragma GCC unroll 8
+          for (int l = 0; l < 8; ++l) part[l] += a[k + l] * b[k + l];
+        for (; k < K; ++k) part[0] += a[k] * b[k];
+        c[n] = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
+      }
+    }
+    T* crow = C + m * ldc;
+    for (int64_t n = 0; n < N; ++n) crow[n] = beta == T(0) ? alpha * c[n] : beta * crow[n] + alpha * c[n];
+  }
+}
+
 template <class T>
 void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
@@ -112,6 +147,7 @@ void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T al
     scale_c();
     return;
   }
+  if (M <= Tile<T>::kMR) return gemm_few_rows(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   constexpr int MR = Tile<T>::kMR, NR = Tile<T>::kNR;
   // Packed buffers hold whole slivers, so round the block sizes up to the tile.
   const int64_t nc_max = (std::min(kNC, N) + NR - 1) / NR * NR;
