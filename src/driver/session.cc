@@ -25,9 +25,11 @@ Session::Session(Model model, const SessionOptions& opts) : model_(std::move(mod
   if (opts.optimize || opts.engine == Engine::kCompiled) {
     PassContext ctx;
     // The compiled engine needs the fusion groups; without --optimize it runs only the analyses
-    // and the rewrite of Einsums into MatMuls (its only fast path for them).
+    // and the rewrites that lead Einsums and 1-D Convs to its fast paths.
     std::vector<std::string> passes =
-        opts.optimize ? default_pipeline() : std::vector<std::string>{"shape-inference", "einsum-to-matmul", "fusion"};
+        opts.optimize ? default_pipeline()
+                      : std::vector<std::string>{"shape-inference", "einsum-to-matmul", "conv1d-to-conv2d", "shape-inference",
+                                                 "fusion"};
     try {
       run_passes(model_, passes, ctx);
     } catch (const Error& e) {
