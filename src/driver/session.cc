@@ -25,10 +25,11 @@ Session::Session(Model model, const SessionOptions& opts) : model_(std::move(mod
   if (opts.optimize || opts.engine == Engine::kCompiled) {
     PassContext ctx;
     // The compiled engine needs the fusion groups; without --optimize it runs only the analyses
-    // and the rewrites that lead Einsums and 1-D Convs to its fast paths.
+    // and the rewrites that lead Einsums and 1-D/3-D Convs to its fast paths.
     std::vector<std::string> passes =
         opts.optimize ? default_pipeline()
-                      : std::vector<std::string>{"shape-inference", "einsum-to-matmul", "conv1d-to-conv2d", "shape-inference",
+                      : std::vector<std::string>{"shape-inference", "einsum-to-matmul", "conv1d-to-conv2d",
+                                                 "conv3d-to-conv2d", "shape-inference",
                                                  "fusion"};
     try {
       run_passes(model_, passes, ctx);

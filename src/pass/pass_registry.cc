@@ -12,6 +12,7 @@ std::vector<PassInfo> registered_passes() {
       simplify_pass(),
       einsum_to_matmul_pass(),
       conv1d_to_conv2d_pass(),
+      conv3d_to_conv2d_pass(),
       fold_batchnorm_pass(),
       fold_scale_bias_pass(),
       fuse_composites_pass(),

@@ -16,6 +16,7 @@ PassInfo cse_pass();                 // pass/common_subexpression.cc
 PassInfo simplify_pass();            // pass/algebraic_simplify.cc
 PassInfo einsum_to_matmul_pass();    // pass/einsum_to_matmul.cc
 PassInfo conv1d_to_conv2d_pass();    // pass/conv1d_to_conv2d.cc
+PassInfo conv3d_to_conv2d_pass();    // pass/conv3d_to_conv2d.cc
 PassInfo fold_batchnorm_pass();      // pass/fold_batchnorm.cc
 PassInfo fold_scale_bias_pass();     // pass/fold_scale_bias.cc
 PassInfo fuse_composites_pass();     // pass/fuse_composites.cc
