@@ -130,6 +130,39 @@ std::string GraphEditor::unique_name(const std::string& base) {
   }
 }
 
+Value* GraphEditor::add_constant(Tensor t, const std::string& base) {
+  Value* v = g_.add_value(unique_name(base), Type::tensor(t.dtype(), Shape::of(t.dims())));
+  v->initializer = std::move(t);
+  g_.constants.push_back(v);
+  return v;
+}
+
+Value* GraphEditor::add_ints(const std::vector<int64_t>& values, const std::string& base) {
+  Tensor t(DType::kInt64, {static_cast<int64_t>(values.size())});
+  std::copy(values.begin(), values.end(), t.data<int64_t>());
+  return add_constant(std::move(t), base);
+}
+
+Node* GraphEditor::add_node(const std::string& op_type, std::vector<Value*> inputs, Type type,
+                            const std::string& base) {
+  Value* out = g_.add_value(unique_name(base), std::move(type));
+  return g_.add_node(op_type, std::move(inputs), {out});
+}
+
+bool GraphEditor::rewrite_nodes(const std::string& op_type, const std::function<bool(Node&)>& rewrite) {
+  std::vector<Node*> candidates;
+  for (auto& n : g_.nodes)
+    if (n->op_type == op_type && n->domain.empty()) candidates.push_back(n.get());
+  std::unordered_set<const Node*> done;
+  for (Node* n : candidates)
+    if (rewrite(*n)) done.insert(n);
+  if (done.empty()) return false;
+  remove_nodes_if([&](const Node& n) { return done.count(&n) > 0; });
+  erase_dead_values();
+  sort_topologically();
+  return true;
+}
+
 void GraphEditor::sort_topologically() {
   std::unordered_map<const Value*, Node*> producer;
   for (auto& n : g_.nodes)

@@ -42,6 +42,18 @@ class GraphEditor {
   // Reorders nodes topologically (stable for nodes that are already in order).
   void sort_topologically();
 
+  // A new constant of this graph holding `t`, named unique_name(base).
+  Value* add_constant(Tensor t, const std::string& base);
+  // A 1-D int64 constant (shapes, axes, pads).
+  Value* add_ints(const std::vector<int64_t>& values, const std::string& base);
+  // A new node with one new output of type `type`, named unique_name(base).
+  Node* add_node(const std::string& op_type, std::vector<Value*> inputs, Type type, const std::string& base);
+  // Lowering rewrites: calls rewrite(n) on each default-domain `op_type` node there is now;
+  // rewrite either leaves the node alone and returns false, or appends its replacement and
+  // reroutes the node's uses (replace_all_uses) and returns true. Then the replaced nodes and the
+  // values only they used go, and the order is restored. Returns whether anything was rewritten.
+  bool rewrite_nodes(const std::string& op_type, const std::function<bool(Node&)>& rewrite);
+
  private:
   bool is_graph_output_elsewhere(const Value* v) const;
   Graph& g_;

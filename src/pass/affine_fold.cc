@@ -22,14 +22,10 @@ int64_t rank_of(const Value* v) {
              : -1;
 }
 
-Value* add_constant(Graph& g, GraphEditor& ed, std::string base, Tensor t) {
+Value* folded_constant(GraphEditor& ed, std::string base, Tensor t) {
   // "w_folded_0" folded again is named "w_folded_1", not "w_folded_0_folded_1".
   if (auto at = base.find("_folded_"); at != std::string::npos) base = base.substr(0, at + 7);
-  std::vector<int64_t> dims = t.dims();
-  Value* v = g.add_value(ed.unique_name(base), Type::tensor(t.dtype(), Shape::of(dims)));
-  v->initializer = std::move(t);
-  g.constants.push_back(v);
-  return v;
+  return ed.add_constant(std::move(t), base);
 }
 
 // Output channel of each element of the weight tensor.
@@ -149,13 +145,13 @@ Value* fold_affine(Graph& g, GraphEditor& ed, const LinearProducer& p,
   Tensor nw(dt, w.dims());
   for (int64_t i = 0; i < w.numel(); ++i)
     nw.set_double(i, w.get_double(i) * scale[weight_channel(p, w, i)]);
-  n->inputs[1] = add_constant(g, ed, wv->name + "_folded", std::move(nw));
+  n->inputs[1] = folded_constant(ed, wv->name + "_folded", std::move(nw));
   if (p.kind == LinearProducer::Kind::kMatMul) {
     if (shift.empty()) return out;
     // S2 (MatMul): no bias input, so the shift becomes an Add of a [channels] constant.
     Tensor b(dt, {p.channels});
     for (int64_t i = 0; i < p.channels; ++i) b.set_double(i, shift[i]);
-    Value* bv = add_constant(g, ed, out->name + "_bias", std::move(b));
+    Value* bv = folded_constant(ed, out->name + "_bias", std::move(b));
     Value* sum = g.add_value(ed.unique_name(out->name + "_biased"), out->type);
     g.add_node("Add", {out, bv}, {sum});
     return sum;
@@ -181,7 +177,7 @@ Value* fold_affine(Graph& g, GraphEditor& ed, const LinearProducer& p,
         nc.set_double(r * p.channels + ch, v + (shift.empty() ? 0.0 : shift[ch]));
       }
     if (n->inputs.size() < 3) n->inputs.resize(3, nullptr);
-    n->inputs[2] = add_constant(g, ed, (bias ? bias->name : out->name) + "_folded", std::move(nc));
+    n->inputs[2] = folded_constant(ed, (bias ? bias->name : out->name) + "_folded", std::move(nc));
     n->attrs["beta"] = Attribute::make_float(1.f);
     return out;
   }
@@ -192,7 +188,7 @@ Value* fold_affine(Graph& g, GraphEditor& ed, const LinearProducer& p,
                           (shift.empty() ? 0.0 : shift[ch]));
   if (n->inputs.size() < 3) n->inputs.resize(3, nullptr);
   n->inputs[2] =
-      add_constant(g, ed, (bias ? bias->name : out->name + "_bias") + "_folded", std::move(nb));
+      folded_constant(ed, (bias ? bias->name : out->name + "_bias") + "_folded", std::move(nb));
   return out;
 }
 

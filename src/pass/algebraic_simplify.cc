@@ -48,11 +48,8 @@ bool Rewriter::replace(Value* from, Value* to) {
 }
 
 Value* Rewriter::add_constant(Tensor t, const std::string& base) {
-  Value* v = g_.add_value(ed_.unique_name(base), Type::tensor(t.dtype(), Shape::of(t.dims())));
-  v->initializer = std::move(t);
-  g_.constants.push_back(v);
   uses_valid_ = false;
-  return v;
+  return ed_.add_constant(std::move(t), base);
 }
 
 const Tensor* constant_value(const Value* v) {

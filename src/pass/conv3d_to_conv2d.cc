@@ -6,8 +6,6 @@
 // Requires: static shapes, rank-5 input and constant weight, explicit pads or auto_pad NOTSET/VALID,
 // float32. Guarantees: the same values up to summation order.
 // Tests: tests/pass/golden/conv3d-to-conv2d/*.kir
-#include <set>
-
 #include "ir/rewrite.h"
 #include "pass/passes.h"
 
@@ -19,27 +17,21 @@ std::vector<int64_t> ints_attr(const Node& n, const std::string& key, std::vecto
   return a && a->kind == Attribute::Kind::kInts ? a->ints : def;
 }
 
+// The steps of the rewrite, f32 or int64 constants and f32 nodes named after the Conv's output.
 class Emit {
  public:
-  Emit(Graph& g, GraphEditor& ed, const std::string& base) : g_(g), ed_(ed), base_(base) {}
-  Value* constant(Tensor t) {
-    Value* v = g_.add_value(ed_.unique_name(base_ + "_c"), Type::tensor(t.dtype(), Shape::of(t.dims())));
-    v->initializer = std::move(t);
-    g_.constants.push_back(v);
-    return v;
-  }
+  Emit(GraphEditor& ed, const std::string& base) : ed_(ed), base_(base) {}
+  Value* constant(Tensor t) { return ed_.add_constant(std::move(t), base_ + "_c"); }
   Value* ints(const std::vector<int64_t>& v, const std::vector<int64_t>& dims) {
     Tensor t(DType::kInt64, dims);
     std::copy(v.begin(), v.end(), t.data<int64_t>());
     return constant(std::move(t));
   }
-  Node* node(const std::string& op, std::vector<Value*> ins, const std::vector<int64_t>& dims, DType dt = DType::kFloat32) {
-    Value* out = g_.add_value(ed_.unique_name(base_), Type::tensor(dt, Shape::of(dims)));
-    return g_.add_node(op, std::move(ins), {out});
+  Node* node(const std::string& op, std::vector<Value*> ins, const std::vector<int64_t>& dims) {
+    return ed_.add_node(op, std::move(ins), Type::tensor(DType::kFloat32, Shape::of(dims)), base_);
   }
 
  private:
-  Graph& g_;
   GraphEditor& ed_;
   std::string base_;
 };
@@ -50,8 +42,8 @@ bool static_shape(const Value* v, size_t rank, std::vector<int64_t>& dims) {
   return dims.size() == rank;
 }
 
-bool rewrite(Graph& g, GraphEditor& ed, Node& n, int64_t opset) {
-  if (n.op_type != "Conv" || !n.domain.empty() || n.inputs.size() < 2 || n.outputs.size() != 1) return false;
+bool rewrite(GraphEditor& ed, Node& n, int64_t opset) {
+  if (n.inputs.size() < 2 || n.outputs.size() != 1) return false;
   Value *x = n.inputs[0], *w = n.inputs[1], *y = n.outputs[0];
   std::vector<int64_t> xd, wd, yd;
   if (!static_shape(x, 5, xd) || !static_shape(w, 5, wd) || !static_shape(y, 5, yd) || !w->is_constant()) return false;
@@ -70,7 +62,7 @@ bool rewrite(Graph& g, GraphEditor& ed, Node& n, int64_t opset) {
   if (group <= 0 || C % group != 0 || wd[1] * group != C || yd[0] != N || yd[1] != M) return false;
   if (Do != (D + pads[0] + pads[3] - dl[0] * (kd - 1) - 1) / st[0] + 1 || Do <= 0) return false;
   if (opset < 13) return false;  // Pad with pads as an input, Gather/Transpose as today
-  Emit e(g, ed, y->name + "_3d");
+  Emit e(ed, y->name + "_3d");
   // Depth padding, then the depth taps of every output depth gathered: [N, C, Do, kd, H, W].
   Value* src = x;
   const int64_t Dp = D + pads[0] + pads[3];
@@ -104,19 +96,9 @@ bool rewrite(Graph& g, GraphEditor& ed, Node& n, int64_t opset) {
 }
 
 bool run(Model& m, PassContext&) {
-  Graph& g = *m.graph;
-  GraphEditor ed(g);
-  std::vector<Node*> convs;
-  for (auto& n : g.nodes)
-    if (n->op_type == "Conv") convs.push_back(n.get());
-  std::set<const Node*> done;
-  for (Node* n : convs)
-    if (rewrite(g, ed, *n, m.opset(""))) done.insert(n);
-  if (done.empty()) return false;
-  ed.remove_nodes_if([&](const Node& n) { return done.count(&n) > 0; });
-  ed.erase_dead_values();
-  ed.sort_topologically();
-  return true;
+  GraphEditor ed(*m.graph);
+  const int64_t opset = m.opset("");
+  return ed.rewrite_nodes("Conv", [&](Node& n) { return rewrite(ed, n, opset); });
 }
 
 }  // namespace

@@ -12,7 +12,6 @@
 #include <map>
 #include <numeric>
 #include <optional>
-#include <set>
 
 #include "ir/rewrite.h"
 #include "pass/passes.h"
@@ -53,9 +52,10 @@ std::optional<std::vector<int64_t>> static_dims(const Value* v) {
   return v->type.shape->sizes();
 }
 
+// The steps of the rewrite, each typed and named after the Einsum's output.
 class Builder {
  public:
-  Builder(Graph& g, GraphEditor& ed, DType dt, const std::string& base) : g_(g), ed_(ed), dt_(dt), base_(base) {}
+  Builder(GraphEditor& ed, DType dt, const std::string& base) : ed_(ed), dt_(dt), base_(base) {}
 
   // x permuted by `perm` (nothing when it is the identity).
   Value* transpose(Value* x, std::vector<int64_t>& dims, const std::vector<int64_t>& perm) {
@@ -64,37 +64,29 @@ class Builder {
     if (perm == id) return x;
     std::vector<int64_t> out;
     for (int64_t p : perm) out.push_back(dims[static_cast<size_t>(p)]);
-    Value* y = value(out);
-    g_.add_node("Transpose", {x}, {y})->attrs["perm"] = Attribute::make_ints(perm);
+    Node* t = node("Transpose", {x}, out);
+    t->attrs["perm"] = Attribute::make_ints(perm);
     dims = out;
-    return y;
+    return t->outputs[0];
   }
   // x reshaped to `to` (nothing when it already has that shape).
   Value* reshape(Value* x, std::vector<int64_t>& dims, const std::vector<int64_t>& to) {
     if (dims == to) return x;
-    Tensor shape(DType::kInt64, {static_cast<int64_t>(to.size())});
-    std::copy(to.begin(), to.end(), shape.data<int64_t>());
-    Value* s = g_.add_value(ed_.unique_name(base_ + "_shape"), Type::tensor(DType::kInt64, Shape::of(shape.dims())));
-    s->initializer = std::move(shape);
-    g_.constants.push_back(s);
-    Value* y = value(to);
-    g_.add_node("Reshape", {x, s}, {y});
     dims = to;
-    return y;
+    return node("Reshape", {x, ed_.add_ints(to, base_ + "_shape")}, to)->outputs[0];
   }
-  Value* value(const std::vector<int64_t>& dims) {
-    return g_.add_value(ed_.unique_name(base_), Type::tensor(dt_, Shape::of(dims)));
+  Node* node(const std::string& op, std::vector<Value*> ins, const std::vector<int64_t>& dims) {
+    return ed_.add_node(op, std::move(ins), Type::tensor(dt_, Shape::of(dims)), base_);
   }
 
  private:
-  Graph& g_;
   GraphEditor& ed_;
   DType dt_;
   std::string base_;
 };
 
-bool rewrite(Graph& g, GraphEditor& ed, Node& n) {
-  if (n.op_type != "Einsum" || !n.domain.empty() || n.inputs.size() != 2 || n.outputs.size() != 1) return false;
+bool rewrite(GraphEditor& ed, Node& n) {
+  if (n.inputs.size() != 2 || n.outputs.size() != 1) return false;
   const Attribute* eq_attr = n.attr("equation");
   if (!eq_attr || eq_attr->kind != Attribute::Kind::kString) return false;
   std::optional<Parsed> p = parse_equation(eq_attr->s);
@@ -137,7 +129,7 @@ bool rewrite(Graph& g, GraphEditor& ed, Node& n) {
     for (char c : to) perm.push_back(static_cast<int64_t>(from.find(c)));
     return perm;
   };
-  Builder build(g, ed, dt, out->name + "_mm");
+  Builder build(ed, dt, out->name + "_mm");
   std::vector<int64_t> da = *ad, db = *bd;
   std::vector<int64_t> bdims = dims_of(batch);
   // A as [batch..., M, K], B as [batch..., K, N].
@@ -154,8 +146,7 @@ bool rewrite(Graph& g, GraphEditor& ed, Node& n) {
   std::vector<int64_t> dm = bdims;
   dm.push_back(product(m));
   dm.push_back(product(nn));
-  Value* mm = build.value(dm);
-  g.add_node("MatMul", {x, y}, {mm});
+  Value* mm = build.node("MatMul", {x, y}, dm)->outputs[0];
   // Back to [batch..., m..., n...], then to the output's letter order.
   std::vector<int64_t> split = bdims, md = dims_of(m), nd = dims_of(nn);
   split.insert(split.end(), md.begin(), md.end());
@@ -167,19 +158,8 @@ bool rewrite(Graph& g, GraphEditor& ed, Node& n) {
 }
 
 bool run(Model& m, PassContext&) {
-  Graph& g = *m.graph;
-  GraphEditor ed(g);
-  std::vector<Node*> einsums;
-  for (auto& n : g.nodes)
-    if (n->op_type == "Einsum") einsums.push_back(n.get());
-  std::set<const Node*> done;
-  for (Node* n : einsums)
-    if (rewrite(g, ed, *n)) done.insert(n);
-  if (done.empty()) return false;
-  ed.remove_nodes_if([&](const Node& n) { return done.count(&n) > 0; });
-  ed.erase_dead_values();
-  ed.sort_topologically();
-  return true;
+  GraphEditor ed(*m.graph);
+  return ed.rewrite_nodes("Einsum", [&](Node& n) { return rewrite(ed, n); });
 }
 
 }  // namespace
