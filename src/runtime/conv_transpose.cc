@@ -16,10 +16,9 @@ namespace {
 using kernels::ceil_div;
 
 struct TransposeGeom {
-  int64_t n = 0, ci = 0, h = 0, w = 0;  // input [n, ci, h, w]
-  int64_t co = 0, ho = 0, wo = 0;       // output [n, co, ho, wo]
-  int64_t group = 1, cg = 0, mg = 0;    // input / output channels per group
-  int64_t kh = 0, kw = 0, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
+  int64_t n = 0, ci = 0, co = 0;      // input [n, ci, win.h, win.w], output [n, co, win.ho, win.wo]
+  int64_t group = 1, cg = 0, mg = 0;  // input / output channels per group
+  kernels::Col2imGeom win;            // planes, filter, strides, dilations, pads
 };
 
 std::optional<TransposeGeom> transpose_geom(const gemm_ops::GemmDesc& d) {
@@ -32,18 +31,19 @@ std::optional<TransposeGeom> transpose_geom(const gemm_ops::GemmDesc& d) {
   if (d.strides.size() != 2 || d.dilations.size() != 2 || d.pads.size() != 4 || d.auto_pad != "NOTSET")
     return std::nullopt;
   TransposeGeom g;
-  g.n = x.dims[0], g.ci = x.dims[1], g.h = x.dims[2], g.w = x.dims[3];
+  g.n = x.dims[0], g.ci = x.dims[1], g.win.h = x.dims[2], g.win.w = x.dims[3];
   g.group = d.group;
-  g.kh = wt.dims[2], g.kw = wt.dims[3];
-  g.co = d.out_dims[1], g.ho = d.out_dims[2], g.wo = d.out_dims[3];
-  g.sh = d.strides[0], g.sw = d.strides[1], g.dh = d.dilations[0], g.dw = d.dilations[1];
-  g.pt = d.pads[0], g.pl = d.pads[1];
+  g.win.kh = wt.dims[2], g.win.kw = wt.dims[3];
+  g.co = d.out_dims[1], g.win.ho = d.out_dims[2], g.win.wo = d.out_dims[3];
+  g.win.sh = d.strides[0], g.win.sw = d.strides[1], g.win.dh = d.dilations[0], g.win.dw = d.dilations[1];
+  g.win.pt = d.pads[0], g.win.pl = d.pads[1];
   if (g.group <= 0 || g.ci <= 0 || g.ci % g.group != 0 || wt.dims[0] != g.ci) return std::nullopt;
   g.cg = g.ci / g.group;
   g.mg = wt.dims[1];
   if (g.mg <= 0 || g.mg * g.group != g.co || d.out_dims[0] != g.n) return std::nullopt;
-  if (g.n <= 0 || g.h <= 0 || g.w <= 0 || g.kh <= 0 || g.kw <= 0 || g.ho <= 0 || g.wo <= 0) return std::nullopt;
-  if (g.sh <= 0 || g.sw <= 0 || g.dh <= 0 || g.dw <= 0) return std::nullopt;
+  const kernels::Col2imGeom& c = g.win;
+  if (g.n <= 0 || c.h <= 0 || c.w <= 0 || c.kh <= 0 || c.kw <= 0 || c.ho <= 0 || c.wo <= 0) return std::nullopt;
+  if (c.sh <= 0 || c.sw <= 0 || c.dh <= 0 || c.dw <= 0) return std::nullopt;
   return g;
 }
 
@@ -56,12 +56,10 @@ class ConvTransposeOp : public gemm_ops::GemmOp {
     // Blocks of output channels whose columns (block * kh * kw rows of H * W) fit in a quarter of
     // L2, and at least 8 blocks per group when there are that many channels, so that threads
     // get work at batch 1.
-    const int64_t taps = g.kh * g.kw, plane = g.h * g.w;
+    const int64_t taps = g.win.kh * g.win.kw, plane = g.win.h * g.win.w;
     const int64_t fit = std::max<int64_t>(1, kernels::l2_cache_bytes() / 4 / (taps * plane * 4));
     block_ = std::clamp<int64_t>(std::min(fit, ceil_div(g.mg, 8)), 1, g.mg);
     blocks_ = ceil_div(g.mg, block_);
-    cg_.h = g.h, cg_.w = g.w, cg_.kh = g.kh, cg_.kw = g.kw, cg_.ho = g.ho, cg_.wo = g.wo;
-    cg_.sh = g.sh, cg_.sw = g.sw, cg_.dh = g.dh, cg_.dw = g.dw, cg_.pt = g.pt, cg_.pl = g.pl;
     constant_weight_ = weight != nullptr;
     if (weight) pack_weights(weight->data<float>());
   }
@@ -76,7 +74,7 @@ class ConvTransposeOp : public gemm_ops::GemmOp {
   }
 
   Tensor run(const std::vector<const RtValue*>& ins) override {
-    Tensor y = output_tensor(DType::kFloat32, {g_.n, g_.co, g_.ho, g_.wo});
+    Tensor y = output_tensor(DType::kFloat32, {g_.n, g_.co, g_.win.ho, g_.win.wo});
     const float* x = gemm_ops::fdata(ins[0]);
     const float* bias = !has_bias_ ? nullptr : !bias_.empty() ? bias_.data() : gemm_ops::fdata(ins[2]);
     const float* residual = tail_.residual_data(ins);
@@ -91,15 +89,15 @@ class ConvTransposeOp : public gemm_ops::GemmOp {
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t img = t / (g_.group * blocks_), grp = t / blocks_ % g_.group, b = t % blocks_;
         const kernels::PackedA& a = packed_[static_cast<size_t>(grp * blocks_ + b)];
-        const int64_t plane = g_.h * g_.w;
+        const int64_t plane = g_.win.h * g_.win.w;
         if (col.size() < static_cast<size_t>(a.m * plane)) col.resize(static_cast<size_t>(a.m * plane));
         kernels::sgemm_prepacked_a(a, plane, x + (img * g_.ci + grp * g_.cg) * plane, plane, col.data(), plane, {},
                                    gemm_par, threads);
-        const int64_t c0 = grp * g_.mg + b * block_, channels = a.m / (g_.kh * g_.kw);
+        const int64_t c0 = grp * g_.mg + b * block_, channels = a.m / (g_.win.kh * g_.win.kw);
         for (int64_t c = 0; c < channels; ++c) {
-          const int64_t at = (img * g_.co + c0 + c) * g_.ho * g_.wo;
-          std::fill(out + at, out + at + g_.ho * g_.wo, bias ? bias[c0 + c] : 0.0f);
-          kernels::col2im_add_plane(cg_, col.data() + c * g_.kh * g_.kw * plane, out + at);
+          const int64_t at = (img * g_.co + c0 + c) * g_.win.ho * g_.win.wo;
+          std::fill(out + at, out + at + g_.win.ho * g_.win.wo, bias ? bias[c0 + c] : 0.0f);
+          kernels::col2im_add_plane(g_.win, col.data() + c * g_.win.kh * g_.win.kw * plane, out + at);
           finish_plane(out + at, residual ? residual + at : nullptr);
         }
       }
@@ -114,7 +112,7 @@ class ConvTransposeOp : public gemm_ops::GemmOp {
   // Per group and block, A = W_g^T restricted to the block's channels: row (channel, tap), column
   // input channel; packed for the microkernels.
   void pack_weights(const float* w) {
-    const int64_t taps = g_.kh * g_.kw;
+    const int64_t taps = g_.win.kh * g_.win.kw;
     packed_.clear();
     for (int64_t grp = 0; grp < g_.group; ++grp)
       for (int64_t b = 0; b < blocks_; ++b) {
@@ -130,7 +128,7 @@ class ConvTransposeOp : public gemm_ops::GemmOp {
 
   // The fused epilogue on a complete plane: + residual, clamp, activation.
   void finish_plane(float* plane, const float* residual) const {
-    const int64_t n = g_.ho * g_.wo;
+    const int64_t n = g_.win.ho * g_.win.wo;
     if (residual)
       for (int64_t k = 0; k < n; ++k) plane[k] += residual[k];
     if (lo_ > -std::numeric_limits<float>::infinity() || hi_ < std::numeric_limits<float>::infinity())
@@ -139,7 +137,6 @@ class ConvTransposeOp : public gemm_ops::GemmOp {
   }
 
   TransposeGeom g_;
-  kernels::Col2imGeom cg_;
   int64_t block_ = 1, blocks_ = 1;          // output channels per block, blocks per group
   bool constant_weight_ = false;
   std::vector<kernels::PackedA> packed_;    // [group][block]
@@ -156,7 +153,7 @@ std::unique_ptr<gemm_ops::GemmOp> make_conv_transpose_op(const gemm_ops::GemmDes
   const std::optional<TransposeGeom> g = transpose_geom(d);
   if (!g) return nullptr;
   const Tensor* w = d.operands[1].constant;
-  if (w && (w->dtype() != DType::kFloat32 || w->numel() != g->ci * g->mg * g->kh * g->kw)) return nullptr;
+  if (w && (w->dtype() != DType::kFloat32 || w->numel() != g->ci * g->mg * g->win.kh * g->win.kw)) return nullptr;
   gemm_ops::Operand bias = d.operands.size() > 2 ? d.operands[2] : gemm_ops::Operand();
   if (bias.present && (bias.dtype != DType::kFloat32 || bias.dims != std::vector<int64_t>{g->co})) return nullptr;
   if (bias.constant && (bias.constant->dtype() != DType::kFloat32 || bias.constant->numel() != g->co)) return nullptr;
