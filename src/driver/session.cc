@@ -29,8 +29,7 @@ Session::Session(Model model, const SessionOptions& opts) : model_(std::move(mod
     std::vector<std::string> passes =
         opts.optimize ? default_pipeline()
                       : std::vector<std::string>{"shape-inference", "einsum-to-matmul", "conv1d-to-conv2d",
-                                                 "conv3d-to-conv2d", "shape-inference",
-                                                 "fusion"};
+                                                 "conv3d-to-conv2d", "fusion"};
     try {
       run_passes(model_, passes, ctx);
     } catch (const Error& e) {

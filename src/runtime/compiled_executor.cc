@@ -903,7 +903,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       flush();
       seg_group = grp;
     }
-    if (n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Conv" || n.op_type == "ConvTranspose") {
+    if (gemm_ops::gemm_like(n)) {
       // Out-fusable GEMM-like ops: the sgemm path when it covers the node.
       auto si = scaled_input.find(i);
       const bool scaled = si != scaled_input.end();

@@ -28,10 +28,14 @@ std::string attr_string(const Node& n, const std::string& k, const std::string& 
 
 }  // namespace
 
+bool gemm_like(const Node& n) {
+  return (n.domain.empty() || n.domain == "ai.onnx") &&
+         (n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Conv" || n.op_type == "ConvTranspose");
+}
+
 std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Operand>& ins,
                                             const std::vector<int64_t>& out_dims, DType out_dtype) {
-  if (!n.domain.empty() && n.domain != "ai.onnx") return std::nullopt;
-  if (n.outputs.size() != 1) return std::nullopt;
+  if (!gemm_like(n) || n.outputs.size() != 1) return std::nullopt;
   GemmDesc d;
   if (n.op_type == "MatMul") {
     d.kind = GemmKind::kMatMul;
@@ -48,9 +52,9 @@ std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Ope
     d.dilations = attr_ints(n, "dilations", {1, 1});
     d.pads = attr_ints(n, "pads", {0, 0, 0, 0});
     d.auto_pad = attr_string(n, "auto_pad", "NOTSET");
-  } else if (n.op_type == "ConvTranspose") {
-    // 2-D only; the pads are resolved here, as the reference kernel resolves them (output_shape,
-    // output_padding, auto_pad), so that the op needs none of those attributes.
+  } else {
+    // ConvTranspose, 2-D only. The pads are resolved here, as the reference kernel resolves them
+    // (output_shape, output_padding, auto_pad), so that the op needs none of those attributes.
     if (ins.size() < 2 || ins[0].dims.size() != 4 || ins[1].dims.size() != 4) return std::nullopt;
     const std::vector<int64_t> kernel_shape = attr_ints(n, "kernel_shape", {});
     if (!kernel_shape.empty() && kernel_shape != std::vector<int64_t>{ins[1].dims[2], ins[1].dims[3]}) return std::nullopt;
@@ -65,8 +69,6 @@ std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Ope
     } catch (const Error&) {
       return std::nullopt;  // malformed attributes: the reference kernel reports them
     }
-  } else {
-    return std::nullopt;
   }
   d.operands = ins;
   d.out_dims = out_dims;

@@ -118,8 +118,12 @@ inline size_t node_arity(GemmKind k) { return k == GemmKind::kMatMul ? 2 : 3; }
 // (Co * kh * kw <= Ho * Wo per image).
 bool input_scale_pays(const GemmDesc& d);
 
+// True for the node kinds gemm_desc_from_node describes: ai.onnx MatMul, Gemm, Conv and
+// ConvTranspose (the one list of them).
+bool gemm_like(const Node& n);
+
 // The descriptor of node `n` with these operands and output, or nullopt when `n` is not a
-// single-output ai.onnx MatMul, Gemm or Conv.
+// single-output gemm_like node (or a ConvTranspose it cannot resolve).
 std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Operand>& ins,
                                             const std::vector<int64_t>& out_dims, DType out_dtype);
 
