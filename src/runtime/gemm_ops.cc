@@ -44,6 +44,13 @@ struct BOperand {
     kernels::pack_b_into(trans, k, n, b, ldb, scratch, nullptr, par);
     return scratch;
   }
+  // C[M, n] = alpha * op(A) * B + beta * C: a run-time B is packed by the GEMM's own tasks.
+  void multiply(bool trans_a, int64_t M, const float* A, int64_t lda, float alpha, const float* b, float beta,
+                float* C, int64_t ldc, const kernels::ParallelFor& par, const GemmEpilogue& ep) const {
+    const int threads = current_thread_pool().num_threads();
+    if (constant) return kernels::sgemm_packed(trans_a, M, A, lda, alpha, packed, beta, C, ldc, par, ep, threads);
+    kernels::sgemm(trans_a, trans, M, n, k, alpha, A, lda, b, ldb, beta, C, ldc, par, ep, nullptr, threads);
+  }
 };
 
 // The residual and clamp of an epilogue tail as the microkernels' store applies them.
@@ -76,11 +83,9 @@ class MatMulOp : public GemmOp {
   Tensor run(const std::vector<const RtValue*>& ins) override {
     Tensor y = output_tensor(DType::kFloat32, out_);
     auto par = pool_parallel();
-    const PackedB& pb = b_.get(fdata(ins[1]), scratch_, par);
     GemmEpilogue ep = kernel_epilogue(tail_, ins, b_.n);
     ep.bias = bias_.get(nullptr);
-    kernels::sgemm_packed(false, rows_, fdata(ins[0]), k_, 1.0f, pb, 0.0f, y.data<float>(), b_.n, par, ep,
-                          current_thread_pool().num_threads());
+    b_.multiply(false, rows_, fdata(ins[0]), k_, 1.0f, fdata(ins[1]), 0.0f, y.data<float>(), b_.n, par, ep);
     return y;
   }
 
@@ -88,7 +93,6 @@ class MatMulOp : public GemmOp {
   int64_t rows_, k_;
   std::vector<int64_t> out_;
   BOperand b_;
-  PackedB scratch_;
   ChannelBias bias_;
   EpilogueTail tail_;
 };
@@ -130,7 +134,6 @@ class GemmNodeOp : public GemmOp {
     Tensor y = output_tensor(DType::kFloat32, {m_, n_});
     float* out = y.data<float>();
     auto par = pool_parallel();
-    const PackedB& pb = b_.get(fdata(ins[1]), scratch_, par);
     GemmEpilogue ep = kernel_epilogue(tail_, ins, n_);
     float beta = 0.0f;
     if (has_c_) {
@@ -150,8 +153,7 @@ class GemmNodeOp : public GemmOp {
       }
     }
     if (epi_.present()) ep.bias = epi_.get(nullptr);
-    kernels::sgemm_packed(ta_, m_, fdata(ins[0]), ta_ ? m_ : k_, alpha_, pb, beta, out, n_, par, ep,
-                          current_thread_pool().num_threads());
+    b_.multiply(ta_, m_, fdata(ins[0]), ta_ ? m_ : k_, alpha_, fdata(ins[1]), beta, out, n_, par, ep);
     return y;
   }
 
@@ -160,7 +162,6 @@ class GemmNodeOp : public GemmOp {
   int64_t m_, k_, n_;
   float alpha_, beta_;
   BOperand b_;
-  PackedB scratch_;
   bool has_c_ = false, c_is_bias_ = false, bias_const_ = false;
   std::vector<int64_t> c_dims_;
   std::vector<float> bias_;

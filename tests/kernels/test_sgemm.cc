@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../common/two_threads.h"
@@ -134,6 +135,19 @@ TEST_P(F32Gemm, SeveralKBlocksAccumulate) {
         check(c, kernel(), t == 3, variant % 2 == 0 ? testing::two_threads() : nullptr);
         if (HasFatalFailure()) return;
       }
+}
+
+TEST_P(F32Gemm, RawBOnTwoThreadsWideAndTall) {
+  if (skip()) GTEST_SKIP() << kernel().name << ": CPU lacks " << isa_name(kernel().isa);
+  // A wide C splits into column chunks only (each task packs its own B panels per K block); a
+  // tall, narrow one into row groups too (B packed once for all of them). Both, past one K block.
+  const int64_t k = kernel().kc + 5;
+  for (const auto& [m, n] : {std::pair<int64_t, int64_t>{61, 1000}, std::pair<int64_t, int64_t>{1000, 45}})
+    for (int t = 0; t < 2; ++t) {
+      check({m, n, k, false, t == 1, 1.0f, t == 1 ? 0.5f : 0.0f, t == 1 ? 3 : 0, true, t == 1}, kernel(), false,
+            testing::two_threads());
+      if (HasFatalFailure()) return;
+    }
 }
 
 TEST_P(F32Gemm, EmptyKAppliesBetaAndEpilogue) {

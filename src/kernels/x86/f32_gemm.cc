@@ -1,6 +1,7 @@
 // The f32 GEMM kernel table, run-time dispatch, packing and the blocked SGEMM driver.
 // Blocking: each task owns an MC x (chunk of NR panels) tile of C and walks all K blocks,
-// packing its A block (MC x KC, in L2) and streaming the pre-packed B micro-panels (L1).
+// reading its A block (MC x KC, packed once, in L2) and streaming B micro-panels: pre-packed, or,
+// for a raw B, packed by the task itself per K block (sgemm).
 #include "kernels/x86/f32_gemm.h"
 
 #include <algorithm>
@@ -288,13 +289,22 @@ PackedB pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
   return packed;
 }
 
-void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float alpha,
-                  const PackedB& B, float beta, float* C, int64_t ldc, const ParallelFor& parallel,
-                  const GemmEpilogue& epilogue, int threads) {
-  KILN_CHECK(B.kernel != nullptr, "sgemm_packed: B is not packed");
-  const F32GemmUkernel& uk = B.pinned ? *B.kernel : f32_gemm_for_rows(M, *B.kernel);
-  const int64_t N = B.n, K = B.k, mr = uk.mr, nr = uk.nr;
-  if (M <= 0 || N <= 0) return;
+namespace {
+
+// op(B) as the driver reads it: pre-packed, or raw and packed by the tasks themselves (each
+// task owning a column chunk over all rows packs its chunk's panels of each K block into a
+// buffer in its L2 just before using them: no separate pass, barrier or trip through memory).
+struct BSource {
+  const PackedB* packed = nullptr;
+  bool trans = false;
+  const float* data = nullptr;
+  int64_t ldb = 0;
+};
+
+void sgemm_blocked(bool trans_a, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, float alpha,
+                   const F32GemmUkernel& uk, const BSource& b, float beta, float* C, int64_t ldc,
+                   const ParallelFor& parallel, const GemmEpilogue& epilogue, int threads) {
+  const int64_t mr = uk.mr, nr = uk.nr;
   if (K == 0) {
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
@@ -327,12 +337,21 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
     }
   });
   const int64_t panels = ceil_div(N, nr), upanels = ceil_div(M, mr);
-  // Another column chunk re-reads packed A, another row group re-reads B (each free in L2).
+  // Another column chunk re-reads packed A, another row group re-reads B (each free in L2) or,
+  // for a raw B, packs it again.
+  const double b_bytes = 4.0 * double(K) * double(panels * nr);
   const GemmSplit split = choose_gemm_split(M, N, K, uk, parallel ? threads : 1,
                                             gemm_split_stream_ns(4.0 * double(mblocks * mc) * double(K)),
-                                            gemm_split_stream_ns(4.0 * double(K) * double(panels * nr)));
+                                            b.packed ? gemm_split_stream_ns(b_bytes) : b_bytes / 10.0);
   const int64_t chunks = split.chunks, groups = split.groups;
+  const PackedB* packed_b = b.packed;
+  if (!packed_b && groups > 1) {  // row groups would pack the same panels again: pack B once
+    thread_local PackedB shared_b;
+    pack_b_into(b.trans, K, N, b.data, b.ldb, shared_b, &uk, parallel);
+    packed_b = &shared_b;
+  }
   run_parallel(parallel, chunks * groups, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> chunk_b;
     for (int64_t t = begin; t < end; ++t) {
       const int64_t chunk = t / groups, group = t % groups;
       const int64_t q0 = chunk * panels / chunks, q1 = (chunk + 1) * panels / chunks;
@@ -341,6 +360,12 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
       for (int64_t k0 = 0; k0 < K; k0 += uk.kc) {
         const int64_t kc = std::min<int64_t>(uk.kc, K - k0);
         const bool last = k0 + kc >= K;
+        if (!packed_b) {
+          if (chunk_b.size() < static_cast<size_t>(kc * (q1 - q0) * nr)) chunk_b.resize(static_cast<size_t>(kc * (q1 - q0) * nr));
+          const int64_t j0 = q0 * nr;
+          f32_gemm_pack_b(b.trans, kc, std::min(N, q1 * nr) - j0, b.trans ? b.data + j0 * b.ldb + k0 : b.data + k0 * b.ldb + j0,
+                          b.ldb, static_cast<int>(nr), chunk_b.data());
+        }
         F32GemmParams params;
         params.beta = k0 == 0 ? beta : 1.0f;
         params.relu = last && epilogue.relu;
@@ -354,7 +379,8 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
           const float* a_block = packed_a + (i0 / mc) * mc * K + k0 * mc;
           for (int64_t q = q0; q < q1; ++q) {
             const int64_t j0 = q * nr, cols = std::min(nr, N - j0);
-            const float* b_panel = B.data.data() + B.panel_offset(k0, q);
+            const float* b_panel = packed_b ? packed_b->data.data() + packed_b->panel_offset(k0, q)
+                                            : chunk_b.data() + (q - q0) * kc * nr;
             params.bias = last && epilogue.bias ? epilogue.bias + j0 : nullptr;
             for (int64_t ii = r_begin; ii < rows; ii += mr) {
               if (last && epilogue.residual) params.residual = epilogue.residual + (i0 + ii) * epilogue.ldr + j0;
@@ -368,13 +394,30 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
   });
 }
 
+}  // namespace
+
+void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float alpha,
+                  const PackedB& B, float beta, float* C, int64_t ldc, const ParallelFor& parallel,
+                  const GemmEpilogue& epilogue, int threads) {
+  KILN_CHECK(B.kernel != nullptr, "sgemm_packed: B is not packed");
+  const F32GemmUkernel& uk = B.pinned ? *B.kernel : f32_gemm_for_rows(M, *B.kernel);
+  if (M <= 0 || B.n <= 0) return;
+  BSource b;
+  b.packed = &B;
+  sgemm_blocked(trans_a, M, B.n, B.k, A, lda, alpha, uk, b, beta, C, ldc, parallel, epilogue, threads);
+}
+
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
            int64_t ldc, const ParallelFor& parallel, const GemmEpilogue& epilogue,
            const F32GemmUkernel* kernel, int threads) {
   if (M <= 0 || N <= 0) return;
-  const PackedB packed = pack_b(trans_b, K, N, B, ldb, kernel, parallel);
-  sgemm_packed(trans_a, M, A, lda, alpha, packed, beta, C, ldc, parallel, epilogue, threads);
+  BSource b;
+  b.trans = trans_b;
+  b.data = B;
+  b.ldb = ldb;
+  sgemm_blocked(trans_a, M, N, K, A, lda, alpha, kernel ? *kernel : f32_gemm_for_rows(M), b, beta, C, ldc, parallel,
+                epilogue, threads);
 }
 
 }  // namespace kiln::kernels

@@ -168,7 +168,9 @@ void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float al
                   const PackedB& B, float beta, float* C, int64_t ldc,
                   const ParallelFor& parallel = nullptr, const GemmEpilogue& epilogue = {}, int threads = 0);
 
-// Row-major SGEMM: C[M,N] = alpha*op(A)[M,K]*op(B)[K,N] + beta*C (+ epilogue).
+// Row-major SGEMM: C[M,N] = alpha*op(A)[M,K]*op(B)[K,N] + beta*C (+ epilogue). B is packed as
+// it goes: by each task for its own column chunk when the split has no row groups (the packed
+// panels stay in that core's L2), else once for all tasks.
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
            int64_t ldc, const ParallelFor& parallel = nullptr, const GemmEpilogue& epilogue = {},
