@@ -833,14 +833,28 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
 
   // The descriptor of GEMM-like node n as the plan knows it, or nullopt (not covered, or an
   // operand or its output is no tensor).
+  // The output a GEMM step produces: the only one (recurrent nodes: the only one in use), or -1.
+  auto step_output = [&](const Node& n) {
+    int live = -1;
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      const Value* v = n.outputs[k];
+      const auto uses = consumers.find(v);
+      const bool used = v && (graph_outputs.count(v) || (uses != consumers.end() && !uses->second.empty()));
+      if (!v || (!used && n.outputs.size() > 1)) continue;
+      if (live >= 0) return -1;
+      live = static_cast<int>(k);
+    }
+    return live;
+  };
   auto desc_of = [&](const Node& n) -> std::optional<gemm_ops::GemmDesc> {
-    if (n.outputs.size() != 1 || !n.outputs[0]) return std::nullopt;
+    const int out = step_output(n);
+    if (out < 0) return std::nullopt;
     std::vector<gemm_ops::Operand> ops;
     bool known = true;
     for (const Value* v : n.inputs) ops.push_back(operand_of(v, known));
-    const PlanSlot& os = ex.slots[static_cast<size_t>(slot_of.at(n.outputs[0]))];
+    const PlanSlot& os = ex.slots[static_cast<size_t>(slot_of.at(n.outputs[static_cast<size_t>(out)]))];
     if (!known || !os.tensor) return std::nullopt;
-    return gemm_ops::gemm_desc_from_node(n, ops, os.dims, os.dtype);
+    return gemm_ops::gemm_desc_from_node(n, ops, os.dims, os.dtype, out);
   };
 
   // Fused input scales: Conv(Mul(x, s)), s one value per input channel (the gate of a squeeze-
@@ -911,8 +925,8 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       std::vector<int32_t> step_inputs = scaled ? si->second.inputs : slot_list(n.inputs);
       std::shared_ptr<gemm_ops::GemmOp> op;
       std::vector<int> chain;  // nodes absorbed into the epilogue
-      const Value* produced = n.outputs.size() == 1 ? n.outputs[0] : nullptr;
-      if (desc && fuse_epilogues) {
+      const Value* produced = desc ? n.outputs[static_cast<size_t>(step_output(n))] : nullptr;
+      if (desc && fuse_epilogues && !gemm_ops::recurrent(desc->kind)) {
         gemm_ops::GemmDesc fused = *desc;
         std::vector<int32_t> fused_inputs = step_inputs;
         const Value* end = absorb_epilogue(i, fused, fused_inputs, chain);

@@ -1,5 +1,7 @@
 // GemmDesc from an IR Node: the IR-facing half of runtime/gemm_ops.h (the ops themselves need
 // no IR, so that ahead-of-time compiled models can rebuild them from a serialized plan).
+#include <cctype>
+
 #include "core/error.h"
 #include "ir/graph.h"
 #include "ops/window_util.h"
@@ -30,14 +32,45 @@ std::string attr_string(const Node& n, const std::string& k, const std::string& 
 
 bool gemm_like(const Node& n) {
   return (n.domain.empty() || n.domain == "ai.onnx") &&
-         (n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Conv" || n.op_type == "ConvTranspose");
+         (n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Conv" || n.op_type == "ConvTranspose" ||
+          n.op_type == "RNN" || n.op_type == "LSTM" || n.op_type == "GRU");
 }
 
 std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Operand>& ins,
-                                            const std::vector<int64_t>& out_dims, DType out_dtype) {
-  if (!gemm_like(n) || n.outputs.size() != 1) return std::nullopt;
+                                            const std::vector<int64_t>& out_dims, DType out_dtype, int output) {
+  if (!gemm_like(n) || output < 0 || static_cast<size_t>(output) >= n.outputs.size() || !n.outputs[output])
+    return std::nullopt;
   GemmDesc d;
-  if (n.op_type == "MatMul") {
+  if (n.op_type == "RNN" || n.op_type == "LSTM" || n.op_type == "GRU") {
+    d.kind = n.op_type == "RNN" ? GemmKind::kRnn : n.op_type == "LSTM" ? GemmKind::kLstm : GemmKind::kGru;
+    const std::string dir = attr_string(n, "direction", "forward");
+    d.rnn.direction = dir == "forward" ? 0 : dir == "reverse" ? 1 : dir == "bidirectional" ? 2 : -1;
+    if (d.rnn.direction < 0) return std::nullopt;  // the reference kernel reports it
+    d.rnn.layout = static_cast<int32_t>(attr_int(n, "layout", 0));
+    d.rnn.linear_before_reset = static_cast<int32_t>(attr_int(n, "linear_before_reset", 0));
+    d.rnn.output = output;
+    d.rnn.hidden = attr_int(n, "hidden_size", 0);
+    d.rnn.has_clip = n.attr("clip") != nullptr;
+    d.rnn.input_forget = attr_int(n, "input_forget", 0) != 0;
+    // The defaults per direction: Sigmoid for gates, Tanh for the rest (RNN: Tanh).
+    if (const Attribute* a = n.attr("activations"); a && a->kind == Attribute::Kind::kStrings) {
+      const std::vector<std::string> one = d.kind == GemmKind::kRnn    ? std::vector<std::string>{"Tanh"}
+                                           : d.kind == GemmKind::kLstm ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+                                                                       : std::vector<std::string>{"Sigmoid", "Tanh"};
+      std::vector<std::string> want = one;
+      if (d.rnn.direction == 2) want.insert(want.end(), one.begin(), one.end());
+      std::vector<std::string> got = a->strings;
+      for (std::string& g : got)
+        for (char& c : g) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      for (std::string& w : want)
+        for (char& c : w) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      d.rnn.default_activations = got == want;
+    } else if (n.attr("activations") || n.attr("activation_alpha") || n.attr("activation_beta")) {
+      d.rnn.default_activations = false;
+    }
+  } else if (n.outputs.size() != 1) {
+    return std::nullopt;
+  } else if (n.op_type == "MatMul") {
     d.kind = GemmKind::kMatMul;
   } else if (n.op_type == "Gemm") {
     d.kind = GemmKind::kGemm;

@@ -11,6 +11,7 @@
 #include "runtime/conv_select.h"
 #include "runtime/conv_stem.h"
 #include "runtime/conv_transpose.h"
+#include "runtime/recurrent.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/gemm_op_util.h"
 #include "runtime/matmul_batched.h"
@@ -479,6 +480,9 @@ std::unique_ptr<GemmOp> make_plain_gemm_op(const GemmDesc& d) {
       if (auto op = conv_ops::make_conv_op(d)) return op;
       return make_conv(d);
     case GemmKind::kConvTranspose: return conv_ops::make_conv_transpose_op(d);
+    case GemmKind::kRnn:
+    case GemmKind::kLstm:
+    case GemmKind::kGru: return rnn_ops::make_recurrent_op(d);
   }
   return nullptr;
 }

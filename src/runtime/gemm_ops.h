@@ -66,7 +66,10 @@ class GemmOp {
   Tensor out_;
 };
 
-enum class GemmKind : int32_t { kMatMul = 0, kGemm = 1, kConv = 2, kConvTranspose = 3 };
+enum class GemmKind : int32_t { kMatMul = 0, kGemm = 1, kConv = 2, kConvTranspose = 3, kRnn = 4, kLstm = 5, kGru = 6 };
+
+// RNN, LSTM, GRU (runtime/recurrent.h): GEMMs per step, no fused epilogue, one used output.
+inline bool recurrent(GemmKind k) { return k == GemmKind::kRnn || k == GemmKind::kLstm || k == GemmKind::kGru; }
 
 // Conv and ConvTranspose outputs are NCHW: their channel axis (a per-channel epilogue bias's) is 1.
 inline bool channels_first(GemmKind k) { return k == GemmKind::kConv || k == GemmKind::kConvTranspose; }
@@ -107,10 +110,21 @@ struct GemmDesc {
   // by the compiled executor (ResNet's and ShuffleNet's stems): the op's output is the pooled
   // tensor (pooled_dims); out_dims stay the conv's. Stem convs only; never with a residual. 0: none.
   int32_t epilogue_max_pool = 0;
+  // Recurrent kinds: the attributes as the node has them (the op declines the ones it does not
+  // cover: clip, input_forget, activations other than the defaults) and the node output the
+  // step produces (0: Y, 1: Y_h, 2: Y_c; the node's other outputs are unused).
+  struct Recurrent {
+    int32_t direction = 0;  // 0 forward, 1 reverse, 2 bidirectional
+    int32_t layout = 0;
+    int32_t linear_before_reset = 0;
+    int32_t output = 0;
+    int64_t hidden = 0;  // hidden_size (0: absent, taken from R)
+    uint8_t default_activations = 1, has_clip = 0, input_forget = 0;
+  } rnn;
 };
 
 // The number of node inputs a kind's operands are padded to before the epilogue operands.
-inline size_t node_arity(GemmKind k) { return k == GemmKind::kMatMul ? 2 : 3; }
+inline size_t node_arity(GemmKind k) { return k == GemmKind::kMatMul ? 2 : recurrent(k) ? 8 : 3; }
 
 // True when make_gemm_op takes an input scale (GemmDesc::input_scale) for this Conv descriptor
 // (group 1, constant f32 weight, 2-D) and it pays: the op scales its weights per run instead,
@@ -118,14 +132,15 @@ inline size_t node_arity(GemmKind k) { return k == GemmKind::kMatMul ? 2 : 3; }
 // (Co * kh * kw <= Ho * Wo per image).
 bool input_scale_pays(const GemmDesc& d);
 
-// True for the node kinds gemm_desc_from_node describes: ai.onnx MatMul, Gemm, Conv and
-// ConvTranspose (the one list of them).
+// True for the node kinds gemm_desc_from_node describes: ai.onnx MatMul, Gemm, Conv,
+// ConvTranspose, RNN, LSTM and GRU (the one list of them).
 bool gemm_like(const Node& n);
 
-// The descriptor of node `n` with these operands and output, or nullopt when `n` is not a
-// single-output gemm_like node (or a ConvTranspose it cannot resolve).
+// The descriptor of node `n` with these operands and output `output` (its dims and dtype), or
+// nullopt when `n` is not gemm_like, has other outputs (recurrent nodes: the caller checks
+// that they are unused) or is a ConvTranspose it cannot resolve.
 std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Operand>& ins,
-                                            const std::vector<int64_t>& out_dims, DType out_dtype);
+                                            const std::vector<int64_t>& out_dims, DType out_dtype, int output = 0);
 
 // A fast op for this descriptor (float32 operands), or null when it is not covered. Constant
 // operands are packed or copied here: they need to outlive only this call.

@@ -14,7 +14,8 @@ namespace {
 // GemmDesc or Operand must be written and read here (and kPlanBlobVersion bumped), else
 // compiled models would silently lose it. These asserts catch additions (x86-64 layout).
 // (A field can fit in tail padding: the last field's offset is checked as well as the size.)
-static_assert(sizeof(gemm_ops::GemmDesc) == 208 && offsetof(gemm_ops::GemmDesc, epilogue_max_pool) == 204 &&
+static_assert(sizeof(gemm_ops::GemmDesc) == 240 && offsetof(gemm_ops::GemmDesc, rnn) == 208 &&
+                  sizeof(gemm_ops::GemmDesc::Recurrent) == 32 &&
                   sizeof(gemm_ops::Operand) == 40,
               "GemmDesc/Operand changed: serialize the new fields in plan_io.cc and bump kPlanBlobVersion");
 
@@ -170,6 +171,14 @@ uint64_t write_plan_blob(const ExecPlan& plan, const std::string& path) {
     w.pod<int32_t>(g.epilogue_activation);
     w.pod<int32_t>(g.input_scale);
     w.pod<int32_t>(g.epilogue_max_pool);
+    w.pod<int32_t>(g.rnn.direction);
+    w.pod<int32_t>(g.rnn.layout);
+    w.pod<int32_t>(g.rnn.linear_before_reset);
+    w.pod<int32_t>(g.rnn.output);
+    w.pod<int64_t>(g.rnn.hidden);
+    w.pod<uint8_t>(g.rnn.default_activations);
+    w.pod<uint8_t>(g.rnn.has_clip);
+    w.pod<uint8_t>(g.rnn.input_forget);
     w.vec<int32_t>(st.free_after);
   }
   // Constants: a table here, the bytes after the plan at 64-byte aligned offsets.
@@ -285,7 +294,7 @@ ExecPlan read_plan_blob(const void* data, size_t size) {
     st.node = r.pod<int32_t>();
     gemm_ops::GemmDesc& g = st.gemm;
     int32_t gk = r.pod<int32_t>();
-    if (gk < 0 || gk > 3) corrupt("gemm kind");
+    if (gk < 0 || gk > 6) corrupt("gemm kind");
     g.kind = static_cast<gemm_ops::GemmKind>(gk);
     g.trans_a = r.pod<uint8_t>() != 0;
     g.trans_b = r.pod<uint8_t>() != 0;
@@ -311,9 +320,17 @@ ExecPlan read_plan_blob(const void* data, size_t size) {
     g.epilogue_activation = r.pod<int32_t>();
     g.input_scale = r.pod<int32_t>();
     g.epilogue_max_pool = r.pod<int32_t>();
+    g.rnn.direction = r.pod<int32_t>();
+    g.rnn.layout = r.pod<int32_t>();
+    g.rnn.linear_before_reset = r.pod<int32_t>();
+    g.rnn.output = r.pod<int32_t>();
+    g.rnn.hidden = r.pod<int64_t>();
+    g.rnn.default_activations = r.pod<uint8_t>();
+    g.rnn.has_clip = r.pod<uint8_t>();
+    g.rnn.input_forget = r.pod<uint8_t>();
     const int32_t nops = static_cast<int32_t>(g.operands.size());
     if (g.epilogue_bias < -1 || g.epilogue_bias >= nops || g.epilogue_residual < -1 || g.epilogue_residual >= nops ||
-        g.epilogue_activation < 0 || g.epilogue_activation > 3 || g.input_scale < -1 || g.input_scale >= nops ||
+        g.epilogue_activation < 0 || g.epilogue_activation > 4 || g.input_scale < -1 || g.input_scale >= nops ||
         g.epilogue_max_pool < 0 || g.epilogue_max_pool > 1)
       corrupt("gemm epilogue");
     st.free_after = r.vec<int32_t>();

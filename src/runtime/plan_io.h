@@ -13,7 +13,7 @@
 
 namespace kiln {
 
-inline constexpr uint32_t kPlanBlobVersion = 6;  // 2: GemmDesc fused epilogue, 3: its activation, 4: input scale, 5: max pool, 6: ConvTranspose
+inline constexpr uint32_t kPlanBlobVersion = 7;  // 2: GemmDesc fused epilogue, 3: its activation, 4: input scale, 5: max pool, 6: ConvTranspose, 7: RNN/LSTM/GRU
 
 // Writes the blob of `plan` (its kernel pointers and GemmOps are not needed) to `path`.
 // Returns the blob size in bytes.

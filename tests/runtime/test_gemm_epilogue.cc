@@ -587,5 +587,21 @@ TEST(GemmEpilogue, ConvTransposePlanBlobRoundTrip) {
   EXPECT_EQ(back.steps[0].gemm.kind, gemm_ops::GemmKind::kConvTranspose);
 }
 
+TEST(GemmEpilogue, RecurrentPlanBlobRoundTrip) {
+  // The recurrent attributes (direction, layout, the output in use) travel in the descriptor.
+  ExecPlan back = expect_blob_round_trip(std::string(kHeader13) + R"(graph @g(%x: f32[2,5,6], %h0: f32[2,2,8]) -> (%yh: f32[2,2,8]) {
+    %w = )" + rand_const({2, 24, 6}, 37, 0.4) + R"(
+    %r = )" + rand_const({2, 24, 8}, 38, 0.4) + R"(
+    %b = )" + rand_const({2, 48}, 39, 0.4) + R"(
+    %y, %yh = GRU(%x, %w, %r, %b, _, %h0) {hidden_size=8, direction="bidirectional", layout=1, linear_before_reset=1} : f32[2,5,2,8], f32[2,2,8]
+    return %yh
+  })", 1);
+  ASSERT_EQ(back.steps.size(), 1u);
+  EXPECT_EQ(back.steps[0].gemm.kind, gemm_ops::GemmKind::kGru);
+  EXPECT_EQ(back.steps[0].gemm.rnn.output, 1);
+  EXPECT_EQ(back.steps[0].gemm.rnn.direction, 2);
+  EXPECT_EQ(back.steps[0].gemm.rnn.layout, 1);
+}
+
 }  // namespace
 }  // namespace kiln

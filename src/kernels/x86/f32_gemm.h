@@ -18,7 +18,7 @@ const char* isa_name(Isa isa);
 bool isa_supported(Isa isa);
 
 // An activation a GEMM epilogue applies last (values fixed: plans serialize them).
-enum class Activation : int32_t { kNone = 0, kSilu = 1, kHardSwish = 2, kSigmoid = 3 };
+enum class Activation : int32_t { kNone = 0, kSilu = 1, kHardSwish = 2, kSigmoid = 3, kTanh = 4 };
 
 // The activation on one value (the portable kernels, tails and post-passes).
 inline float apply_activation(Activation a, float x) {
@@ -27,6 +27,7 @@ inline float apply_activation(Activation a, float x) {
     case Activation::kSilu: return x / (1.0f + __builtin_expf(-x));
     case Activation::kHardSwish: return x * __builtin_fminf(__builtin_fmaxf(x + 3.0f, 0.0f), 6.0f) / 6.0f;
     case Activation::kSigmoid: return 1.0f / (1.0f + __builtin_expf(-x));
+    case Activation::kTanh: return __builtin_tanhf(x);
   }
   return x;
 }
