@@ -2,10 +2,12 @@
 #include "runtime/conv_gemm.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "kernels/x86/f32_gemm_prepacked_a.h"
 #include "kernels/x86/f32_im2col.h"
+#include "kernels/x86/f32_transpose.h"
 #include "runtime/conv_geom.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/gemm_op_util.h"
@@ -14,19 +16,39 @@
 namespace kiln::conv_ops {
 namespace {
 
+// A 1x1 conv pads its pixels to 32-column panels in the NCHW orientation (Co rows x pixel
+// columns; a narrow last panel may run on the column-tail kernel); with the pixels as rows
+// instead they pad to 8-14-row micro-panels and Co (the output channels) fills the panels. The
+// swap pays where it pads much less (7x7 planes: 49 of 64 columns against 49 of 50 rows) and the
+// input channels are enough to hide the transpose back to NCHW (measured at 7x7: 3-13% faster
+// from 160 input channels, 5% slower at 96).
+bool pixel_rows_pay(const ConvGeom& g) {
+  const kernels::F32GemmUkernel& uk = kernels::f32_gemm_default();
+  if (uk.isa != kernels::Isa::kAvx512 || g.c < 128 || g.co < 32) return false;
+  const int64_t P = g.ho * g.wo, nr = uk.nr, tail = P % nr;
+  const double cols = tail == 0 || kernels::f32_gemm_coltail_pays(uk, tail) ? double(P) : double(kernels::ceil_div(P, nr) * nr);
+  const kernels::F32GemmUkernel& rk = kernels::f32_gemm_for_rows(P, uk);
+  const double rows = double(kernels::ceil_div(P, rk.mr) * rk.mr);
+  return double(P) / rows > double(P) / cols + 0.1;
+}
+
 class GemmConvOp : public gemm_ops::GemmOp {
  public:
   GemmConvOp(const ConvGeom& g, const Tensor& w, const gemm_ops::GemmDesc& d, float lo, float hi) : g_(g) {
     const int64_t ckk = g.c * g.kh * g.kw;
     direct_ = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.ho == g.h &&
               g.wo == g.w;
-    weight_ = kernels::pack_a(g.co, ckk, w.data<float>(), ckk);
+    pixel_rows_ = direct_ && pixel_rows_pay(g);
+    if (pixel_rows_)
+      weight_t_ = kernels::pack_b(true, g.c, g.co, w.data<float>(), g.c);
+    else
+      weight_ = kernels::pack_a(g.co, ckk, w.data<float>(), ckk);
     epilogue_.init(d, g.co, lo, hi);
     if (d.input_scale >= 0) {
       scale_operand_ = d.input_scale;
       scale_per_image_ = d.operands[static_cast<size_t>(d.input_scale)].dims.size() == 4 &&
                          d.operands[static_cast<size_t>(d.input_scale)].dims[0] > 1;
-      scaled_weight_ = weight_;
+      if (!pixel_rows_) scaled_weight_ = weight_;
       if (g.kh * g.kw > 1) col_scale_.resize(static_cast<size_t>(ckk));
     }
     ig_.c = g.c, ig_.h = g.h, ig_.w = g.w, ig_.kh = g.kh, ig_.kw = g.kw, ig_.ho = g.ho, ig_.wo = g.wo;
@@ -51,6 +73,10 @@ class GemmConvOp : public gemm_ops::GemmOp {
       const float* xi = x + img * chw;
       float* yi = out + img * g.co * ohw;
       if (res) ep.residual = res + img * g.co * ohw;
+      if (pixel_rows_) {
+        run_pixel_rows(ins, img, xi, yi, ep, par, threads);
+        continue;
+      }
       const kernels::PackedA& weight = scale_operand_ >= 0 ? scaled_weight(ins, img) : weight_;
       if (direct_) {
         kernels::sgemm_prepacked_a(weight, ohw, xi, ohw, yi, ohw, ep, par, threads);
@@ -80,9 +106,51 @@ class GemmConvOp : public gemm_ops::GemmOp {
     return scaled_weight_;
   }
 
+  // Y^T[pixels, Co] = X^T W^T into a buffer (bias, and the clamp and activation when there is
+  // no residual, in the GEMM's store), then transposed into the NCHW planes, the residual, clamp
+  // and activation following per block of channels.
+  void run_pixel_rows(const std::vector<const RtValue*>& ins, int64_t img, const float* xi, float* yi,
+                      const kernels::RowEpilogue& ep, const kernels::ParallelFor& par, int threads) {
+    const int64_t P = g_.ho * g_.wo, co = g_.co;
+    const kernels::PackedB* wt = &weight_t_;
+    if (scale_operand_ >= 0) {
+      const float* s =
+          ins[static_cast<size_t>(scale_operand_)]->tensor.data<float>() + (scale_per_image_ ? img * g_.c : 0);
+      kernels::scale_packed_b_rows(weight_t_, s, scaled_weight_t_);
+      wt = &scaled_weight_t_;
+    }
+    const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
+    kernels::GemmEpilogue ge;
+    ge.bias = ep.bias;
+    if (!ep.residual) {
+      ge.clamp = clamp;
+      ge.lo = ep.lo;
+      ge.hi = ep.hi;
+      ge.act = ep.act;
+    }
+    rows_.resize(static_cast<size_t>(P * co));
+    kernels::sgemm_packed(true, P, xi, P, 1.0f, *wt, 0.0f, rows_.data(), co, par, ge, threads);
+    const float* t = rows_.data();
+    kernels::run_parallel(par, kernels::ceil_div(co, 16), [&](int64_t begin, int64_t end) {
+      const int64_t c0 = begin * 16, c1 = std::min(co, end * 16);
+      kernels::transpose_f32(P, c1 - c0, t + c0, co, yi + c0 * P, P);
+      if (!ep.residual) return;
+      float* y = yi + c0 * P;
+      const float* r = ep.residual + c0 * P;
+      const int64_t n = (c1 - c0) * P;
+      for (int64_t i = 0; i < n; ++i) y[i] += r[i];
+      if (clamp)
+        for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i], ep.lo), ep.hi);
+      kernels::apply_activation_inplace(ep.act, y, n);
+    });
+  }
+
   ConvGeom g_;
   kernels::Im2colGeom ig_;
   bool direct_ = false;
+  bool pixel_rows_ = false;     // 1x1 conv computed with the pixels as GEMM rows (pixel_rows_pay)
+  kernels::PackedB weight_t_, scaled_weight_t_;  // W^T [C, Co] for pixel rows
+  std::vector<float> rows_;     // Y^T [pixels, Co] of one image
   kernels::PackedA weight_;
   int32_t scale_operand_ = -1;   // GemmDesc::input_scale
   bool scale_per_image_ = false;  // [N,C,1,1] with N > 1

@@ -44,6 +44,11 @@ TEST(ConvGemm, MatchesReference) {
       {2, 32, 7, 7, 64, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, "NOTSET", true, true},
       {1, 16, 7, 7, 64, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", true, true},
       {1, 8, 14, 14, 96, 3, 3, {2, 2}, {1, 1}, {1, 1, 1, 1}, "NOTSET", false, false},
+      // 1x1 convs computed with the pixels as rows (pixel_rows_pay): 7x7 and 3x3 planes, two K
+      // blocks, output channels that leave a partial column panel and a partial 16-block.
+      {2, 160, 7, 7, 96, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, "NOTSET", true, true},
+      {1, 600, 7, 7, 50, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, "NOTSET", false, false},
+      {1, 130, 3, 3, 64, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, "NOTSET", true, false},
   };
   for (int threads : {1, 2})
     for (const Case& c : cases) check(c, threads);
@@ -63,6 +68,7 @@ TEST(ConvGemm, InputScale) {
       {2, 24, 9, 10, 3, 2, {2, 24, 1, 1}},
       {2, 16, 7, 5, 3, 1, {16, 1, 1}},
       {1, 32, 14, 40, 1, 1, {32, 1, 1}},
+      {2, 192, 7, 40, 1, 1, {2, 192, 1, 1}},  // pixels as rows: the packed W^T rows scaled
   };
   for (int threads : {1, 2})
     for (const ScaleCase& cs : cases) {
@@ -109,6 +115,52 @@ TEST(ConvGemm, InputScale) {
         ASSERT_NEAR(got.data<float>()[i], v, 1e-5 * cs.c * cs.k * cs.k * (1 + std::abs(v)))
             << "case c=" << cs.c << " co=" << cs.co << " at " << i << ", threads " << threads;
       }
+    }
+}
+
+// The pixels-as-rows 1x1 conv with a residual: the GEMM stores bias only, then the transpose
+// pass adds the residual and applies the clamp or the activation (in that order), per image.
+TEST(ConvGemm, PixelRowsResidualEpilogue) {
+  const int64_t n = 2, c = 144, hw = 7, co = 40, P = hw * hw;
+  for (int act : {0, 1})
+    for (int threads : {1, 2}) {
+      std::mt19937 rng(static_cast<unsigned>(act * 7 + threads));
+      std::uniform_real_distribution<float> dist(-1, 1);
+      Tensor x(DType::kFloat32, {n, c, hw, hw}), w(DType::kFloat32, {co, c, 1, 1}), b(DType::kFloat32, {co}),
+          r(DType::kFloat32, {n, co, hw, hw});
+      for (Tensor* t : {&x, &w, &b, &r})
+        for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = dist(rng);
+      gemm_ops::GemmDesc d;
+      d.kind = gemm_ops::GemmKind::kConv;
+      d.out_dims = {n, co, hw, hw};
+      d.out_dtype = DType::kFloat32;
+      d.operands.push_back({true, DType::kFloat32, x.dims(), nullptr});
+      d.operands.push_back({true, DType::kFloat32, w.dims(), &w});
+      d.operands.push_back({true, DType::kFloat32, b.dims(), &b});
+      d.operands.push_back({true, DType::kFloat32, r.dims(), nullptr});
+      d.epilogue_residual = 3;
+      if (act) {
+        d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSilu);
+      } else {
+        d.clamp_lo = -0.5f;
+        d.clamp_hi = 0.75f;
+      }
+      std::unique_ptr<gemm_ops::GemmOp> op = gemm_ops::make_gemm_op(d);
+      ASSERT_TRUE(op);
+      ThreadPool pool(threads);
+      ScopedThreadPool scoped(&pool);
+      RtValue xv(x), rv(r);
+      const Tensor got = op->run({&xv, nullptr, nullptr, &rv});
+      for (int64_t img = 0; img < n; ++img)
+        for (int64_t o = 0; o < co; ++o)
+          for (int64_t p = 0; p < P; ++p) {
+            double v = b.data<float>()[o] + r.data<float>()[(img * co + o) * P + p];
+            for (int64_t k = 0; k < c; ++k)
+              v += double(w.data<float>()[o * c + k]) * x.data<float>()[(img * c + k) * P + p];
+            v = act ? v / (1 + std::exp(-v)) : std::min(std::max(v, -0.5), 0.75);
+            ASSERT_NEAR(got.data<float>()[(img * co + o) * P + p], v, 1e-4 * (1 + std::abs(v)))
+                << "image " << img << " channel " << o << " pixel " << p << ", act " << act << ", threads " << threads;
+          }
     }
 }
 

@@ -282,6 +282,27 @@ void pack_b_into(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb
   });
 }
 
+void scale_packed_b_rows(const PackedB& src, const float* s, PackedB& dst) {
+  dst.kernel = src.kernel;
+  dst.pinned = src.pinned;
+  dst.k = src.k;
+  dst.n = src.n;
+  if (dst.data.size() < src.data.size()) dst.data.resize(src.data.size());
+  const int64_t nr = src.kernel->nr, kcb = src.kernel->kc, panels = ceil_div(src.n, nr);
+  for (int64_t k0 = 0; k0 < src.k; k0 += kcb) {
+    const int64_t kc = std::min(kcb, src.k - k0);
+    for (int64_t q = 0; q < panels; ++q) {
+      const int64_t at = src.panel_offset(k0, q);
+      for (int64_t r = 0; r < kc; ++r) {
+        const float f = s[k0 + r];
+        const float* in = src.data.data() + at + r * nr;
+        float* out = dst.data.data() + at + r * nr;
+        for (int64_t j = 0; j < nr; ++j) out[j] = in[j] * f;
+      }
+    }
+  }
+}
+
 PackedB pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
                const F32GemmUkernel* kernel, const ParallelFor& parallel) {
   PackedB packed;

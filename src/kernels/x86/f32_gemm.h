@@ -163,6 +163,10 @@ PackedB pack_b(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
 void pack_b_into(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb, PackedB& into,
                  const F32GemmUkernel* kernel = nullptr, const ParallelFor& parallel = nullptr);
 
+// dst = src with row k of op(B) scaled by s[k] (a per-input-channel scale folded into packed
+// weights); dst's buffer is reused.
+void scale_packed_b_rows(const PackedB& src, const float* s, PackedB& dst);
+
 // C = alpha*op(A)*op(B) + beta*C, then + bias and relu per epilogue; B pre-packed. `threads`:
 // how many workers `parallel` spreads over (0: unknown, taken as 4), to balance the split.
 void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float alpha,

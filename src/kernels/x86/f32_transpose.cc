@@ -1,0 +1,26 @@
+// f32 transpose: the ISA dispatch and the portable loop (see f32_transpose.h).
+#include "kernels/x86/f32_transpose.h"
+
+#include <algorithm>
+
+#include "kernels/x86/f32_gemm.h"
+
+namespace kiln::kernels {
+
+void transpose_f32_avx512f(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
+
+void transpose_f32_generic(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) {
+  constexpr int64_t kBlock = 16;  // cache blocks: both sides stay within a few lines per row
+  for (int64_t i0 = 0; i0 < rows; i0 += kBlock)
+    for (int64_t j0 = 0; j0 < cols; j0 += kBlock)
+      for (int64_t j = j0; j < std::min(cols, j0 + kBlock); ++j)
+        for (int64_t i = i0; i < std::min(rows, i0 + kBlock); ++i) dst[j * ldd + i] = src[i * lds + j];
+}
+
+void transpose_f32(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) {
+  static const bool avx512 = f32_gemm_default().isa == Isa::kAvx512;
+  if (avx512) return transpose_f32_avx512f(rows, cols, src, lds, dst, ldd);
+  transpose_f32_generic(rows, cols, src, lds, dst, ldd);
+}
+
+}  // namespace kiln::kernels
