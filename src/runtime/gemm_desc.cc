@@ -51,6 +51,7 @@ std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Ope
     d.rnn.output = output;
     d.rnn.hidden = attr_int(n, "hidden_size", 0);
     d.rnn.has_clip = n.attr("clip") != nullptr;
+    d.rnn.clip = attr_float(n, "clip", 0.0f);
     d.rnn.input_forget = attr_int(n, "input_forget", 0) != 0;
     // The defaults per direction: Sigmoid for gates, Tanh for the rest (RNN: Tanh).
     if (const Attribute* a = n.attr("activations"); a && a->kind == Attribute::Kind::kStrings) {

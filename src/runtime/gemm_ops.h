@@ -110,9 +110,9 @@ struct GemmDesc {
   // by the compiled executor (ResNet's and ShuffleNet's stems): the op's output is the pooled
   // tensor (pooled_dims); out_dims stay the conv's. Stem convs only; never with a residual. 0: none.
   int32_t epilogue_max_pool = 0;
-  // Recurrent kinds: the attributes as the node has them (the op declines the ones it does not
-  // cover: clip, input_forget, activations other than the defaults) and the node output the
-  // step produces (0: Y, 1: Y_h, 2: Y_c; the node's other outputs are unused).
+  // Recurrent kinds: the attributes as the node has them (the op declines activations other
+  // than the defaults) and the node output the step produces (0: Y, 1: Y_h, 2: Y_c; the node's
+  // other outputs are unused).
   struct Recurrent {
     int32_t direction = 0;  // 0 forward, 1 reverse, 2 bidirectional
     int32_t layout = 0;
@@ -120,6 +120,7 @@ struct GemmDesc {
     int32_t output = 0;
     int64_t hidden = 0;  // hidden_size (0: absent, taken from R)
     uint8_t default_activations = 1, has_clip = 0, input_forget = 0;
+    float clip = 0.0f;  // with has_clip: gate pre-activations clamped to [-clip, clip]
   } rnn;
 };
 

@@ -15,7 +15,7 @@ namespace {
 // compiled models would silently lose it. These asserts catch additions (x86-64 layout).
 // (A field can fit in tail padding: the last field's offset is checked as well as the size.)
 static_assert(sizeof(gemm_ops::GemmDesc) == 240 && offsetof(gemm_ops::GemmDesc, rnn) == 208 &&
-                  sizeof(gemm_ops::GemmDesc::Recurrent) == 32 &&
+                  sizeof(gemm_ops::GemmDesc::Recurrent) == 32 && offsetof(gemm_ops::GemmDesc::Recurrent, clip) == 28 &&
                   sizeof(gemm_ops::Operand) == 40,
               "GemmDesc/Operand changed: serialize the new fields in plan_io.cc and bump kPlanBlobVersion");
 
@@ -179,6 +179,7 @@ uint64_t write_plan_blob(const ExecPlan& plan, const std::string& path) {
     w.pod<uint8_t>(g.rnn.default_activations);
     w.pod<uint8_t>(g.rnn.has_clip);
     w.pod<uint8_t>(g.rnn.input_forget);
+    w.pod<float>(g.rnn.clip);
     w.vec<int32_t>(st.free_after);
   }
   // Constants: a table here, the bytes after the plan at 64-byte aligned offsets.
@@ -328,6 +329,7 @@ ExecPlan read_plan_blob(const void* data, size_t size) {
     g.rnn.default_activations = r.pod<uint8_t>();
     g.rnn.has_clip = r.pod<uint8_t>();
     g.rnn.input_forget = r.pod<uint8_t>();
+    g.rnn.clip = r.pod<float>();
     const int32_t nops = static_cast<int32_t>(g.operands.size());
     if (g.epilogue_bias < -1 || g.epilogue_bias >= nops || g.epilogue_residual < -1 || g.epilogue_residual >= nops ||
         g.epilogue_activation < 0 || g.epilogue_activation > 4 || g.input_scale < -1 || g.input_scale >= nops ||

@@ -13,7 +13,7 @@
 
 namespace kiln {
 
-inline constexpr uint32_t kPlanBlobVersion = 7;  // 2: GemmDesc fused epilogue, 3: its activation, 4: input scale, 5: max pool, 6: ConvTranspose, 7: RNN/LSTM/GRU
+inline constexpr uint32_t kPlanBlobVersion = 8;  // 2: GemmDesc fused epilogue, 3: its activation, 4: input scale, 5: max pool, 6: ConvTranspose, 7: RNN/LSTM/GRU, 8: their clip
 
 // Writes the blob of `plan` (its kernel pointers and GemmOps are not needed) to `path`.
 // Returns the blob size in bytes.

@@ -1,11 +1,13 @@
 // RNN / LSTM / GRU on the f32 GEMM and GEMV kernels (see recurrent.h). The math follows the
-// reference kernel (ops/rnn.cc) step for step; only the products and the activations differ.
+// reference kernel (ops/rnn.cc) step for step (clip, peepholes, input_forget, sequence_lens
+// included); only the products and the activations differ.
 #include "runtime/recurrent.h"
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
 
+#include "core/error.h"
 #include "kernels/x86/f32_gemm.h"
 #include "kernels/x86/f32_gemv.h"
 #include "runtime/gemm_op_util.h"
@@ -60,6 +62,8 @@ class RecurrentOp : public gemm_ops::GemmOp {
     const float* w = d.operands[kW].constant->data<float>();
     const float* r = d.operands[kR].constant->data<float>();
     const float* b = f32_present(d.operands, kB) ? d.operands[kB].constant->data<float>() : nullptr;
+    const float* peep = f32_present(d.operands, kPeepholes) ? d.operands[kPeepholes].constant->data<float>() : nullptr;
+    clip_ = rnn_.has_clip ? rnn_.clip : 0.0f;
     dirs_.resize(static_cast<size_t>(D_));
     for (int64_t dir = 0; dir < D_; ++dir) {
       Direction& dd = dirs_[static_cast<size_t>(dir)];
@@ -72,6 +76,7 @@ class RecurrentOp : public gemm_ops::GemmOp {
       if (split_h) dd.r_h.init(rd + 2 * H_ * H_, H_, H_, N_);
       // Input and recurrent biases add up, except the GRU h gate's recurrent bias with
       // linear_before_reset, which sits inside the reset product.
+      if (peep) dd.peep.assign(peep + dir * 3 * H_, peep + (dir + 1) * 3 * H_);
       dd.bias.assign(static_cast<size_t>(GH), 0.0f);
       dd.rb_h.assign(static_cast<size_t>(H_), 0.0f);
       if (b) {
@@ -93,6 +98,20 @@ class RecurrentOp : public gemm_ops::GemmOp {
     const auto par = gemm_ops::pool_parallel();
     const int threads = current_thread_pool().num_threads();
     const bool batch_first = rnn_.layout == 1;
+    // Steps per batch entry: sequence_lens, or all S. Outputs past an entry's length are zero,
+    // its final states those after its last step (zero for length 0).
+    lens_.assign(static_cast<size_t>(N_), S_);
+    const bool ragged = ins.size() > kSeqLens && ins[kSeqLens];
+    if (ragged) {
+      const Tensor& sl = ins[kSeqLens]->tensor;
+      for (int64_t b = 0; b < N_; ++b) {
+        lens_[b] = sl.dtype() == DType::kInt32 ? sl.data<int32_t>()[b] : sl.data<int64_t>()[b];
+        if (lens_[b] < 0 || lens_[b] > S_)
+          throw Error(ErrorKind::kBadInput, "sequence_lens[" + std::to_string(b) + "] = " + std::to_string(lens_[b]) +
+                                                " is outside [0, " + std::to_string(S_) + "]");
+      }
+      if (rnn_.output == 0) std::fill(out, out + y.numel(), 0.0f);
+    }
     xw_.resize(static_cast<size_t>(S_ * N_ * GH));
     hr_.resize(static_cast<size_t>(N_ * GH));
     gates_.resize(static_cast<size_t>(N_ * GH));
@@ -117,32 +136,61 @@ class RecurrentOp : public gemm_ops::GemmOp {
         else std::fill(c, c + H_, 0.0f);
       }
       for (int64_t step = 0; step < S_; ++step) {
-        const int64_t t = backward ? S_ - 1 - step : step;
         dd.r.apply(h_.data(), N_, H_, hr_.data());
         const int64_t hr_cols = dd.r.rows;
+        // Entries past their length keep their state: their gates are computed into scratch
+        // (from any valid step's input) and not used.
+        auto time_of = [&](int64_t b) { return step >= lens_[b] ? -1 : backward ? lens_[b] - 1 - step : step; };
+        auto xrow = [&](int64_t b) {
+          const int64_t t = std::max<int64_t>(time_of(b), 0);
+          return xw_.data() + (batch_first ? b * S_ + t : t * N_ + b) * GH;
+        };
         for (int64_t b = 0; b < N_; ++b) {
-          const float* xg = xw_.data() + (batch_first ? b * S_ + t : t * N_ + b) * GH;
+          if (time_of(b) < 0) continue;
+          const float* xg = xrow(b);
           const float* hg = hr_.data() + b * hr_cols;
           float* g = gates_.data() + b * GH;
           for (int64_t j = 0; j < hr_cols; ++j) g[j] = xg[j] + hg[j];
           if (kind_ == GemmKind::kRnn) {
+            clip(g, H_);
             kernels::apply_activation_inplace(Activation::kTanh, g, H_);
             std::copy(g, g + H_, h_.data() + b * H_);
           } else if (kind_ == GemmKind::kLstm) {
-            // Gates i, o, f, c.
-            kernels::apply_activation_inplace(Activation::kSigmoid, g, 3 * H_);
-            kernels::apply_activation_inplace(Activation::kTanh, g + 3 * H_, H_);
+            // Gates i, o, f, c; peepholes (P = [p_i, p_o, p_f]) read the cell state, o's the new one.
             float* c = c_.data() + b * H_;
+            if (!dd.peep.empty())
+              for (int64_t j = 0; j < H_; ++j) {
+                g[j] += dd.peep[j] * c[j];
+                g[2 * H_ + j] += dd.peep[2 * H_ + j] * c[j];
+              }
+            if (dd.peep.empty()) {
+              clip(g, 4 * H_);
+            } else {  // o is clipped once its peephole term is in
+              clip(g, H_);
+              clip(g + 2 * H_, 2 * H_);
+            }
+            kernels::apply_activation_inplace(Activation::kSigmoid, g, dd.peep.empty() ? 3 * H_ : H_);
+            if (rnn_.input_forget)
+              for (int64_t j = 0; j < H_; ++j) g[2 * H_ + j] = 1.0f - g[j];
+            else if (!dd.peep.empty())
+              kernels::apply_activation_inplace(Activation::kSigmoid, g + 2 * H_, H_);
+            kernels::apply_activation_inplace(Activation::kTanh, g + 3 * H_, H_);
             float* tc = tmp_.data() + b * H_;
             for (int64_t j = 0; j < H_; ++j) {
               c[j] = g[2 * H_ + j] * c[j] + g[j] * g[3 * H_ + j];
               tc[j] = c[j];
+            }
+            if (!dd.peep.empty()) {
+              for (int64_t j = 0; j < H_; ++j) g[H_ + j] += dd.peep[H_ + j] * c[j];
+              clip(g + H_, H_);
+              kernels::apply_activation_inplace(Activation::kSigmoid, g + H_, H_);
             }
             kernels::apply_activation_inplace(Activation::kTanh, tc, H_);
             float* h = h_.data() + b * H_;
             for (int64_t j = 0; j < H_; ++j) h[j] = g[H_ + j] * tc[j];
           } else {
             // Gates z, r, h: z and r now; with linear_before_reset the candidate too.
+            clip(g, 2 * H_);
             kernels::apply_activation_inplace(Activation::kSigmoid, g, 2 * H_);
             const float* h = h_.data() + b * H_;
             float* cand = tmp_.data() + b * H_;
@@ -157,14 +205,17 @@ class RecurrentOp : public gemm_ops::GemmOp {
           if (!lbr_) {
             dd.r_h.apply(tmp_.data(), N_, H_, hr_.data());  // (r .* H) R_h^T, [N, H]
             for (int64_t b = 0; b < N_; ++b) {
-              const float* xg = xw_.data() + (batch_first ? b * S_ + t : t * N_ + b) * GH;
+              if (time_of(b) < 0) continue;
+              const float* xg = xrow(b);
               float* cand = tmp_.data() + b * H_;
               const float* rh = hr_.data() + b * H_;
               for (int64_t j = 0; j < H_; ++j) cand[j] = xg[2 * H_ + j] + rh[j];
             }
           }
+          clip(tmp_.data(), NH);
           kernels::apply_activation_inplace(Activation::kTanh, tmp_.data(), NH);
           for (int64_t b = 0; b < N_; ++b) {
+            if (time_of(b) < 0) continue;
             const float* z = gates_.data() + b * GH;
             const float* cand = tmp_.data() + b * H_;
             float* h = h_.data() + b * H_;
@@ -173,6 +224,8 @@ class RecurrentOp : public gemm_ops::GemmOp {
         }
         if (rnn_.output == 0) {
           for (int64_t b = 0; b < N_; ++b) {
+            const int64_t t = time_of(b);
+            if (t < 0) continue;
             const int64_t at = (batch_first ? (b * S_ + t) * D_ + dir : (t * D_ + dir) * N_ + b) * H_;
             std::memcpy(out + at, h_.data() + b * H_, sizeof(float) * static_cast<size_t>(H_));
           }
@@ -180,25 +233,37 @@ class RecurrentOp : public gemm_ops::GemmOp {
       }
       if (rnn_.output != 0) {
         const float* state = rnn_.output == 1 ? h_.data() : c_.data();
-        for (int64_t b = 0; b < N_; ++b)
-          std::memcpy(out + state_at(dir, b), state + b * H_, sizeof(float) * static_cast<size_t>(H_));
+        for (int64_t b = 0; b < N_; ++b) {
+          if (lens_[b] == 0)  // as the reference kernel (and onnxruntime): zero, not the initial state
+            std::fill_n(out + state_at(dir, b), H_, 0.0f);
+          else
+            std::memcpy(out + state_at(dir, b), state + b * H_, sizeof(float) * static_cast<size_t>(H_));
+        }
       }
     }
     return y;
   }
 
  private:
+  // Gate pre-activations clamped to [-clip, clip] (the clip attribute; 0: none).
+  void clip(float* v, int64_t n) const {
+    if (clip_ <= 0.0f) return;
+    for (int64_t i = 0; i < n; ++i) v[i] = std::min(std::max(v[i], -clip_), clip_);
+  }
+
   struct Direction {
     kernels::PackedB w;  // W^T [I, G*H]
     RightFactor r, r_h;  // R (GRU without linear_before_reset: its z, r rows, and R_h apart)
-    std::vector<float> bias, rb_h;
+    std::vector<float> bias, rb_h, peep;  // peep: LSTM P [p_i, p_o, p_f] (empty: none)
   };
   GemmKind kind_;
   GemmDesc::Recurrent rnn_;
   std::vector<int64_t> out_dims_;
   int64_t S_, N_, I_, H_, G_ = 1, D_ = 1;
   bool lbr_ = false;
+  float clip_ = 0.0f;
   std::vector<Direction> dirs_;
+  std::vector<int64_t> lens_;
   std::vector<float> xw_, hr_, gates_, h_, c_, tmp_;
 };
 
@@ -207,7 +272,8 @@ class RecurrentOp : public gemm_ops::GemmOp {
 std::unique_ptr<gemm_ops::GemmOp> make_recurrent_op(const GemmDesc& d) {
   if (!gemm_ops::recurrent(d.kind) || d.out_dtype != DType::kFloat32) return nullptr;
   const GemmDesc::Recurrent& rn = d.rnn;
-  if (!rn.default_activations || rn.has_clip || rn.input_forget || rn.layout < 0 || rn.layout > 1 ||
+  if (!rn.default_activations || (rn.has_clip && !(rn.clip > 0.0f)) || (rn.input_forget && d.kind != GemmKind::kLstm) ||
+      rn.layout < 0 || rn.layout > 1 ||
       rn.direction < 0 || rn.direction > 2 || rn.output < 0 || rn.output > (d.kind == GemmKind::kLstm ? 2 : 1))
     return nullptr;
   if (d.epilogue_bias >= 0 || d.epilogue_residual >= 0 || d.epilogue_activation != 0 || d.input_scale >= 0 ||
@@ -219,7 +285,12 @@ std::unique_ptr<gemm_ops::GemmOp> make_recurrent_op(const GemmDesc& d) {
       !ins[kR].constant)
     return nullptr;
   if (!absent(ins, kB) && (!f32_present(ins, kB) || !ins[kB].constant)) return nullptr;
-  if (!absent(ins, kSeqLens) || !absent(ins, kPeepholes) || ins.size() > 8) return nullptr;
+  if (ins.size() > 8) return nullptr;
+  if (!absent(ins, kPeepholes) && (d.kind != GemmKind::kLstm || !f32_present(ins, kPeepholes) || !ins[kPeepholes].constant))
+    return nullptr;
+  if (!absent(ins, kSeqLens) &&
+      (ins[kSeqLens].dtype != DType::kInt32 && ins[kSeqLens].dtype != DType::kInt64))
+    return nullptr;
   if (!absent(ins, kInitialH) && !f32_present(ins, kInitialH)) return nullptr;
   if (!absent(ins, kInitialC) && (d.kind != GemmKind::kLstm || !f32_present(ins, kInitialC))) return nullptr;
   const std::vector<int64_t>& x = ins[kX].dims;
@@ -237,6 +308,8 @@ std::unique_ptr<gemm_ops::GemmOp> make_recurrent_op(const GemmDesc& d) {
   const std::vector<int64_t> state = batch_first ? std::vector<int64_t>{N, D, H} : std::vector<int64_t>{D, N, H};
   for (size_t i : {size_t{kInitialH}, size_t{kInitialC}})
     if (!absent(ins, i) && ins[i].dims != state) return nullptr;
+  if (!absent(ins, kPeepholes) && ins[kPeepholes].dims != std::vector<int64_t>{D, 3 * H}) return nullptr;
+  if (!absent(ins, kSeqLens) && ins[kSeqLens].dims != std::vector<int64_t>{N}) return nullptr;
   const std::vector<int64_t> y = batch_first ? std::vector<int64_t>{N, S, D, H} : std::vector<int64_t>{S, D, N, H};
   if (d.out_dims != (rn.output == 0 ? y : state)) return nullptr;
   return std::make_unique<RecurrentOp>(d, S, N, I, H);
