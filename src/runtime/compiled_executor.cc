@@ -831,8 +831,6 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
                : -1;
   };
 
-  // The descriptor of GEMM-like node n as the plan knows it, or nullopt (not covered, or an
-  // operand or its output is no tensor).
   // The output a GEMM step produces: the only one (recurrent nodes: the only one in use), or -1.
   auto step_output = [&](const Node& n) {
     int live = -1;
@@ -846,6 +844,8 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     }
     return live;
   };
+  // The descriptor of GEMM-like node n as the plan knows it, or nullopt (not covered, or an
+  // operand or its output is no tensor).
   auto desc_of = [&](const Node& n) -> std::optional<gemm_ops::GemmDesc> {
     const int out = step_output(n);
     if (out < 0) return std::nullopt;

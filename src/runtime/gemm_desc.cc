@@ -28,6 +28,13 @@ std::string attr_string(const Node& n, const std::string& k, const std::string& 
   return a && a->kind == Attribute::Kind::kString ? a->s : def;
 }
 
+// Activation names compare case-insensitively (as the reference kernel reads them).
+std::vector<std::string> lowercase(std::vector<std::string> names) {
+  for (std::string& s : names)
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return names;
+}
+
 }  // namespace
 
 bool gemm_like(const Node& n) {
@@ -60,12 +67,7 @@ std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Ope
                                                                        : std::vector<std::string>{"Sigmoid", "Tanh"};
       std::vector<std::string> want = one;
       if (d.rnn.direction == 2) want.insert(want.end(), one.begin(), one.end());
-      std::vector<std::string> got = a->strings;
-      for (std::string& g : got)
-        for (char& c : g) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      for (std::string& w : want)
-        for (char& c : w) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      d.rnn.default_activations = got == want;
+      d.rnn.default_activations = lowercase(a->strings) == lowercase(want);
     } else if (n.attr("activations") || n.attr("activation_alpha") || n.attr("activation_beta")) {
       d.rnn.default_activations = false;
     }
