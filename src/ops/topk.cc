@@ -150,16 +150,34 @@ void topk_kernel(KernelContext& ctx) {
         if (va != vb) return largest ? va > vb : va < vb;
         return a < b;
       };
+      // Few of many (k <= 16, the usual detection / beam-search case): one pass in index order
+      // keeping the best k sorted; an element enters only when it comes strictly before the
+      // current k-th (so of equal values the lower index stays first), almost always a single
+      // compare. Otherwise a partial sort of the indices.
+      const bool one_pass = k > 0 && k <= 16 && k * 4 <= s.len;
+      std::vector<int64_t> best(static_cast<size_t>(k));
       for (int64_t o = 0; o < s.outer; ++o) {
         for (int64_t in = 0; in < s.inner; ++in) {
           const T* p = src + o * s.len * s.inner + in;
-          std::iota(order.begin(), order.end(), int64_t{0});
-          std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                            [&](int64_t a, int64_t b) { return before(p, a, b); });
+          if (one_pass) {
+            int64_t n = 0;
+            for (int64_t i = 0; i < s.len; ++i) {
+              if (n == k && !before(p, i, best[static_cast<size_t>(k - 1)])) continue;
+              int64_t j = n < k ? n++ : k - 1;
+              for (; j > 0 && before(p, i, best[static_cast<size_t>(j - 1)]); --j)
+                best[static_cast<size_t>(j)] = best[static_cast<size_t>(j - 1)];
+              best[static_cast<size_t>(j)] = i;
+            }
+          } else {
+            std::iota(order.begin(), order.end(), int64_t{0});
+            std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                              [&](int64_t a, int64_t b) { return before(p, a, b); });
+          }
+          const std::vector<int64_t>& chosen = one_pass ? best : order;
           for (int64_t j = 0; j < k; ++j) {
             int64_t dst = o * k * s.inner + j * s.inner + in;
-            idx_out[dst] = order[static_cast<size_t>(j)];
-            val_out[dst] = p[order[static_cast<size_t>(j)] * s.inner];
+            idx_out[dst] = chosen[static_cast<size_t>(j)];
+            val_out[dst] = p[chosen[static_cast<size_t>(j)] * s.inner];
           }
         }
       }
