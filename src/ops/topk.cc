@@ -2,6 +2,7 @@
 // register_reduction_ops in ops/reduction.cc).
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <type_traits>
 
@@ -108,6 +109,31 @@ void infer_arg(InferContext& ctx) {
 
 // ---- TopK ---------------------------------------------------------------------------------
 
+// The first k of row[0], row[stride], ... (len values) in TopK order (NaN the largest; of equal
+// values the lower index first) into idx, one pass in index order keeping them sorted: an
+// element enters only when it comes strictly before the current k-th, almost always rejected by
+// one compare of values. vals: scratch for the chosen values (k).
+template <bool Largest, class T>
+void select_top_k(const T* row, int64_t len, int64_t stride, int64_t k, int64_t* idx, T* vals) {
+  // a (at a later index than b) comes before b.
+  auto later_before = [](T a, T b) {
+    if constexpr (Largest) return a > b || (nan_value(a) && !nan_value(b));
+    else return a < b || (nan_value(b) && !nan_value(a));
+  };
+  int64_t n = 0;
+  for (int64_t i = 0; i < len; ++i) {
+    const T v = row[i * stride];
+    if (n == k && !later_before(v, vals[k - 1])) continue;
+    int64_t j = n < k ? n++ : k - 1;
+    for (; j > 0 && later_before(v, vals[j - 1]); --j) {
+      vals[j] = vals[j - 1];
+      idx[j] = idx[j - 1];
+    }
+    vals[j] = v;
+    idx[j] = i;
+  }
+}
+
 int64_t topk_k(const KernelContext& ctx) {
   if (ctx.opset() < 10) return ctx.attr_int("k");
   const Tensor& kt = ctx.input(1);
@@ -150,24 +176,17 @@ void topk_kernel(KernelContext& ctx) {
         if (va != vb) return largest ? va > vb : va < vb;
         return a < b;
       };
-      // Few of many (k <= 16, the usual detection / beam-search case): one pass in index order
-      // keeping the best k sorted; an element enters only when it comes strictly before the
-      // current k-th (so of equal values the lower index stays first), almost always a single
-      // compare. Otherwise a partial sort of the indices.
+      // Few of many (k <= 16, the usual detection / beam-search case): one pass (select_top_k).
+      // Otherwise a partial sort of the indices.
       const bool one_pass = k > 0 && k <= 16 && k * 4 <= s.len;
       std::vector<int64_t> best(static_cast<size_t>(k));
+      std::unique_ptr<T[]> best_values(new T[static_cast<size_t>(std::max<int64_t>(k, 1))]());  // (T may be bool)
       for (int64_t o = 0; o < s.outer; ++o) {
         for (int64_t in = 0; in < s.inner; ++in) {
           const T* p = src + o * s.len * s.inner + in;
           if (one_pass) {
-            int64_t n = 0;
-            for (int64_t i = 0; i < s.len; ++i) {
-              if (n == k && !before(p, i, best[static_cast<size_t>(k - 1)])) continue;
-              int64_t j = n < k ? n++ : k - 1;
-              for (; j > 0 && before(p, i, best[static_cast<size_t>(j - 1)]); --j)
-                best[static_cast<size_t>(j)] = best[static_cast<size_t>(j - 1)];
-              best[static_cast<size_t>(j)] = i;
-            }
+            if (largest) select_top_k<true>(p, s.len, s.inner, k, best.data(), best_values.get());
+            else select_top_k<false>(p, s.len, s.inner, k, best.data(), best_values.get());
           } else {
             std::iota(order.begin(), order.end(), int64_t{0});
             std::partial_sort(order.begin(), order.begin() + k, order.end(),
