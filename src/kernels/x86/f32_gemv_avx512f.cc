@@ -1,6 +1,6 @@
 // f32 GEMV blocks for AVX-512F (compiled with -mavx512f -mfma; called only when the CPU has them):
 // per 64-column block, V accumulator vectors x 2 K-parities (independent FMA chains) stream the
-// block's K x 16V packed weights once, front to back.
+// block's K x 16V packed weights once, front to back, prefetched 4 KiB ahead.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -10,6 +10,11 @@
 
 namespace kiln::kernels {
 namespace {
+
+// Software prefetch into L1 this far ahead of the stream (4 KiB): with weights in L2 (a
+// recurrent step's R, read every step) the L1 misses otherwise cap the stream at ~25 B/cycle.
+// Measured (K 256, N 1024, in L2): 16.0 -> 13.1 us; weights from memory: level.
+constexpr int64_t kPrefetchFloats = 1024;
 
 template <int V>
 void gemv_block(const float* x, float alpha, const float* p, int64_t K, const float* bias, bool relu,
@@ -21,6 +26,7 @@ void gemv_block(const float* x, float alpha, const float* p, int64_t K, const fl
   for (; k + 2 <= K; k += 2) {
     const __m512 x0 = _mm512_set1_ps(x[k]), x1 = _mm512_set1_ps(x[k + 1]);
     const float* r = p + k * W;
+    for (int v = 0; v < 2 * V; ++v) _mm_prefetch(reinterpret_cast<const char*>(r + kPrefetchFloats + 16 * v), _MM_HINT_T0);
     for (int v = 0; v < V; ++v) acc0[v] = _mm512_fmadd_ps(x0, _mm512_loadu_ps(r + 16 * v), acc0[v]);
     for (int v = 0; v < V; ++v) acc1[v] = _mm512_fmadd_ps(x1, _mm512_loadu_ps(r + W + 16 * v), acc1[v]);
   }
