@@ -156,38 +156,7 @@ class RecurrentOp : public gemm_ops::GemmOp {
             kernels::apply_activation_inplace(Activation::kTanh, g, H_);
             std::copy(g, g + H_, h_.data() + b * H_);
           } else if (kind_ == GemmKind::kLstm) {
-            // Gates i, o, f, c; peepholes (P = [p_i, p_o, p_f]) read the cell state, o's the new one.
-            float* c = c_.data() + b * H_;
-            if (!dd.peep.empty())
-              for (int64_t j = 0; j < H_; ++j) {
-                g[j] += dd.peep[j] * c[j];
-                g[2 * H_ + j] += dd.peep[2 * H_ + j] * c[j];
-              }
-            if (dd.peep.empty()) {
-              clip(g, 4 * H_);
-            } else {  // o is clipped once its peephole term is in
-              clip(g, H_);
-              clip(g + 2 * H_, 2 * H_);
-            }
-            kernels::apply_activation_inplace(Activation::kSigmoid, g, dd.peep.empty() ? 3 * H_ : H_);
-            if (rnn_.input_forget)
-              for (int64_t j = 0; j < H_; ++j) g[2 * H_ + j] = 1.0f - g[j];
-            else if (!dd.peep.empty())
-              kernels::apply_activation_inplace(Activation::kSigmoid, g + 2 * H_, H_);
-            kernels::apply_activation_inplace(Activation::kTanh, g + 3 * H_, H_);
-            float* tc = tmp_.data() + b * H_;
-            for (int64_t j = 0; j < H_; ++j) {
-              c[j] = g[2 * H_ + j] * c[j] + g[j] * g[3 * H_ + j];
-              tc[j] = c[j];
-            }
-            if (!dd.peep.empty()) {
-              for (int64_t j = 0; j < H_; ++j) g[H_ + j] += dd.peep[H_ + j] * c[j];
-              clip(g + H_, H_);
-              kernels::apply_activation_inplace(Activation::kSigmoid, g + H_, H_);
-            }
-            kernels::apply_activation_inplace(Activation::kTanh, tc, H_);
-            float* h = h_.data() + b * H_;
-            for (int64_t j = 0; j < H_; ++j) h[j] = g[H_ + j] * tc[j];
+            lstm_cell(dd, g, c_.data() + b * H_, tmp_.data() + b * H_, h_.data() + b * H_);
           } else {
             // Gates z, r, h: z and r now; with linear_before_reset the candidate too.
             clip(g, 2 * H_);
@@ -245,17 +214,53 @@ class RecurrentOp : public gemm_ops::GemmOp {
   }
 
  private:
+  struct Direction {
+    kernels::PackedB w;  // W^T [I, G*H]
+    RightFactor r, r_h;  // R (GRU without linear_before_reset: its z, r rows, and R_h apart)
+    std::vector<float> bias, rb_h, peep;  // peep: LSTM P [p_i, p_o, p_f] (empty: none)
+  };
+  // One LSTM step of one batch entry from its gate pre-activations g = [i, o, f, c] (x W^T + h R^T
+  // + biases): updates the cell state c and writes h; t: scratch of H. Peepholes (P = [p_i, p_o,
+  // p_f]) add the old cell state to i and f and the new one to o, before the clip.
+  void lstm_cell(const Direction& dd, float* g, float* c, float* t, float* h) const {
+    const int64_t H = H_;
+    const bool peep = !dd.peep.empty();
+    if (peep) {
+      for (int64_t j = 0; j < H; ++j) {
+        g[j] += dd.peep[j] * c[j];
+        g[2 * H + j] += dd.peep[2 * H + j] * c[j];
+      }
+      clip(g, H);
+      clip(g + 2 * H, 2 * H);  // o is clipped once its peephole term is in
+    } else {
+      clip(g, 4 * H);
+    }
+    kernels::apply_activation_inplace(Activation::kSigmoid, g, peep ? H : 3 * H);
+    if (rnn_.input_forget)
+      for (int64_t j = 0; j < H; ++j) g[2 * H + j] = 1.0f - g[j];
+    else if (peep)
+      kernels::apply_activation_inplace(Activation::kSigmoid, g + 2 * H, H);
+    kernels::apply_activation_inplace(Activation::kTanh, g + 3 * H, H);
+    for (int64_t j = 0; j < H; ++j) {
+      c[j] = g[2 * H + j] * c[j] + g[j] * g[3 * H + j];
+      t[j] = c[j];
+    }
+    if (peep) {
+      for (int64_t j = 0; j < H; ++j) g[H + j] += dd.peep[H + j] * c[j];
+      clip(g + H, H);
+      kernels::apply_activation_inplace(Activation::kSigmoid, g + H, H);
+    }
+    kernels::apply_activation_inplace(Activation::kTanh, t, H);
+    for (int64_t j = 0; j < H; ++j) h[j] = g[H + j] * t[j];
+  }
+
   // Gate pre-activations clamped to [-clip, clip] (the clip attribute; 0: none).
   void clip(float* v, int64_t n) const {
     if (clip_ <= 0.0f) return;
     for (int64_t i = 0; i < n; ++i) v[i] = std::min(std::max(v[i], -clip_), clip_);
   }
 
-  struct Direction {
-    kernels::PackedB w;  // W^T [I, G*H]
-    RightFactor r, r_h;  // R (GRU without linear_before_reset: its z, r rows, and R_h apart)
-    std::vector<float> bias, rb_h, peep;  // peep: LSTM P [p_i, p_o, p_f] (empty: none)
-  };
+
   GemmKind kind_;
   GemmDesc::Recurrent rnn_;
   std::vector<int64_t> out_dims_;
