@@ -44,6 +44,7 @@ class Emitter {
   llvm::Value* call_libmvec(const std::string& name, const std::vector<llvm::Value*>& args);
   // exp of a float32 vector as inline code (no call), or null for other types.
   llvm::Value* inline_exp(llvm::Value* x);
+  llvm::Value* inline_erf(llvm::Value* x);
   llvm::Value* flat_index(const tir::Buffer& b, const std::vector<tir::Expr>& indices);
   llvm::Value* buffer_ptr(const tir::Buffer& b);
   // Whether a vector access's last index is Ramp(base, stride) with a constant stride (set in
