@@ -162,14 +162,6 @@ void plane(const TileArgs& a, int64_t ho) {
 // where the per-plane path's per-row scratch fill and short rows dominate, and on strided convs.
 // With fewer than 8 channel blocks the output rows are split into parts too (parallelism).
 
-// Rows [0, nc) of a 16-row block (row stride `stride`, the 16 columns masked by m; rows past nc
-// read as zeros), transposed: r[k] is column k.
-inline void load_transposed16(const float* src, int64_t stride, int64_t nc, __mmask16 m, __m512 r[16]) {
-#pragma GCC unroll 16
-  for (int c = 0; c < 16; ++c) r[c] = c < nc ? _mm512_maskz_loadu_ps(m, src + c * stride) : _mm512_setzero_ps();
-  transpose16(r);
-}
-
 struct BlockedLayout {
   int64_t hq = 0, wp = 0;       // scratch rows / columns actually read
   int64_t in_floats = 0;        // hq * wp * 16

@@ -146,9 +146,7 @@ void f32_gemm_pack_a_panel__avx512f(int mr, int64_t rows, int64_t kc, const floa
     const int64_t n = std::min<int64_t>(16, kc - k0);
     const __mmask16 m = first_lanes(n);
     __m512 r[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_maskz_loadu_ps(m, a + i * lda + k0) : _mm512_setzero_ps();
-    transpose16(r);
+    load_transposed16(a + k0, lda, rows, m, r);
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) {
       if (j >= n) break;

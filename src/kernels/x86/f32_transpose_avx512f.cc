@@ -18,10 +18,7 @@ void transpose_f32_avx512f(int64_t rows, int64_t cols, const float* src, int64_t
       const int64_t nc = std::min<int64_t>(16, cols - j0);
       const __mmask16 col_mask = first_lanes(nc);
       __m512 r[16];
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i)
-        r[i] = i < nr ? _mm512_maskz_loadu_ps(col_mask, src + (i0 + i) * lds + j0) : _mm512_setzero_ps();
-      transpose16(r);
+      load_transposed16(src + i0 * lds + j0, lds, nr, col_mask, r);
 #pragma GCC unroll 16
       for (int j = 0; j < 16; ++j)
         if (j < nc) _mm512_mask_storeu_ps(dst + (j0 + j) * ldd + i0, row_mask, r[j]);

@@ -1,8 +1,11 @@
 // The AVX-512 in-register 16x16 f32 transpose, shared by the kernels that turn rows into
-// columns (depthwise layouts, GEMM A packing). Include only from AVX-512 translation units.
+// columns (depthwise layouts, GEMM A packing, f32_transpose). Include only from AVX-512
+// translation units.
 #pragma once
 
 #include <immintrin.h>
+
+#include <cstdint>
 
 namespace kiln::kernels {
 
@@ -42,6 +45,15 @@ __attribute__((always_inline)) inline void transpose16(__m512 r[16]) {
   }
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// Rows [0, nc) of a 16-row block (row stride `stride`, the 16 columns masked by m; rows past nc
+// read as zeros), transposed: r[k] is column k.
+__attribute__((always_inline)) inline void load_transposed16(const float* src, int64_t stride, int64_t nc, __mmask16 m,
+                                                             __m512 r[16]) {
+#pragma GCC unroll 16
+  for (int c = 0; c < 16; ++c) r[c] = c < nc ? _mm512_maskz_loadu_ps(m, src + c * stride) : _mm512_setzero_ps();
+  transpose16(r);
 }
 
 }  // namespace kiln::kernels
