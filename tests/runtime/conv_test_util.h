@@ -103,6 +103,24 @@ inline ConvFactory clamp_by_epilogue(std::unique_ptr<gemm_ops::GemmOp> (*make)(c
   };
 }
 
+// A Conv descriptor (stride and symmetric pad both ways) over run-time x, constant w and b,
+// and a fused residual r (operand 3) with the output's dims.
+inline gemm_ops::GemmDesc residual_conv_desc(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& r,
+                                             int64_t stride = 1, int64_t pad = 0) {
+  gemm_ops::GemmDesc d;
+  d.kind = gemm_ops::GemmKind::kConv;
+  d.strides = {stride, stride};
+  d.pads = {pad, pad, pad, pad};
+  d.out_dims = r.dims();
+  d.out_dtype = DType::kFloat32;
+  d.operands.push_back({true, DType::kFloat32, x.dims(), nullptr});
+  d.operands.push_back({true, DType::kFloat32, w.dims(), &w});
+  d.operands.push_back({true, DType::kFloat32, b.dims(), &b});
+  d.operands.push_back({true, DType::kFloat32, r.dims(), nullptr});
+  d.epilogue_residual = 3;
+  return d;
+}
+
 // The op `make` builds for a conv of x_dims with a [co, c, k, k] weight, a bias, a residual and
 // SiLU (and, when `without_residual`, the same without the residual) computes what the GEMM conv
 // op (runtime/conv_gemm.h) computes with the same epilogue, within 1e-5.
@@ -116,17 +134,7 @@ inline void expect_epilogue_matches(std::unique_ptr<gemm_ops::GemmOp> (*make)(co
       r(DType::kFloat32, {x_dims[0], co, ho, wo});
   for (Tensor* t : {&x, &w, &b, &r})
     for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = dist(rng);
-  gemm_ops::GemmDesc d;
-  d.kind = gemm_ops::GemmKind::kConv;
-  d.strides = {stride, stride};
-  d.pads = {pad, pad, pad, pad};
-  d.out_dims = r.dims();
-  d.out_dtype = DType::kFloat32;
-  d.operands.push_back({true, DType::kFloat32, x.dims(), nullptr});
-  d.operands.push_back({true, DType::kFloat32, w.dims(), &w});
-  d.operands.push_back({true, DType::kFloat32, b.dims(), &b});
-  d.operands.push_back({true, DType::kFloat32, r.dims(), nullptr});
-  d.epilogue_residual = 3;
+  gemm_ops::GemmDesc d = residual_conv_desc(x, w, b, r, stride, pad);
   d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSilu);
   for (bool residual : {true, false}) {
     if (!residual && !without_residual) continue;

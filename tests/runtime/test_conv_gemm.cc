@@ -86,18 +86,8 @@ TEST(ConvGemm, InputScale) {
         const int64_t si = s.numel() == cs.c ? ch : img * cs.c + ch;
         xs.data<float>()[i] = x.data<float>()[i] * s.data<float>()[si];
       }
-      gemm_ops::GemmDesc d;
-      d.kind = gemm_ops::GemmKind::kConv;
-      d.strides = {cs.stride, cs.stride};
-      d.pads = std::vector<int64_t>(4, cs.k / 2);
-      d.out_dims = {cs.n, cs.co, ho, ho};
-      d.out_dtype = DType::kFloat32;
-      d.operands.push_back({true, DType::kFloat32, x.dims(), nullptr});
-      d.operands.push_back({true, DType::kFloat32, w.dims(), &w});
-      d.operands.push_back({true, DType::kFloat32, b.dims(), &b});
-      d.operands.push_back({true, DType::kFloat32, r.dims(), nullptr});
+      gemm_ops::GemmDesc d = conv_test::residual_conv_desc(x, w, b, r, cs.stride, cs.k / 2);
       d.operands.push_back({true, DType::kFloat32, s.dims(), nullptr});
-      d.epilogue_residual = 3;
       d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSilu);
       gemm_ops::GemmDesc scaled = d;
       scaled.input_scale = 4;
@@ -130,15 +120,7 @@ TEST(ConvGemm, PixelRowsResidualEpilogue) {
           r(DType::kFloat32, {n, co, hw, hw});
       for (Tensor* t : {&x, &w, &b, &r})
         for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = dist(rng);
-      gemm_ops::GemmDesc d;
-      d.kind = gemm_ops::GemmKind::kConv;
-      d.out_dims = {n, co, hw, hw};
-      d.out_dtype = DType::kFloat32;
-      d.operands.push_back({true, DType::kFloat32, x.dims(), nullptr});
-      d.operands.push_back({true, DType::kFloat32, w.dims(), &w});
-      d.operands.push_back({true, DType::kFloat32, b.dims(), &b});
-      d.operands.push_back({true, DType::kFloat32, r.dims(), nullptr});
-      d.epilogue_residual = 3;
+      gemm_ops::GemmDesc d = conv_test::residual_conv_desc(x, w, b, r);
       if (act) {
         d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSilu);
       } else {
