@@ -135,14 +135,9 @@ class GemmConvOp : public gemm_ops::GemmOp {
     kernels::run_parallel(par, kernels::ceil_div(co, 16), [&](int64_t begin, int64_t end) {
       const int64_t c0 = begin * 16, c1 = std::min(co, end * 16);
       kernels::transpose_f32(P, c1 - c0, t + c0, co, yi + c0 * P, P);
-      if (!ep.residual) return;
-      float* y = yi + c0 * P;
-      const float* r = ep.residual + c0 * P;
-      const int64_t n = (c1 - c0) * P;
-      for (int64_t i = 0; i < n; ++i) y[i] += r[i];
-      if (clamp)
-        for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i], ep.lo), ep.hi);
-      kernels::apply_activation_inplace(ep.act, y, n);
+      if (ep.residual)
+        gemm_ops::add_residual_clamp_activate(yi + c0 * P, ep.residual + c0 * P, (c1 - c0) * P, clamp, ep.lo, ep.hi,
+                                              ep.act);
     });
   }
 

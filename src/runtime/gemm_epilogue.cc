@@ -114,15 +114,20 @@ void EpilogueTail::apply(float* y, int64_t n, const std::vector<const RtValue*>&
   constexpr int64_t kChunk = 16384;
   current_thread_pool().parallel_for((n + kChunk - 1) / kChunk, [&](int64_t c0, int64_t c1) {
     const int64_t b = c0 * kChunk, e = std::min(n, c1 * kChunk);
-    if (r && clamp) {
-      for (int64_t i = b; i < e; ++i) y[i] = std::min(std::max(y[i] + r[i], l), h);
-    } else if (r) {
-      for (int64_t i = b; i < e; ++i) y[i] += r[i];
-    } else if (clamp) {
-      for (int64_t i = b; i < e; ++i) y[i] = std::min(std::max(y[i], l), h);
-    }
-    kernels::apply_activation_inplace(act, y + b, e - b);
+    add_residual_clamp_activate(y + b, r ? r + b : nullptr, e - b, clamp, l, h, act);
   });
+}
+
+void add_residual_clamp_activate(float* y, const float* r, int64_t n, bool clamp, float lo, float hi,
+                                 kernels::Activation act) {
+  if (r && clamp) {
+    for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i] + r[i], lo), hi);
+  } else if (r) {
+    for (int64_t i = 0; i < n; ++i) y[i] += r[i];
+  } else if (clamp) {
+    for (int64_t i = 0; i < n; ++i) y[i] = std::min(std::max(y[i], lo), hi);
+  }
+  kernels::apply_activation_inplace(act, y, n);
 }
 
 void ConvEpilogue::init(const GemmDesc& d, int64_t channels, float lo, float hi) {

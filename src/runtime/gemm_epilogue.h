@@ -44,6 +44,11 @@ class ChannelBias {
   std::vector<float> run_;     // folded_ + the run-time node bias
 };
 
+// y = act(clamp(y + r)) over n values (r null: no residual; clamp with [lo, hi] when `clamp`):
+// the tail of an epilogue that an op applies in a pass of its own.
+void add_residual_clamp_activate(float* y, const float* r, int64_t n, bool clamp, float lo, float hi,
+                                 kernels::Activation act);
+
 // Residual + clamp + activation of the epilogue, applied after the kernel:
 // y = act(clamp(y + residual, lo, hi)).
 struct EpilogueTail {
