@@ -164,7 +164,6 @@ void topk_kernel(KernelContext& ctx) {
     } else {
       const T* src = x.data<T>();
       T* val_out = values.data<T>();
-      std::vector<int64_t> order(static_cast<size_t>(s.len));
       // Total order: NaN counts as the largest value; ties go to the lower index.
       auto before = [&](const T* p, int64_t a, int64_t b) {
         T va = p[a * s.inner], vb = p[b * s.inner];
@@ -179,6 +178,7 @@ void topk_kernel(KernelContext& ctx) {
       // Few of many (k <= 16, the usual detection / beam-search case): one pass (select_top_k).
       // Otherwise a partial sort of the indices.
       const bool one_pass = k > 0 && k <= 16 && k * 4 <= s.len;
+      std::vector<int64_t> order(one_pass ? 0 : static_cast<size_t>(s.len));
       std::vector<int64_t> best(static_cast<size_t>(k));
       std::unique_ptr<T[]> best_values(new T[static_cast<size_t>(std::max<int64_t>(k, 1))]());  // (T may be bool)
       for (int64_t o = 0; o < s.outer; ++o) {

@@ -925,7 +925,9 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       std::vector<int32_t> step_inputs = scaled ? si->second.inputs : slot_list(n.inputs);
       std::shared_ptr<gemm_ops::GemmOp> op;
       std::vector<int> chain;  // nodes absorbed into the epilogue
-      const Value* produced = desc ? n.outputs[static_cast<size_t>(step_output(n))] : nullptr;
+      // The output the descriptor was made for (a recurrent node's one in use).
+      const size_t out_index = desc && gemm_ops::recurrent(desc->kind) ? static_cast<size_t>(desc->rnn.output) : 0;
+      const Value* produced = desc ? n.outputs[out_index] : nullptr;
       if (desc && fuse_epilogues && !gemm_ops::recurrent(desc->kind)) {
         gemm_ops::GemmDesc fused = *desc;
         std::vector<int32_t> fused_inputs = step_inputs;

@@ -468,8 +468,8 @@ std::unique_ptr<GemmOp> make_gemm_op(const GemmDesc& d) {
 
 namespace {
 std::unique_ptr<GemmOp> make_plain_gemm_op(const GemmDesc& d) {
-  if (recurrent(d.kind)) return rnn_ops::make_recurrent_op(d);  // (sequence_lens is an integer operand)
-  if (d.out_dtype != DType::kFloat32 || !all_f32(d.operands)) return nullptr;
+  // (A recurrent node's sequence_lens is an integer operand: its op checks its own operands.)
+  if (d.out_dtype != DType::kFloat32 || (!recurrent(d.kind) && !all_f32(d.operands))) return nullptr;
   switch (d.kind) {
     case GemmKind::kMatMul:
       // M = 1 GEMV and batched/broadcast shapes (runtime/matmul_batched.h); [..., M, K] x [K, N] below.
@@ -483,7 +483,7 @@ std::unique_ptr<GemmOp> make_plain_gemm_op(const GemmDesc& d) {
     case GemmKind::kConvTranspose: return conv_ops::make_conv_transpose_op(d);
     case GemmKind::kRnn:
     case GemmKind::kLstm:
-    case GemmKind::kGru: break;  // above
+    case GemmKind::kGru: return rnn_ops::make_recurrent_op(d);
   }
   return nullptr;
 }
