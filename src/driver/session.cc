@@ -25,11 +25,12 @@ Session::Session(Model model, const SessionOptions& opts) : model_(std::move(mod
   if (opts.optimize || opts.engine == Engine::kCompiled) {
     PassContext ctx;
     // The compiled engine needs the fusion groups; without --optimize it runs only the analyses
-    // and the rewrites that lead Einsums and 1-D/3-D Convs to its fast paths.
+    // and the rewrites that lead Einsums, 1-D/3-D Convs and small-plane conv chains (channels
+    // last) to its fast paths.
     std::vector<std::string> passes =
         opts.optimize ? default_pipeline()
                       : std::vector<std::string>{"shape-inference", "einsum-to-matmul", "conv1d-to-conv2d",
-                                                 "conv3d-to-conv2d", "fusion"};
+                                                 "conv3d-to-conv2d", "assign-layouts", "fusion"};
     try {
       run_passes(model_, passes, ctx);
     } catch (const Error& e) {

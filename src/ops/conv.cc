@@ -1,5 +1,8 @@
 // Conv and ConvTranspose reference kernels: im2col / col2im around the shared blocked GEMM, with a
 // direct loop for depthwise 2-D convolution. Any number of spatial dims, groups, dilations.
+// Also kiln::NhwcConv (domain "kiln"), the channels-last 2-D Conv that the assign-layouts pass
+// makes: X [N, H, W, C], W as Conv has it ([M, C/group, kh, kw]), B [M], Y [N, Ho, Wo, M]; the
+// attributes and their meaning are Conv's. Its reference is Conv's between two permutes.
 #include <algorithm>
 #include <cstring>
 
@@ -214,9 +217,8 @@ void conv_typed(KernelContext& ctx, const Tensor& x, const Tensor& wt, const Con
   add_bias(ctx, yp, s.n, s.m, out_sz);
 }
 
-void conv_kernel(KernelContext& ctx) {
-  const Tensor& x = ctx.input(0);
-  const Tensor& wt = ctx.input(1);
+// Conv of a channels-first X (bias included), as the Conv op computes it.
+Tensor conv_channels_first(KernelContext& ctx, const Tensor& x, const Tensor& wt) {
   check_conv_inputs(ctx, x, wt);
   ConvShapes s;
   s.n = x.dim(0);
@@ -246,7 +248,38 @@ void conv_kernel(KernelContext& ctx) {
                "Conv supports float types, got " + std::string(dtype_name(x.dtype())));
     }
   }
-  ctx.set_output(0, std::move(y));
+  return y;
+}
+
+void conv_kernel(KernelContext& ctx) { ctx.set_output(0, conv_channels_first(ctx, ctx.input(0), ctx.input(1))); }
+
+// A 4-D tensor with its axes permuted: channels-last [N, H, W, C] to channels-first [N, C, H, W]
+// (to_channels_first) or back. Elements are copied as bytes, so any dtype works.
+Tensor permute_channels(const Tensor& t, bool to_channels_first) {
+  const std::vector<int64_t>& d = t.dims();
+  const int64_t n = d[0];
+  const int64_t c = to_channels_first ? d[3] : d[1];
+  const int64_t hw = to_channels_first ? d[1] * d[2] : d[2] * d[3];
+  Tensor out(t.dtype(), to_channels_first ? std::vector<int64_t>{d[0], d[3], d[1], d[2]}
+                                          : std::vector<int64_t>{d[0], d[2], d[3], d[1]});
+  const size_t es = dtype_size(t.dtype());
+  const auto* src = static_cast<const unsigned char*>(t.raw());
+  auto* dst = static_cast<unsigned char*>(out.raw());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p) {
+        const int64_t last = (i * hw + p) * c + ch, first = (i * c + ch) * hw + p;
+        const int64_t from = to_channels_first ? last : first, to = to_channels_first ? first : last;
+        std::memcpy(dst + static_cast<size_t>(to) * es, src + static_cast<size_t>(from) * es, es);
+      }
+  return out;
+}
+
+void nhwc_conv_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  if (x.rank() != 4)
+    ctx.fail(ErrorKind::kBadInput, "input X should be [N, H, W, C], got " + dims_to_string(x.dims()));
+  ctx.set_output(0, permute_channels(conv_channels_first(ctx, permute_channels(x, true), ctx.input(1)), false));
 }
 
 // ---- ConvTranspose -------------------------------------------------------------------------
@@ -452,6 +485,29 @@ void infer_conv_common(InferContext& ctx, bool transpose) {
 }
 
 void infer_conv(InferContext& ctx) { infer_conv_common(ctx, false); }
+
+// Conv's inference over the channels-first view of X, its result permuted back.
+void infer_nhwc_conv(InferContext& ctx) {
+  const Type& xt = ctx.input_type(0);
+  const Type& wt = ctx.input_type(1);
+  if (!xt.shape || xt.shape->rank() != 4 || !wt.shape || wt.shape->rank() != 4) {
+    ctx.set_output_type(0, Type::tensor(xt.dtype));
+    return;
+  }
+  const std::vector<Dim>& d = xt.shape->dims;
+  std::vector<int64_t> in;
+  for (const Dim& s : {d[1], d[2]}) in.push_back(s.known() ? s.value : -1);
+  std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape");
+  if (kernel.empty())
+    for (size_t i = 2; i < 4; ++i) kernel.push_back(wt.shape->dims[i].known() ? wt.shape->dims[i].value : -1);
+  std::vector<Dim> out{d[0], Dim(), Dim(), wt.shape->dims[0]};
+  if (kernel.size() == 2 && kernel[0] > 0 && kernel[1] > 0 && in[0] >= 0 && in[1] >= 0) {
+    const Window w = resolve_window(ctx, in, kernel, false);
+    for (int k = 0; k < 2; ++k)
+      if (w.out[k] >= 0) out[1 + k] = Dim(w.out[k]);
+  }
+  ctx.set_output_type(0, Type::tensor(xt.dtype, Shape(out)));
+}
 void infer_conv_transpose(InferContext& ctx) { infer_conv_common(ctx, true); }
 
 }  // namespace
@@ -463,6 +519,8 @@ void register_conv_ops(OpRegistry& r) {
   for (int v : {1, 11})
     r.add("ConvTranspose").since(v).inputs(2, 3).outputs(1).kind(PatternKind::kOutFusable)
         .run(conv_transpose_kernel).shape(infer_conv_transpose).via_float();
+  r.add("NhwcConv", "kiln").since(1).inputs(2, 3).outputs(1).kind(PatternKind::kOutFusable)
+      .run(nhwc_conv_kernel).shape(infer_nhwc_conv).via_float();
   r.add("Col2Im").since(18).inputs(3).outputs(1).kind(PatternKind::kOpaque).run(col2im_kernel)
       .via_float();
 }

@@ -16,6 +16,7 @@ std::vector<PassInfo> registered_passes() {
       fold_batchnorm_pass(),
       fold_scale_bias_pass(),
       fuse_composites_pass(),
+      assign_layouts_pass(),
       fusion_pass(),
   };
 }

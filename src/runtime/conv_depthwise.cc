@@ -1,4 +1,5 @@
-// Depthwise Conv op over kernels::depthwise_conv2d_f32 (see conv_depthwise.h).
+// Depthwise Conv ops over kernels::depthwise_conv2d_f32 and depthwise_conv2d_nhwc_f32 (see
+// conv_depthwise.h).
 #include "runtime/conv_depthwise.h"
 
 #include <algorithm>
@@ -11,12 +12,14 @@
 namespace kiln::conv_ops {
 namespace {
 
+// channels_last: NHWC input and output, the (constant) weight repacked tap-major.
 class DepthwiseConvOp : public gemm_ops::GemmOp {
  public:
   DepthwiseConvOp(const kernels::DepthwiseGeom& g, const Tensor* w, bool has_bias, const Tensor* b, float lo,
-                  float hi)
-      : g_(g), has_bias_(has_bias) {
+                  float hi, bool channels_last = false)
+      : g_(g), has_bias_(has_bias), channels_last_(channels_last) {
     if (w) weight_.assign(w->data<float>(), w->data<float>() + g.c * g.kh * g.kw);
+    if (w && channels_last) kernels::depthwise_nhwc_taps(g, w->data<float>(), weight_.data());
     if (has_bias && b) bias_.assign(b->data<float>(), b->data<float>() + g.c);
     ep_.lo = lo;
     ep_.hi = hi;
@@ -31,20 +34,25 @@ class DepthwiseConvOp : public gemm_ops::GemmOp {
     return true;
   }
   Tensor run(const std::vector<const RtValue*>& ins) override {
-    Tensor y = output_tensor(DType::kFloat32, {g_.n, g_.c, g_.ho, g_.wo});
+    Tensor y = output_tensor(DType::kFloat32, channels_last_ ? std::vector<int64_t>{g_.n, g_.ho, g_.wo, g_.c}
+                                                             : std::vector<int64_t>{g_.n, g_.c, g_.ho, g_.wo});
     const float* w = weight_.empty() ? ins[1]->tensor.data<float>() : weight_.data();
     kernels::DepthwiseEpilogue ep = ep_;
     if (has_bias_) ep.bias = bias_.empty() ? ins[2]->tensor.data<float>() : bias_.data();
-    kernels::depthwise_conv2d_f32(g_, ins[0]->tensor.data<float>(), w, y.data<float>(), ep,
-                                  gemm_ops::pool_parallel());
+    if (channels_last_)
+      kernels::depthwise_conv2d_nhwc_f32(g_, ins[0]->tensor.data<float>(), w, y.data<float>(), ep,
+                                         gemm_ops::pool_parallel());
+    else
+      kernels::depthwise_conv2d_f32(g_, ins[0]->tensor.data<float>(), w, y.data<float>(), ep,
+                                    gemm_ops::pool_parallel());
     tail_.apply(y.data<float>(), y.numel(), ins);
     return y;
   }
 
  private:
   kernels::DepthwiseGeom g_;
-  bool has_bias_;
-  std::vector<float> weight_, bias_;  // constant operands, copied once
+  bool has_bias_, channels_last_;
+  std::vector<float> weight_, bias_;  // constant operands, copied once (channels last: tap-major)
   kernels::DepthwiseEpilogue ep_;
   gemm_ops::EpilogueTail tail_;  // residual + clamp after the kernel, when there is a residual
 };
@@ -60,14 +68,36 @@ std::unique_ptr<gemm_ops::GemmOp> make_depthwise_conv_op(const kernels::Depthwis
   return std::make_unique<DepthwiseConvOp>(g, weight, has_bias, bias, clamp_lo, clamp_hi);
 }
 
-std::unique_ptr<gemm_ops::GemmOp> make_depthwise_conv_op(const gemm_ops::GemmDesc& d) {
-  std::optional<ConvGeom> cg = conv_geom(d);
-  if (!cg || cg->c <= 1 || cg->group != cg->c || cg->co != cg->c || cg->cg != 1) return nullptr;
+namespace {
+
+// The depthwise geometry of a conv descriptor's (layout-free) geometry, or nullopt.
+std::optional<kernels::DepthwiseGeom> depthwise_geom(const std::optional<ConvGeom>& cg) {
+  if (!cg || cg->c <= 1 || cg->group != cg->c || cg->co != cg->c || cg->cg != 1) return std::nullopt;
   kernels::DepthwiseGeom g;
   g.n = cg->n, g.c = cg->c, g.h = cg->h, g.w = cg->w, g.kh = cg->kh, g.kw = cg->kw, g.ho = cg->ho, g.wo = cg->wo;
   g.sh = cg->sh, g.sw = cg->sw, g.dh = cg->dh, g.dw = cg->dw, g.pt = cg->pt, g.pl = cg->pl;
+  return g;
+}
+
+}  // namespace
+
+std::unique_ptr<gemm_ops::GemmOp> make_depthwise_conv_op(const gemm_ops::GemmDesc& d) {
+  std::optional<kernels::DepthwiseGeom> g = depthwise_geom(conv_geom(d));
+  if (!g) return nullptr;
   const bool has_bias = d.operands.size() > 2 && d.operands[2].present;
-  return make_depthwise_conv_op(g, d.operands[1].constant, has_bias, has_bias ? d.operands[2].constant : nullptr);
+  return make_depthwise_conv_op(*g, d.operands[1].constant, has_bias, has_bias ? d.operands[2].constant : nullptr);
+}
+
+std::unique_ptr<gemm_ops::GemmOp> make_depthwise_nhwc_conv_op(const gemm_ops::GemmDesc& d) {
+  std::optional<kernels::DepthwiseGeom> g = depthwise_geom(conv_geom_channels_last(d));
+  const Tensor* w = d.operands.size() > 1 ? d.operands[1].constant : nullptr;
+  if (!g || !kernels::depthwise_geom_ok(*g) || !w || w->dtype() != DType::kFloat32 || w->numel() != g->c * g->kh * g->kw)
+    return nullptr;
+  const bool has_bias = d.operands.size() > 2 && d.operands[2].present;
+  const Tensor* b = has_bias ? d.operands[2].constant : nullptr;
+  if (b && (b->dtype() != DType::kFloat32 || b->numel() != g->c)) return nullptr;
+  return std::make_unique<DepthwiseConvOp>(*g, w, has_bias, b, -std::numeric_limits<float>::infinity(),
+                                           std::numeric_limits<float>::infinity(), true);
 }
 
 }  // namespace kiln::conv_ops

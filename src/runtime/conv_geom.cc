@@ -49,4 +49,13 @@ std::optional<ConvGeom> conv_geom(const gemm_ops::GemmDesc& d) {
   return g;
 }
 
+std::optional<ConvGeom> conv_geom_channels_last(const gemm_ops::GemmDesc& d) {
+  if (d.kind != gemm_ops::GemmKind::kConvNhwc || d.operands.empty()) return std::nullopt;
+  gemm_ops::GemmDesc first = d;
+  first.kind = gemm_ops::GemmKind::kConv;
+  for (std::vector<int64_t>* v : {&first.operands[0].dims, &first.out_dims})
+    if (v->size() == 4) *v = {(*v)[0], (*v)[3], (*v)[1], (*v)[2]};
+  return conv_geom(first);
+}
+
 }  // namespace kiln::conv_ops

@@ -22,4 +22,8 @@ struct ConvGeom {
 // when the descriptor is not one (other dtypes, ranks, bad attributes, dims that disagree).
 std::optional<ConvGeom> conv_geom(const gemm_ops::GemmDesc& d);
 
+// The same for a channels-last descriptor (GemmKind::kConvNhwc: input [n, h, w, c], output
+// [n, ho, wo, co]); the geometry is layout-free.
+std::optional<ConvGeom> conv_geom_channels_last(const gemm_ops::GemmDesc& d);
+
 }  // namespace kiln::conv_ops

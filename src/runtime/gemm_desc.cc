@@ -38,9 +38,10 @@ std::vector<std::string> lowercase(std::vector<std::string> names) {
 }  // namespace
 
 bool gemm_like(const Node& n) {
+  if (n.domain == "kiln") return n.op_type == "NhwcConv";
   return (n.domain.empty() || n.domain == "ai.onnx") &&
          (n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Conv" || n.op_type == "ConvTranspose" ||
-          n.op_type == "RNN" || n.op_type == "LSTM" || n.op_type == "GRU");
+          n.op_type == "RNN" || n.op_type == "LSTM" || n.op_type == "GRU" || n.op_type == "Transpose");
 }
 
 std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Operand>& ins,
@@ -75,14 +76,20 @@ std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Ope
     return std::nullopt;
   } else if (n.op_type == "MatMul") {
     d.kind = GemmKind::kMatMul;
+  } else if (n.op_type == "Transpose") {
+    if (ins.size() != 1) return std::nullopt;
+    d.kind = GemmKind::kTranspose;
+    const size_t rank = ins[0].dims.size();
+    for (size_t k = 0; k < rank; ++k) d.perm.push_back(static_cast<int64_t>(rank - 1 - k));
+    d.perm = attr_ints(n, "perm", d.perm);
   } else if (n.op_type == "Gemm") {
     d.kind = GemmKind::kGemm;
     d.trans_a = attr_int(n, "transA", 0) != 0;
     d.trans_b = attr_int(n, "transB", 0) != 0;
     d.alpha = attr_float(n, "alpha", 1.0f);
     d.beta = attr_float(n, "beta", 1.0f);
-  } else if (n.op_type == "Conv") {
-    d.kind = GemmKind::kConv;
+  } else if (n.op_type == "Conv" || n.op_type == "NhwcConv") {
+    d.kind = n.op_type == "Conv" ? GemmKind::kConv : GemmKind::kConvNhwc;
     d.group = attr_int(n, "group", 1);
     d.strides = attr_ints(n, "strides", {1, 1});
     d.dilations = attr_ints(n, "dilations", {1, 1});

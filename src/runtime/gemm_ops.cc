@@ -6,12 +6,14 @@
 #include <string>
 
 #include "kernels/x86/f32_gemm.h"
+#include "runtime/conv_depthwise.h"
 #include "runtime/conv_gemm.h"
 #include "runtime/conv_geom.h"
 #include "runtime/conv_select.h"
 #include "runtime/conv_stem.h"
 #include "runtime/conv_transpose.h"
 #include "runtime/recurrent.h"
+#include "runtime/transpose_op.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/gemm_op_util.h"
 #include "runtime/matmul_batched.h"
@@ -481,6 +483,9 @@ std::unique_ptr<GemmOp> make_plain_gemm_op(const GemmDesc& d) {
       if (auto op = conv_ops::make_conv_op(d)) return op;
       return make_conv(d);
     case GemmKind::kConvTranspose: return conv_ops::make_conv_transpose_op(d);
+    // Depthwise only (what the assign-layouts pass makes); others run the reference kernel.
+    case GemmKind::kConvNhwc: return conv_ops::make_depthwise_nhwc_conv_op(d);
+    case GemmKind::kTranspose: return transpose_ops::make_transpose_op(d);
     case GemmKind::kRnn:
     case GemmKind::kLstm:
     case GemmKind::kGru: return rnn_ops::make_recurrent_op(d);

@@ -2,6 +2,7 @@
 // reference: odd H/W, W below and around the vector width, pads 0-2 (asymmetric), strides 1-3,
 // dilation, kernels 1x1 to 7x7, bias / no bias, clamp epilogue, batch > 1, 1 and 2 threads, plus a
 // sweep of small/medium planes and channel counts around 16 for the channel-blocked path.
+// The channels-last (NHWC) kernels run the same cases between layout permutes.
 // The AVX-512 kernels are skipped on CPUs without it.
 #include <gtest/gtest.h>
 
@@ -163,6 +164,38 @@ TEST(Depthwise, Avx512Stride2MatchesReference) {
     ++ran;
   }
   EXPECT_GE(ran, 20);
+}
+
+// A channels-last kernel with the NCHW kernels' signature: x permuted to [n, h, w, c], the weight
+// repacked tap-major, the [n, ho, wo, c] result (poisoned first, so unwritten lanes fail) permuted back.
+template <Kernel kChannelsLast>
+void via_channels_last(const DepthwiseGeom& g, const float* x, const float* w, float* y, const DepthwiseEpilogue& ep,
+                       const ParallelFor& parallel) {
+  std::vector<float> xl(g.n * g.h * g.w * g.c), taps(g.kh * g.kw * g.c), yl(g.n * g.ho * g.wo * g.c, 1e30f);
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t p = 0; p < g.h * g.w; ++p) xl[(n * g.h * g.w + p) * g.c + c] = x[(n * g.c + c) * g.h * g.w + p];
+  depthwise_nhwc_taps(g, w, taps.data());
+  kChannelsLast(g, xl.data(), taps.data(), yl.data(), ep, parallel);
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t p = 0; p < g.ho * g.wo; ++p) y[(n * g.c + c) * g.ho * g.wo + p] = yl[(n * g.ho * g.wo + p) * g.c + c];
+}
+
+TEST(Depthwise, ChannelsLastMatchesReference) {
+  std::vector<Case> all = cases();
+  // MobileNetV2's 7x7 stage (960 channels) and its stride-2 entry from 14x14; rows wider than a tile.
+  all.push_back({1, 960, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true, true});
+  all.push_back({1, 576, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true});
+  all.push_back({2, 40, 9, 29, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, true, false, Activation::kHardSwish});
+  for (const Case& c : all) {
+    check(c, via_channels_last<depthwise_conv2d_nhwc_f32_generic>, false);
+    check(c, via_channels_last<depthwise_conv2d_nhwc_f32>, true);
+    if (isa_supported(Isa::kAvx512)) {
+      check(c, via_channels_last<depthwise_conv2d_nhwc_f32_avx512f>, false);
+      check(c, via_channels_last<depthwise_conv2d_nhwc_f32_avx512f>, true);
+    }
+  }
 }
 
 TEST(Depthwise, DispatchMatchesReference) {

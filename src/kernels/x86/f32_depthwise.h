@@ -68,4 +68,17 @@ void depthwise_conv2d_f32_avx512f_blocked(const DepthwiseGeom& g, const float* x
 void depthwise_conv2d_f32_avx512f_planes(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                          const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 
+// Channels-last (NHWC) depthwise convolution, the layout the assign-layouts pass gives small-plane
+// conv chains: x [n, h, w, c], taps [kh * kw, c] (depthwise_nhwc_taps of the [c, 1, kh, kw]
+// weight), y [n, ho, wo, c]. The channels are the vector lanes, so no transposes are needed.
+void depthwise_nhwc_taps(const DepthwiseGeom& g, const float* w, float* taps);
+void depthwise_conv2d_nhwc_f32(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
+                               const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
+void depthwise_conv2d_nhwc_f32_generic(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
+                                       const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
+// 16 channels x up to 8 output pixels of a row in registers, one tap vector per 8 FMAs; border
+// pixels skip the taps that fall into padding. Only call when isa_supported(Isa::kAvx512).
+void depthwise_conv2d_nhwc_f32_avx512f(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
+                                       const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
+
 }  // namespace kiln::kernels
