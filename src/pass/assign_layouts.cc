@@ -14,8 +14,9 @@
 //   - a 2-D Conv with a constant weight (and bias, if any), an output of at most kMaxPlane
 //     pixels, no auto_pad, and either 1x1 (stride 1, no pads, group 1) or depthwise
 //     (group = C = M);
-//   - a layout-free elementwise op (Relu, Clip, Sigmoid, HardSwish, ...) on one chain value, its
-//     other inputs one-element constants; or Add/Sub/Mul/Div of two chain values of one shape.
+//   - a layout-free elementwise op (Relu, Clip, Sigmoid, HardSwish, ...) on a chain value, its
+//     other inputs one-element constants; or Add/Sub/Mul/Div of two values of the output's shape,
+//     at least one from the chain.
 // A chain is rewritten when it holds at least two convs and at least twice as many convs as
 // boundary values (each needs a Transpose): entering values are transposed to [N, H, W, C] once,
 // leaving values (and graph outputs) back to [N, C, H, W].
@@ -129,17 +130,17 @@ struct Chains {
         parent[up.get()] = static_cast<int>(nodes.size());
         nodes.push_back(up.get());
       }
-    // Elementwise ops join only on chain values: drop those fed by anything else, until stable.
+    // Elementwise ops join a chain through a chain value: drop those fed by none, until stable.
+    // (A binary op's other input may enter from outside, transposed like a conv's input.)
     for (bool changed = true; changed;) {
       changed = false;
       for (Node* n : nodes) {
         if (dropped.count(n) || conv_form(*n) != ConvForm::kNone) continue;
-        for (Value* v : data_inputs(*n))
-          if (!candidate(v->producer)) {
-            dropped.insert(n);
-            changed = true;
-            break;
-          }
+        const std::vector<Value*> ins = data_inputs(*n);
+        if (std::none_of(ins.begin(), ins.end(), [&](const Value* v) { return candidate(v->producer); })) {
+          dropped.insert(n);
+          changed = true;
+        }
       }
     }
     for (size_t i = 0; i < nodes.size(); ++i) {

@@ -1,0 +1,237 @@
+// Channels-last conv chains end to end: kiln::NhwcConv's reference kernel against Conv between
+// two Transposes; the assign-layouts pass plus the compiled executor (the NHWC depthwise op, the
+// MatMul for 1x1 convs with its fused bias/residual/clamp, the batched-transpose op at the chain's
+// ends) against the interpreter on the original model, at batch 1 and 2, 1 and 2 threads; and the
+// transpose op on permutations it takes and leaves to the generated kernels.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../common/engines_agree.h"
+#include "../common/random_const.h"
+#include "ir/text.h"
+#include "pass/pass.h"
+#include "runtime/compiled_executor.h"
+#include "runtime/interpreter.h"
+#include "runtime/transpose_op.h"
+
+namespace kiln {
+namespace {
+
+using test::dims_text;
+using test::rand_const;
+
+void expect_close(const std::vector<RtValue>& got, const std::vector<RtValue>& want, const std::string& text) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    const Tensor& a = got[k].tensor;
+    const Tensor& b = want[k].tensor;
+    ASSERT_EQ(a.dims(), b.dims()) << text;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      const double x = a.get_double(i), y = b.get_double(i);
+      if (std::fabs(x - y) > 1e-5 + 1e-4 * std::fabs(y)) {
+        ADD_FAILURE() << "output " << k << " [" << i << "]: " << x << " vs " << y << "\n" << text;
+        return;
+      }
+    }
+  }
+}
+
+TEST(ChannelsLast, NhwcConvReferenceIsConvBetweenTransposes) {
+  struct Case {
+    int64_t c, m, group, k, stride, pad;
+    bool bias;
+  };
+  const Case cases[] = {{8, 8, 8, 3, 1, 1, true}, {6, 6, 6, 5, 2, 2, false}, {4, 6, 2, 3, 1, 0, true},
+                        {3, 5, 1, 1, 1, 0, true}};
+  std::mt19937_64 rng(3);
+  for (const Case& c : cases) {
+    const int64_t h = 7, w = 6, ho = (h + 2 * c.pad - c.k) / c.stride + 1, wo = (w + 2 * c.pad - c.k) / c.stride + 1;
+    std::ostringstream attrs;
+    attrs << "group=" << c.group << ", strides=[" << c.stride << ", " << c.stride << "], pads=[" << c.pad << ", "
+          << c.pad << ", " << c.pad << ", " << c.pad << "]";
+    const std::string wconst = rand_const({c.m, c.c / c.group, c.k, c.k}, rng);
+    const std::string bconst = rand_const({c.m}, rng);
+    const std::string ins = c.bias ? "%x, %w, %b" : "%x, %w";
+    std::ostringstream nhwc, nchw;
+    nhwc << "model ir=8 opsets={\"\": 13, \"kiln\": 1}\n"
+         << "graph @g(%x: f32[2," << h << "," << w << "," << c.c << "]) -> (%y: f32[2," << ho << "," << wo << "," << c.m
+         << "]) {\n  %w = " << wconst << "\n  %b = " << bconst << "\n  %y = kiln::NhwcConv(" << ins << ") {" << attrs.str()
+         << "} : f32[2," << ho << "," << wo << "," << c.m << "]\n  return %y\n}";
+    nchw << "model ir=8 opsets={\"\": 13}\n"
+         << "graph @g(%x: f32[2," << h << "," << w << "," << c.c << "]) -> (%y: f32[2," << ho << "," << wo << "," << c.m
+         << "]) {\n  %w = " << wconst << "\n  %b = " << bconst << "\n  %t = Transpose(%x) {perm=[0, 3, 1, 2]} : f32[2,"
+         << c.c << "," << h << "," << w << "]\n  %v = Conv(" << (c.bias ? "%t, %w, %b" : "%t, %w") << ") {" << attrs.str()
+         << "} : f32[2," << c.m << "," << ho << "," << wo << "]\n  %y = Transpose(%v) {perm=[0, 2, 3, 1]} : f32[2," << ho
+         << "," << wo << "," << c.m << "]\n  return %y\n}";
+    Model a = parse_model(nhwc.str()), b = parse_model(nchw.str());
+    PassContext ctx;
+    run_passes(a, {"shape-inference"}, ctx);  // NhwcConv's inference must agree with the declared type
+    EXPECT_EQ(to_string(a.graph->outputs[0]->type), "f32[2," + std::to_string(ho) + "," + std::to_string(wo) + "," +
+                                                        std::to_string(c.m) + "]");
+    const std::vector<RtValue> feeds = test::random_feeds(a, 4);
+    SCOPED_TRACE(nhwc.str());
+    expect_close(Interpreter(a).run(feeds), Interpreter(b).run(feeds), nhwc.str());
+  }
+}
+
+// A MobileNetV2-like tail at a 7x7 plane (or smaller): depthwise 3x3 with stride 2 from twice
+// the plane + ReLU6, projection 1x1 + ReLU (a graph output too); a block of expansion 1x1 +
+// ReLU6, depthwise 3x3 + ReLU6, projection 1x1 and residual; a last 1x1 + ReLU6 and a global
+// average pool.
+std::string mobile_tail(int64_t n, int64_t plane, int64_t c, int64_t e, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t in = 2 * plane;
+  auto t = [&](int64_t ch, int64_t p) { return "f32[" + dims_text({n, ch, p, p}) + "]"; };
+  std::ostringstream os;
+  os << "model ir=8 opsets={\"\": 13}\n"
+     << "graph @g(%x: " << t(e, in) << ") -> (%y: f32[" << n << "," << 4 * c
+     << ",1,1], %mid: " << t(c, plane) << ") {\n"
+     << "  %lo = const f32[] [0]\n  %hi = const f32[] [6]\n"
+     << "  %w0 = " << rand_const({e, 1, 3, 3}, rng) << "\n  %b0 = " << rand_const({e}, rng) << "\n"
+     << "  %w1 = " << rand_const({c, e, 1, 1}, rng, 0.3) << "\n  %b1 = " << rand_const({c}, rng) << "\n"
+     << "  %w2 = " << rand_const({e, c, 1, 1}, rng, 0.3) << "\n  %b2 = " << rand_const({e}, rng) << "\n"
+     << "  %w3 = " << rand_const({e, 1, 3, 3}, rng) << "\n  %b3 = " << rand_const({e}, rng) << "\n"
+     << "  %w4 = " << rand_const({c, e, 1, 1}, rng, 0.3) << "\n"
+     << "  %w5 = " << rand_const({4 * c, c, 1, 1}, rng, 0.3) << "\n  %b5 = " << rand_const({4 * c}, rng) << "\n"
+     << "  %d0 = Conv(%x, %w0, %b0) {group=" << e << ", strides=[2, 2], pads=[1, 1, 1, 1]} : " << t(e, plane) << "\n"
+     << "  %a0 = Clip(%d0, %lo, %hi) : " << t(e, plane) << "\n"
+     << "  %p1 = Conv(%a0, %w1, %b1) : " << t(c, plane) << "\n"
+     << "  %mid = Relu(%p1) : " << t(c, plane) << "\n"
+     << "  %x2 = Conv(%mid, %w2, %b2) : " << t(e, plane) << "\n"
+     << "  %a2 = Clip(%x2, %lo, %hi) : " << t(e, plane) << "\n"
+     << "  %d3 = Conv(%a2, %w3, %b3) {group=" << e << ", pads=[1, 1, 1, 1]} : " << t(e, plane) << "\n"
+     << "  %a3 = Clip(%d3, %lo, %hi) : " << t(e, plane) << "\n"
+     << "  %p4 = Conv(%a3, %w4) : " << t(c, plane) << "\n"
+     << "  %s4 = Add(%p4, %mid) : " << t(c, plane) << "\n"
+     << "  %x5 = Conv(%s4, %w5, %b5) : " << t(4 * c, plane) << "\n"
+     << "  %a5 = Clip(%x5, %lo, %hi) : " << t(4 * c, plane) << "\n"
+     << "  %y = GlobalAveragePool(%a5) : f32[" << n << "," << 4 * c << ",1,1]\n"
+     << "  return %y, %mid\n}";
+  return os.str();
+}
+
+// Runs `text` through the pass and the compiled executor and the original through the
+// interpreter; returns the kinds of the plan's GEMM steps.
+std::vector<gemm_ops::GemmKind> chain_agrees(const std::string& text, int threads) {
+  Model original = parse_model(text), rewritten = parse_model(text);
+  PassContext ctx;
+  run_passes(original, {"shape-inference"}, ctx);
+  run_passes(rewritten, {"shape-inference", "assign-layouts", "fusion"}, ctx);
+  const std::vector<RtValue> feeds = test::random_feeds(original, 5);
+  const std::vector<RtValue> want = Interpreter(original).run(feeds);
+  CompiledOptions opts;
+  opts.threads = threads;
+  CompiledExecutor exec(rewritten, opts);
+  std::vector<gemm_ops::GemmKind> kinds;
+  for (int rep = 0; rep < 2; ++rep) expect_close(exec.run(feeds), want, text);
+  EXPECT_EQ(exec.stats().fallback_nodes, 0) << text;
+  if (const ExecPlan* plan = exec.last_exec_plan())
+    for (const PlanStep& st : plan->steps)
+      if (st.kind == PlanStep::Kind::kGemm) kinds.push_back(st.gemm.kind);
+  return kinds;
+}
+
+TEST(ChannelsLast, MobileTailMatchesInterpreter) {
+  struct Case {
+    int64_t n, plane, c, e;
+  };
+  // 16-lane channel blocks, and counts with partial blocks (24, 40).
+  const Case cases[] = {{1, 7, 16, 96}, {2, 4, 24, 40}, {1, 5, 8, 20}};
+  for (int threads : {1, 2})
+    for (const Case& c : cases) {
+      const std::string text = mobile_tail(c.n, c.plane, c.c, c.e, 7 + c.c);
+      const std::vector<gemm_ops::GemmKind> kinds = chain_agrees(text, threads);
+      int nhwc = 0, transposes = 0, matmuls = 0;
+      for (gemm_ops::GemmKind k : kinds) {
+        nhwc += k == gemm_ops::GemmKind::kConvNhwc;
+        transposes += k == gemm_ops::GemmKind::kTranspose;
+        matmuls += k == gemm_ops::GemmKind::kMatMul;
+      }
+      // Both depthwise convs channels-last, the four 1x1 convs as MatMuls; the transposes: %x in,
+      // %mid and %a5 out.
+      EXPECT_EQ(nhwc, 2) << text;
+      EXPECT_EQ(matmuls, 4) << text;
+      EXPECT_EQ(transposes, 3) << text;
+    }
+}
+
+// expansion 1x1 + ReLU, depthwise 3x3, and (with `long_chain`) two more 1x1 convs: four convs
+// between one entering and one leaving value, or two.
+std::string plain_chain(int64_t plane, bool long_chain) {
+  std::mt19937_64 rng(8);
+  const std::string t = "f32[" + dims_text({1, 32, plane, plane}) + "]", p = std::to_string(plane);
+  std::string text = "model ir=8 opsets={\"\": 13}\ngraph @g(%x: f32[1,8," + p + "," + p + "]) -> (%y: " +
+                     (long_chain ? "f32[1,8," + p + "," + p + "]" : t) + ") {\n  %w0 = " + rand_const({32, 8, 1, 1}, rng) +
+                     "\n  %w1 = " + rand_const({32, 1, 3, 3}, rng) + "\n  %w2 = " + rand_const({16, 32, 1, 1}, rng) +
+                     "\n  %w3 = " + rand_const({8, 16, 1, 1}, rng) + "\n  %a = Conv(%x, %w0) : " + t +
+                     "\n  %r = Relu(%a) : " + t + "\n  %" + (long_chain ? "d" : "y") +
+                     " = Conv(%r, %w1) {group=32, pads=[1, 1, 1, 1]} : " + t + "\n";
+  if (long_chain)
+    text += "  %e = Conv(%d, %w2) : f32[1,16," + p + "," + p + "]\n  %y = Conv(%e, %w3) : f32[1,8," + p + "," + p + "]\n";
+  return text + "  return %y\n}";
+}
+
+TEST(ChannelsLast, PassLeavesLargePlanesAndShortChainsAlone) {
+  auto count = [](const std::vector<gemm_ops::GemmKind>& kinds, gemm_ops::GemmKind k) {
+    return std::count(kinds.begin(), kinds.end(), k);
+  };
+  // Four convs between two boundaries: rewritten at 7x7 (49 pixels), not at 9x9 (81).
+  std::vector<gemm_ops::GemmKind> kinds = chain_agrees(plain_chain(7, true), 1);
+  EXPECT_EQ(count(kinds, gemm_ops::GemmKind::kConvNhwc), 1);
+  EXPECT_EQ(count(kinds, gemm_ops::GemmKind::kTranspose), 2);
+  kinds = chain_agrees(plain_chain(9, true), 1);
+  EXPECT_EQ(count(kinds, gemm_ops::GemmKind::kConv), 4);
+  // Two convs between two boundaries: the transposes would cost what the chain saves.
+  kinds = chain_agrees(plain_chain(7, false), 1);
+  EXPECT_EQ(count(kinds, gemm_ops::GemmKind::kConv), 2);
+}
+
+TEST(TransposeOp, RecognizesBatchedTransposes) {
+  using transpose_ops::batched_transpose;
+  auto bt = [](std::vector<int64_t> dims, std::vector<int64_t> perm) {
+    auto t = batched_transpose(dims, perm);
+    return t ? std::vector<int64_t>{t->batch, t->rows, t->cols} : std::vector<int64_t>{};
+  };
+  EXPECT_EQ(bt({2, 3, 4, 5}, {0, 2, 3, 1}), (std::vector<int64_t>{2, 3, 20}));
+  EXPECT_EQ(bt({2, 3, 4, 5}, {0, 3, 1, 2}), (std::vector<int64_t>{2, 12, 5}));
+  EXPECT_EQ(bt({6, 7}, {1, 0}), (std::vector<int64_t>{1, 6, 7}));
+  EXPECT_EQ(bt({2, 6, 7}, {0, 2, 1}), (std::vector<int64_t>{2, 6, 7}));
+  EXPECT_EQ(bt({2, 3, 4}, {2, 0, 1}), (std::vector<int64_t>{1, 6, 4}));
+  EXPECT_EQ(bt({2, 3, 4, 5}, {0, 1, 3, 2}), (std::vector<int64_t>{6, 4, 5}));
+  EXPECT_TRUE(bt({2, 3, 4, 5}, {0, 2, 1, 3}).empty());  // attention heads: not a rotation
+  EXPECT_TRUE(bt({2, 3, 4}, {0, 1, 2}).empty());        // identity
+  EXPECT_TRUE(bt({2, 3, 4}, {1, 0}).empty());           // wrong length
+  EXPECT_TRUE(bt({2, 3, 4}, {1, 2, 2}).empty());
+}
+
+TEST(TransposeOp, MatchesInterpreter) {
+  struct Case {
+    std::vector<int64_t> dims, perm;
+    bool fast;  // a batched 2-D transpose: the op runs it
+  };
+  const Case cases[] = {{{2, 37, 5, 7}, {0, 2, 3, 1}, true}, {{1, 7, 7, 45}, {0, 3, 1, 2}, true},
+                        {{33, 18}, {1, 0}, true},           {{1, 70, 197}, {0, 2, 1}, true},
+                        {{3, 4, 5, 6}, {0, 2, 1, 3}, false}, {{3, 1280, 1, 1}, {0, 2, 3, 1}, true}};
+  for (int threads : {1, 2})
+    for (const Case& c : cases) {
+      std::vector<int64_t> out;
+      for (int64_t p : c.perm) out.push_back(c.dims[static_cast<size_t>(p)]);
+      std::ostringstream perm;
+      for (size_t k = 0; k < c.perm.size(); ++k) perm << (k ? ", " : "") << c.perm[k];
+      const std::string text = "model ir=8 opsets={\"\": 13}\ngraph @g(%x: f32[" + dims_text(c.dims) + "]) -> (%y: f32[" +
+                               dims_text(out) + "]) {\n  %y = Transpose(%x) {perm=[" + perm.str() + "]} : f32[" +
+                               dims_text(out) + "]\n  return %y\n}";
+      SCOPED_TRACE(text);
+      const CompileStats s = test::engines_agree(text, threads, 6);
+      EXPECT_EQ(s.gemm_nodes, c.fast ? 1 : 0);
+    }
+}
+
+}  // namespace
+}  // namespace kiln
