@@ -1,6 +1,7 @@
 // optimize_model_file: the pass-running core of `kiln optimize` (same checks and messages).
 #include "driver/optimize_model.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
@@ -20,6 +21,10 @@ std::string known_passes() {
 OptimizeModelResult optimize_model_file(const std::string& in_path, const std::string& out_path,
                                         const OptimizeModelOptions& opts) {
   std::vector<std::string> names = opts.passes.empty() ? default_pipeline() : opts.passes;
+  // The written model is for any runtime: kiln's channels-last conv chains (Transposes around
+  // kiln::NhwcConv, exported as Conv between Transposes) would only slow others down. Named in
+  // --passes, the pass runs.
+  if (opts.passes.empty()) std::erase(names, "assign-layouts");
   PassContext ctx;
   for (const auto& d : opts.disable) {
     if (!find_pass(d)) throw Error(ErrorKind::kUsage, "--disable: unknown pass '" + d + "' (passes: " + known_passes() + ")");

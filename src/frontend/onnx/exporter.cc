@@ -6,7 +6,8 @@
 // - node attributes named `kiln.*` (pass annotations) are dropped;
 // - composite ops of the "kiln" domain become the standard ONNX op when the model's default
 //   opset has it (LayerNormalization >= 17, Gelu >= 20, HardSwish >= 14), otherwise they are
-//   expanded back into primitive ops (one expansion function per composite, kCompositeTable);
+//   expanded back into primitive ops (one expansion function per composite, kCompositeTable;
+//   NhwcConv: Conv between two Transposes);
 //   the "kiln" opset import is not written.
 #include <onnx/onnx_pb.h>
 
@@ -296,6 +297,17 @@ void expand_attention(const CompositeCall& c, Emitter& e) {
   e.node("MatMul", {probs, c.in(2)}, {c.out(0)});
 }
 
+// NhwcConv (channels-last Conv, made by the assign-layouts pass): Conv between two Transposes.
+void expand_nhwc_conv(const CompositeCall& c, Emitter& e) {
+  std::string x = e.fresh("nhwc_conv_in");
+  Emitter::set_ints(e.node("Transpose", {c.in(0)}, {x}), "perm", {0, 3, 1, 2});
+  std::vector<std::string> ins = {x, c.in(1)};
+  if (!c.in(2).empty()) ins.push_back(c.in(2));
+  std::string y = e.fresh("nhwc_conv_out");
+  copy_plain_attrs(c, e.node("Conv", ins, {y}), {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"});
+  Emitter::set_ints(e.node("Transpose", {y}, {c.out(0)}), "perm", {0, 2, 3, 1});
+}
+
 // Composite op name (domain "kiln") -> expansion.
 const std::map<std::string, Expansion>& composite_table() {
   static const std::map<std::string, Expansion> table = {
@@ -305,6 +317,7 @@ const std::map<std::string, Expansion>& composite_table() {
       {"LayerNormalization", expand_layer_norm},
       {"LayerNorm", expand_layer_norm},
       {"Attention", expand_attention},
+      {"NhwcConv", expand_nhwc_conv},
   };
   return table;
 }
