@@ -11,15 +11,18 @@
 // summed step time at 1 thread and 1.5% at 2 threads, the two transposes (20-28 us) included.
 //
 // A chain is a connected set of candidate nodes:
-//   - a 2-D Conv with a constant weight (and bias, if any), an output of at most kMaxPlane
+//   - a 2-D Conv with a constant weight (and bias, if any; through Identity nodes too), an output of at most kMaxPlane
 //     pixels, no auto_pad, and either 1x1 (stride 1, no pads, group 1) or depthwise
 //     (group = C = M);
 //   - a layout-free elementwise op (Relu, Clip, Sigmoid, HardSwish, ...) on a chain value, its
 //     other inputs one-element constants; or Add/Sub/Mul/Div of two values of the output's shape,
-//     at least one from the chain.
+//     at least one from the chain, or of one such value and a per-channel [N, C, 1, 1] one (a
+//     squeeze-and-excitation gate);
+//   - a GlobalAveragePool (a ReduceMean over axes 1 and 2 channels-last).
 // A chain is rewritten when it holds at least two convs and at least twice as many convs as
-// boundary values (each needs a Transpose): entering values are transposed to [N, H, W, C] once,
-// leaving values (and graph outputs) back to [N, C, H, W].
+// boundary values that need a Transpose: entering values are transposed to [N, H, W, C] once,
+// leaving values (and graph outputs) back to [N, C, H, W]; those with H = W = 1 or C = 1 are
+// only reshaped (a squeeze-and-excitation branch's [N, C, 1, 1] values, a pooled output).
 // Requires: shape inference (f32 4-D shapes with known C, H, W; N may be symbolic). Guarantees: the same values at the
 // boundaries; the graph imports opset "kiln" 1 when it rewrote something.
 // Tests: tests/pass/golden/assign-layouts/*.kir
@@ -48,6 +51,18 @@ std::optional<std::vector<int64_t>> f32_4d(const Value* v) {
   return d;
 }
 bool same_type(const Value* a, const Value* b) { return a && b && f32_4d(a) && a->type == b->type; }
+// One value per image and channel of `like` ([N, C, 1, 1], or [1, C, 1, 1]): a squeeze-and-
+// excitation gate.
+bool per_channel_of(const Value* v, const Value* like) {
+  auto d = f32_4d(v), l = f32_4d(like);
+  if (!d || !l || (*d)[1] != (*l)[1] || (*d)[2] != 1 || (*d)[3] != 1) return false;
+  return (*d)[0] == 1 || v->type.shape->dims[0] == like->type.shape->dims[0];
+}
+// Whether NCHW <-> NHWC moves data: not when H = W = 1 or C = 1 (then it is a Reshape).
+bool layout_change_moves(const Value* v) {
+  auto d = f32_4d(v);
+  return (*d)[2] * (*d)[3] > 1 && (*d)[1] > 1;
+}
 
 bool default_domain(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
 
@@ -56,15 +71,27 @@ std::vector<int64_t> ints_attr(const Node& n, const char* key, std::vector<int64
   return a && a->kind == Attribute::Kind::kInts ? a->ints : dflt;
 }
 
+// The constant `v` holds: itself, or through Identity nodes (exporters share a weight or bias
+// that way); null when it is not a constant.
+Value* constant_source(Value* v) {
+  while (v && !v->is_constant() && v->producer && v->producer->op_type == "Identity" &&
+         default_domain(*v->producer) && v->producer->inputs.size() == 1)
+    v = v->producer->inputs[0];
+  return v && v->is_constant() ? v : nullptr;
+}
+
 enum class ConvForm { kNone, kPointwise, kDepthwise };
 
 ConvForm conv_form(const Node& n) {
   if (n.op_type != "Conv" || !default_domain(n) || n.inputs.size() < 2 || n.outputs.size() != 1) return ConvForm::kNone;
-  const Value *x = n.inputs[0], *w = n.inputs[1], *b = n.inputs.size() > 2 ? n.inputs[2] : nullptr;
+  const Value *x = n.inputs[0], *w = constant_source(n.inputs[1]);
   auto xd = f32_4d(x), yd = f32_4d(n.outputs[0]);
-  if (!xd || !yd || !w || !w->is_constant() || w->initializer.dtype() != DType::kFloat32 || w->initializer.rank() != 4)
+  if (!xd || !yd || !w || w->initializer.dtype() != DType::kFloat32 || w->initializer.rank() != 4)
     return ConvForm::kNone;
-  if (b && (!b->is_constant() || b->initializer.dtype() != DType::kFloat32)) return ConvForm::kNone;
+  if (n.inputs.size() > 2 && n.inputs[2]) {
+    const Value* b = constant_source(n.inputs[2]);
+    if (!b || b->initializer.dtype() != DType::kFloat32) return ConvForm::kNone;
+  }
   if (const Attribute* a = n.attr("auto_pad"); a && a->kind == Attribute::Kind::kString && a->s != "NOTSET")
     return ConvForm::kNone;
   if ((*yd)[2] * (*yd)[3] > kMaxPlane) return ConvForm::kNone;
@@ -89,6 +116,10 @@ bool layout_free_unary(const Node& n) {
 bool layout_free_binary(const Node& n) {
   return default_domain(n) && (n.op_type == "Add" || n.op_type == "Sub" || n.op_type == "Mul" || n.op_type == "Div");
 }
+bool global_average_pool(const Node& n) {
+  return default_domain(n) && n.op_type == "GlobalAveragePool" && n.inputs.size() == 1 && n.outputs.size() == 1 &&
+         f32_4d(n.inputs[0]) && per_channel_of(n.outputs[0], n.inputs[0]);
+}
 
 struct Chains {
   Graph& g;
@@ -97,7 +128,9 @@ struct Chains {
   std::map<const Node*, int> parent;  // union-find over candidates
   std::set<const Node*> dropped;
 
-  explicit Chains(Graph& graph) : g(graph), ed(graph) {}
+  int64_t opset;  // the default domain's
+
+  Chains(Graph& graph, int64_t default_opset) : g(graph), ed(graph), opset(default_opset) {}
 
   int find(int i) {
     while (parent[nodes[static_cast<size_t>(i)]] != i) i = parent[nodes[static_cast<size_t>(i)]];
@@ -116,8 +149,12 @@ struct Chains {
   static bool eligible(const Node& n) {
     if (conv_form(n) != ConvForm::kNone) return true;
     if (n.outputs.size() != 1 || n.inputs.empty() || !f32_4d(n.outputs[0])) return false;
-    if (layout_free_binary(n))
-      return n.inputs.size() == 2 && same_type(n.inputs[0], n.outputs[0]) && same_type(n.inputs[1], n.outputs[0]);
+    if (global_average_pool(n)) return true;
+    if (layout_free_binary(n)) {
+      if (n.inputs.size() != 2) return false;
+      const Value *a = n.inputs[0], *b = n.inputs[1], *y = n.outputs[0];
+      return (same_type(a, y) && (same_type(b, y) || per_channel_of(b, y))) || (same_type(b, y) && per_channel_of(a, y));
+    }
     if (!layout_free_unary(n) || !same_type(n.inputs[0], n.outputs[0])) return false;
     for (size_t k = 1; k < n.inputs.size(); ++k)
       if (n.inputs[k] && (!n.inputs[k]->is_constant() || n.inputs[k]->initializer.numel() != 1)) return false;
@@ -165,6 +202,15 @@ struct Chains {
     }
     if (rewritten.empty()) return false;
     ed.remove_nodes_if([&](const Node& n) { return rewritten.count(&n) > 0; });
+    // Identity nodes that only passed a rewritten conv its weight or bias go too.
+    for (bool removed = true; removed;) {
+      const UseMap now = compute_uses(g);
+      removed = ed.remove_nodes_if([&](const Node& n) {
+                  return n.op_type == "Identity" && default_domain(n) && n.outputs.size() == 1 &&
+                         now.count(n.outputs[0]) == 0 && !is_graph_output(g, n.outputs[0]) &&
+                         constant_source(n.outputs[0]) != nullptr;
+                }) > 0;
+    }
     ed.erase_dead_values();
     ed.sort_topologically();
     m.opsets["kiln"] = 1;
@@ -187,12 +233,16 @@ struct Chains {
     }
   }
 
+  // Boundaries that move data (a Transpose each; the others are Reshapes) against the convs.
   bool rewrite_pays(const std::vector<Node*>& members, const UseMap& uses) const {
     const int64_t convs = std::count_if(members.begin(), members.end(),
                                         [](const Node* n) { return conv_form(*n) != ConvForm::kNone; });
     std::vector<Value*> entering, leaving;
     boundaries(members, uses, entering, leaving);
-    return convs >= 2 && convs >= 2 * static_cast<int64_t>(entering.size() + leaving.size());
+    int64_t transposes = 0;
+    for (const auto* list : {&entering, &leaving})
+      transposes += std::count_if(list->begin(), list->end(), layout_change_moves);
+    return convs >= 2 && convs >= 2 * transposes;
   }
 
   static Type channels_last(const Value* v) {
@@ -200,7 +250,15 @@ struct Chains {
     return Type::tensor(v->type.dtype, Shape(std::vector<Dim>{d[0], d[2], d[3], d[1]}));
   }
 
-  Value* transposed(Value* v, Type type, const std::vector<int64_t>& perm, const std::string& base) {
+  // `v` in the other layout (`type`; perm: the Transpose's): a Transpose, or where `moves` is
+  // false (only unit axes move) a Reshape that copies the batch dim.
+  Value* relaid(Value* v, Type type, const std::vector<int64_t>& perm, bool moves, const std::string& base) {
+    const std::vector<Dim>& d = type.shape->dims;
+    if (!moves) {
+      Node* r = ed.add_node("Reshape", {v}, type, base);
+      r->inputs.push_back(ed.add_ints({0, d[1].value, d[2].value, d[3].value}, base + "_shape"));
+      return r->outputs[0];
+    }
     Node* t = ed.add_node("Transpose", {v}, std::move(type), base);
     t->attrs["perm"] = Attribute::make_ints(perm);
     return t->outputs[0];
@@ -210,14 +268,15 @@ struct Chains {
     std::vector<Value*> entering, leaving;
     boundaries(members, uses, entering, leaving);
     std::map<const Value*, Value*> nhwc;  // chain value -> its channels-last twin
-    for (Value* v : entering) nhwc[v] = transposed(v, channels_last(v), {0, 2, 3, 1}, v->name + "_nhwc");
+    for (Value* v : entering)
+      nhwc[v] = relaid(v, channels_last(v), {0, 2, 3, 1}, layout_change_moves(v), v->name + "_nhwc");
     for (Node* n : members) {  // graph order: producers first
       Value* y = n->outputs[0];
       const ConvForm form = conv_form(*n);
       Node* made = nullptr;
       if (form == ConvForm::kPointwise) {
         // y = x W^T (+ b): the [M, C, 1, 1] weight as a [C, M] constant.
-        const Tensor& w = n->inputs[1]->initializer;
+        const Tensor& w = constant_source(n->inputs[1])->initializer;
         const int64_t mo = w.dim(0), c = w.dim(1);
         Tensor wt(DType::kFloat32, {c, mo});
         for (int64_t i = 0; i < mo; ++i)
@@ -226,14 +285,21 @@ struct Chains {
         made = ed.add_node("MatMul", {nhwc.at(n->inputs[0]), wv}, channels_last(y), y->name + "_nhwc");
         made->name = n->name;
         if (n->inputs.size() > 2 && n->inputs[2]) {
-          made = ed.add_node("Add", {made->outputs[0], n->inputs[2]}, channels_last(y), y->name + "_nhwc");
+          made = ed.add_node("Add", {made->outputs[0], constant_source(n->inputs[2])}, channels_last(y), y->name + "_nhwc");
           made->name = n->name.empty() ? "" : n->name + "_bias";
         }
       } else if (form == ConvForm::kDepthwise) {
-        made = ed.add_node("NhwcConv", {nhwc.at(n->inputs[0]), n->inputs[1]}, channels_last(y), y->name + "_nhwc");
+        made = ed.add_node("NhwcConv", {nhwc.at(n->inputs[0]), constant_source(n->inputs[1])}, channels_last(y),
+                           y->name + "_nhwc");
         made->domain = "kiln";
-        if (n->inputs.size() > 2 && n->inputs[2]) made->inputs.push_back(n->inputs[2]);
+        if (n->inputs.size() > 2 && n->inputs[2]) made->inputs.push_back(constant_source(n->inputs[2]));
         made->attrs = n->attrs;
+      } else if (global_average_pool(*n)) {
+        // The mean over H and W, which channels-last are axes 1 and 2: [N, 1, 1, C].
+        made = ed.add_node("ReduceMean", {nhwc.at(n->inputs[0])}, channels_last(y), y->name + "_nhwc");
+        if (opset >= 18) made->inputs.push_back(ed.add_ints({1, 2}, y->name + "_axes"));
+        else made->attrs["axes"] = Attribute::make_ints({1, 2});
+        made->attrs["keepdims"] = Attribute::make_int(1);
       } else {
         std::vector<Value*> ins = n->inputs;
         for (Value* v : data_inputs(*n)) std::replace(ins.begin(), ins.end(), v, nhwc.at(v));
@@ -244,7 +310,8 @@ struct Chains {
       if (form != ConvForm::kPointwise) made->name = n->name;
       nhwc[y] = made->outputs[0];
     }
-    for (Value* v : leaving) ed.replace_all_uses(v, transposed(nhwc.at(v), v->type, {0, 3, 1, 2}, v->name + "_nchw"));
+    for (Value* v : leaving)
+      ed.replace_all_uses(v, relaid(nhwc.at(v), v->type, {0, 3, 1, 2}, layout_change_moves(v), v->name + "_nchw"));
   }
 };
 
@@ -252,7 +319,7 @@ struct Chains {
 bool run(Model& m, PassContext&) {
   const char* env = std::getenv("KILN_LAYOUT");
   if (env && std::string(env) == "nchw") return false;
-  return Chains(*m.graph).run(m);
+  return Chains(*m.graph, m.opset("")).run(m);
 }
 
 }  // namespace

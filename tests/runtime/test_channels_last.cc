@@ -84,7 +84,9 @@ TEST(ChannelsLast, NhwcConvReferenceIsConvBetweenTransposes) {
 // the plane + ReLU6, projection 1x1 + ReLU (a graph output too); a block of expansion 1x1 +
 // ReLU6, depthwise 3x3 + ReLU6, projection 1x1 and residual; a last 1x1 + ReLU6 and a global
 // average pool.
-std::string mobile_tail(int64_t n, int64_t plane, int64_t c, int64_t e, uint64_t seed) {
+// With `se`, a squeeze-and-excitation gate (pool, 1x1 + ReLU, 1x1 + HardSigmoid, Mul) before the
+// second projection, its first bias shared through an Identity as exporters do.
+std::string mobile_tail(int64_t n, int64_t plane, int64_t c, int64_t e, uint64_t seed, bool se = false) {
   std::mt19937_64 rng(seed);
   const int64_t in = 2 * plane;
   auto t = [&](int64_t ch, int64_t p) { return "f32[" + dims_text({n, ch, p, p}) + "]"; };
@@ -106,8 +108,18 @@ std::string mobile_tail(int64_t n, int64_t plane, int64_t c, int64_t e, uint64_t
      << "  %x2 = Conv(%mid, %w2, %b2) : " << t(e, plane) << "\n"
      << "  %a2 = Clip(%x2, %lo, %hi) : " << t(e, plane) << "\n"
      << "  %d3 = Conv(%a2, %w3, %b3) {group=" << e << ", pads=[1, 1, 1, 1]} : " << t(e, plane) << "\n"
-     << "  %a3 = Clip(%d3, %lo, %hi) : " << t(e, plane) << "\n"
-     << "  %p4 = Conv(%a3, %w4) : " << t(c, plane) << "\n"
+     << "  %a3 = Clip(%d3, %lo, %hi) : " << t(e, plane) << "\n";
+  if (se)
+    os << "  %v1 = " << rand_const({8, e, 1, 1}, rng, 0.3) << "\n  %c1 = " << rand_const({8}, rng) << "\n"
+       << "  %v2 = " << rand_const({e, 8, 1, 1}, rng, 0.3) << "\n  %c2 = " << rand_const({e}, rng) << "\n"
+       << "  %c1s = Identity(%c1) : f32[8]\n"
+       << "  %q = GlobalAveragePool(%a3) : " << t(e, 1) << "\n"
+       << "  %f1 = Conv(%q, %v1, %c1s) : " << t(8, 1) << "\n"
+       << "  %r1 = Relu(%f1) : " << t(8, 1) << "\n"
+       << "  %f2 = Conv(%r1, %v2, %c2) : " << t(e, 1) << "\n"
+       << "  %gate = HardSigmoid(%f2) : " << t(e, 1) << "\n"
+       << "  %g3 = Mul(%a3, %gate) : " << t(e, plane) << "\n";
+  os << "  %p4 = Conv(%" << (se ? "g3" : "a3") << ", %w4) : " << t(c, plane) << "\n"
      << "  %s4 = Add(%p4, %mid) : " << t(c, plane) << "\n"
      << "  %x5 = Conv(%s4, %w5, %b5) : " << t(4 * c, plane) << "\n"
      << "  %a5 = Clip(%x5, %lo, %hi) : " << t(4 * c, plane) << "\n"
@@ -144,21 +156,22 @@ TEST(ChannelsLast, MobileTailMatchesInterpreter) {
   // 16-lane channel blocks, and counts with partial blocks (24, 40).
   const Case cases[] = {{1, 7, 16, 96}, {2, 4, 24, 40}, {1, 5, 8, 20}};
   for (int threads : {1, 2})
-    for (const Case& c : cases) {
-      const std::string text = mobile_tail(c.n, c.plane, c.c, c.e, 7 + c.c);
-      const std::vector<gemm_ops::GemmKind> kinds = chain_agrees(text, threads);
-      int nhwc = 0, transposes = 0, matmuls = 0;
-      for (gemm_ops::GemmKind k : kinds) {
-        nhwc += k == gemm_ops::GemmKind::kConvNhwc;
-        transposes += k == gemm_ops::GemmKind::kTranspose;
-        matmuls += k == gemm_ops::GemmKind::kMatMul;
+    for (const Case& c : cases)
+      for (bool se : {false, true}) {
+        const std::string text = mobile_tail(c.n, c.plane, c.c, c.e, 7 + c.c, se);
+        const std::vector<gemm_ops::GemmKind> kinds = chain_agrees(text, threads);
+        int nhwc = 0, transposes = 0, matmuls = 0;
+        for (gemm_ops::GemmKind k : kinds) {
+          nhwc += k == gemm_ops::GemmKind::kConvNhwc;
+          transposes += k == gemm_ops::GemmKind::kTranspose;
+          matmuls += k == gemm_ops::GemmKind::kMatMul;
+        }
+        // Both depthwise convs channels-last, the four 1x1 convs (and the gate's two) as MatMuls;
+        // transposes for %x in and %mid out only: the pool's output leaves reshaped.
+        EXPECT_EQ(nhwc, 2) << text;
+        EXPECT_EQ(matmuls, se ? 6 : 4) << text;
+        EXPECT_EQ(transposes, 2) << text;
       }
-      // Both depthwise convs channels-last, the four 1x1 convs as MatMuls; the transposes: %x in,
-      // %mid and %a5 out.
-      EXPECT_EQ(nhwc, 2) << text;
-      EXPECT_EQ(matmuls, 4) << text;
-      EXPECT_EQ(transposes, 3) << text;
-    }
 }
 
 // expansion 1x1 + ReLU, depthwise 3x3, and (with `long_chain`) two more 1x1 convs: four convs
