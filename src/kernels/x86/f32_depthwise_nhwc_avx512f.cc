@@ -43,19 +43,29 @@ struct Inside {
   int64_t lo, hi;
 };
 
-// Output pixels ox0 .. ox0 + TW - 1 of the row. kEdge: some tap of some pixel falls outside W;
-// inside[j] says which.
-template <int TW, bool kEdge>
-inline void tile(const RowTask& t, int64_t ox0, const Inside* inside) {
+// Bias-initialized accumulators for output pixels ox0 .. ox0 + TW - 1 of the row; for each
+// filter row i that falls inside the image, row(i, input row at the channel block, acc) adds its
+// taps; then the store.
+template <int TW, class Row>
+__attribute__((always_inline)) inline void accumulate(const RowTask& t, int64_t ox0, Row&& row) {
   const DepthwiseGeom& g = *t.g;
-  const int64_t c = g.c, w = g.w, sw = g.sw, kw = g.kw;
   __m512 acc[TW];
 #pragma GCC unroll 8
   for (int p = 0; p < TW; ++p) acc[p] = t.bias;
   for (int64_t i = 0; i < g.kh; ++i) {
     const int64_t iy = t.oy * g.sh - g.pt + i * g.dh;
-    if (iy < 0 || iy >= g.h) continue;
-    const float* xrow = t.x + iy * w * c + t.cb;
+    if (iy >= 0 && iy < g.h) row(i, t.x + iy * g.w * g.c + t.cb, acc);
+  }
+  store(t, ox0, acc);
+}
+
+// Any stride and dilation: each tap's weights loaded once per tile. kEdge: some tap of some
+// pixel falls outside W; inside[j] says which.
+template <int TW, bool kEdge>
+inline void tile(const RowTask& t, int64_t ox0, const Inside* inside) {
+  const DepthwiseGeom& g = *t.g;
+  const int64_t c = g.c, sw = g.sw, kw = g.kw;
+  accumulate<TW>(t, ox0, [&](int64_t i, const float* xrow, __m512(&acc)[TW]) __attribute__((always_inline)) {
     const float* taps = t.taps + i * kw * c;
     for (int64_t j = 0; j < kw; ++j) {
       const __m512 wv = _mm512_maskz_loadu_ps(t.m, taps + j * c);
@@ -70,24 +80,17 @@ inline void tile(const RowTask& t, int64_t ox0, const Inside* inside) {
         if (!kEdge || (p >= plo && p < phi))
           acc[p] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(t.m, src + p * step), wv, acc[p]);
     }
-  }
-  store(t, ox0, acc);
+  });
 }
 
-// The same for stride 1 and no dilation along W, with KW filter columns: each input pixel of
-// the tile's span is loaded once and feeds the (up to KW) output pixels whose taps cover it, so
-// that loads no longer bound the FMAs. Taps in the padding are skipped.
+// Stride 1 and no dilation along W, with KW filter columns: each input pixel of the tile's span
+// is loaded once and feeds the (up to KW) output pixels whose taps cover it, so that loads no
+// longer bound the FMAs. Taps in the padding are skipped.
 template <int TW, int KW>
 inline void tile_unit_stride(const RowTask& t, int64_t ox0) {
   const DepthwiseGeom& g = *t.g;
   const int64_t c = g.c, w = g.w;
-  __m512 acc[TW];
-#pragma GCC unroll 8
-  for (int p = 0; p < TW; ++p) acc[p] = t.bias;
-  for (int64_t i = 0; i < g.kh; ++i) {
-    const int64_t iy = t.oy * g.sh - g.pt + i * g.dh;
-    if (iy < 0 || iy >= g.h) continue;
-    const float* xrow = t.x + iy * w * c + t.cb;
+  accumulate<TW>(t, ox0, [&](int64_t i, const float* xrow, __m512(&acc)[TW]) __attribute__((always_inline)) {
     __m512 wv[KW];
 #pragma GCC unroll 8
     for (int j = 0; j < KW; ++j) wv[j] = _mm512_maskz_loadu_ps(t.m, t.taps + (i * KW + j) * c);
@@ -101,8 +104,7 @@ inline void tile_unit_stride(const RowTask& t, int64_t ox0) {
       for (int j = 0; j < KW; ++j)
         if (q - j >= 0 && q - j < TW) acc[q - j] = _mm512_fmadd_ps(xv, wv[j], acc[q - j]);
     }
-  }
-  store(t, ox0, acc);
+  });
 }
 
 template <int KW>
