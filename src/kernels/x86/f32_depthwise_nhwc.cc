@@ -33,7 +33,8 @@ void depthwise_conv2d_nhwc_f32_generic(const DepthwiseGeom& g, const float* x, c
           }
         }
         float* yp = y + ((n * g.ho + oy) * g.wo + ox) * g.c;
-        for (int64_t ch = 0; ch < g.c; ++ch) yp[ch] = apply_activation(ep.act, std::min(std::max(acc[ch], ep.lo), ep.hi));
+        for (int64_t ch = 0; ch < g.c; ++ch)
+          yp[ch] = apply_activation(ep.act, std::min(std::max(acc[ch], ep.lo), ep.hi));
       }
     }
   };

@@ -163,7 +163,8 @@ void depthwise_conv2d_nhwc_f32_avx512f(const DepthwiseGeom& g, const float* x, c
   const bool rows_inner = g.h * g.w * 64 <= 256 * 1024;
   auto items = [&](int64_t begin, int64_t end) {
     for (int64_t it = begin; it < end; ++it) {
-      const int64_t row = rows_inner ? it % (g.n * g.ho) : it / blocks, b = rows_inner ? it / (g.n * g.ho) : it % blocks;
+      const int64_t rows = g.n * g.ho;
+      const int64_t row = rows_inner ? it % rows : it / blocks, b = rows_inner ? it / rows : it % blocks;
       const int64_t n = row / g.ho, oy = row % g.ho, cb = b * 16;
       RowTask t;
       t.g = &g;
