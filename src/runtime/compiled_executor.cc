@@ -928,7 +928,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       // The output the descriptor was made for (a recurrent node's one in use).
       const size_t out_index = desc && gemm_ops::recurrent(desc->kind) ? static_cast<size_t>(desc->rnn.output) : 0;
       const Value* produced = desc ? n.outputs[out_index] : nullptr;
-      if (desc && fuse_epilogues && gemm_ops::takes_epilogue(desc->kind)) {
+      if (desc && fuse_epilogues && !gemm_ops::recurrent(desc->kind)) {
         gemm_ops::GemmDesc fused = *desc;
         std::vector<int32_t> fused_inputs = step_inputs;
         const Value* end = absorb_epilogue(i, fused, fused_inputs, chain);

@@ -41,7 +41,7 @@ bool gemm_like(const Node& n) {
   if (n.domain == "kiln") return n.op_type == "NhwcConv";
   return (n.domain.empty() || n.domain == "ai.onnx") &&
          (n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Conv" || n.op_type == "ConvTranspose" ||
-          n.op_type == "RNN" || n.op_type == "LSTM" || n.op_type == "GRU" || n.op_type == "Transpose");
+          n.op_type == "RNN" || n.op_type == "LSTM" || n.op_type == "GRU");
 }
 
 std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Operand>& ins,
@@ -76,12 +76,6 @@ std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Ope
     return std::nullopt;
   } else if (n.op_type == "MatMul") {
     d.kind = GemmKind::kMatMul;
-  } else if (n.op_type == "Transpose") {
-    if (ins.size() != 1) return std::nullopt;
-    d.kind = GemmKind::kTranspose;
-    const size_t rank = ins[0].dims.size();
-    for (size_t k = 0; k < rank; ++k) d.perm.push_back(static_cast<int64_t>(rank - 1 - k));
-    d.perm = attr_ints(n, "perm", d.perm);
   } else if (n.op_type == "Gemm") {
     d.kind = GemmKind::kGemm;
     d.trans_a = attr_int(n, "transA", 0) != 0;

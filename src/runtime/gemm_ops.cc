@@ -13,7 +13,6 @@
 #include "runtime/conv_stem.h"
 #include "runtime/conv_transpose.h"
 #include "runtime/recurrent.h"
-#include "runtime/transpose_op.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/gemm_op_util.h"
 #include "runtime/matmul_batched.h"
@@ -485,7 +484,6 @@ std::unique_ptr<GemmOp> make_plain_gemm_op(const GemmDesc& d) {
     case GemmKind::kConvTranspose: return conv_ops::make_conv_transpose_op(d);
     // Depthwise only (what the assign-layouts pass makes); others run the reference kernel.
     case GemmKind::kConvNhwc: return conv_ops::make_depthwise_nhwc_conv_op(d);
-    case GemmKind::kTranspose: return transpose_ops::make_transpose_op(d);
     case GemmKind::kRnn:
     case GemmKind::kLstm:
     case GemmKind::kGru: return rnn_ops::make_recurrent_op(d);

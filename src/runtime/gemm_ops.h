@@ -67,18 +67,12 @@ class GemmOp {
 };
 
 // kConvNhwc: kiln::NhwcConv, a channels-last 2-D Conv ([N, H, W, C] in, [N, Ho, Wo, M] out).
-// kTranspose: an f32 Transpose that is a batched 2-D transpose (runtime/transpose_op.h), such as
-// the layout changes around channels-last conv chains; no epilogue.
 enum class GemmKind : int32_t {
-  kMatMul = 0, kGemm = 1, kConv = 2, kConvTranspose = 3, kRnn = 4, kLstm = 5, kGru = 6, kConvNhwc = 7,
-  kTranspose = 8
+  kMatMul = 0, kGemm = 1, kConv = 2, kConvTranspose = 3, kRnn = 4, kLstm = 5, kGru = 6, kConvNhwc = 7
 };
 
 // RNN, LSTM, GRU (runtime/recurrent.h): GEMMs per step, no fused epilogue, one used output.
 inline bool recurrent(GemmKind k) { return k == GemmKind::kRnn || k == GemmKind::kLstm || k == GemmKind::kGru; }
-
-// Kinds whose ops take fused epilogues (bias, residual, clamp, activation).
-inline bool takes_epilogue(GemmKind k) { return !recurrent(k) && k != GemmKind::kTranspose; }
 
 // Conv and ConvTranspose outputs are NCHW: their channel axis (a per-channel epilogue bias's) is 1.
 inline bool channels_first(GemmKind k) { return k == GemmKind::kConv || k == GemmKind::kConvTranspose; }
@@ -96,7 +90,6 @@ struct GemmDesc {
   // auto_pad applied, auto_pad then "NOTSET"): pads[0], pads[1] place Y's first element in the full result.
   std::vector<int64_t> strides{1, 1}, dilations{1, 1}, pads{0, 0, 0, 0};
   std::string auto_pad = "NOTSET";
-  std::vector<int64_t> perm;  // Transpose: the permutation (resolved: the default reversal spelled out)
   std::vector<Operand> operands;  // parallel to the node inputs; `constant` marks plan-time weights
   std::vector<int64_t> out_dims;
   DType out_dtype = DType::kUndefined;
@@ -135,9 +128,7 @@ struct GemmDesc {
 };
 
 // The number of node inputs a kind's operands are padded to before the epilogue operands.
-inline size_t node_arity(GemmKind k) {
-  return k == GemmKind::kTranspose ? 1 : k == GemmKind::kMatMul ? 2 : recurrent(k) ? 8 : 3;
-}
+inline size_t node_arity(GemmKind k) { return k == GemmKind::kMatMul ? 2 : recurrent(k) ? 8 : 3; }
 
 // True when make_gemm_op takes an input scale (GemmDesc::input_scale) for this Conv descriptor
 // (group 1, constant f32 weight, 2-D) and it pays: the op scales its weights per run instead,
@@ -146,7 +137,7 @@ inline size_t node_arity(GemmKind k) {
 bool input_scale_pays(const GemmDesc& d);
 
 // True for the node kinds gemm_desc_from_node describes: ai.onnx MatMul, Gemm, Conv,
-// ConvTranspose, RNN, LSTM, GRU and Transpose, and kiln::NhwcConv (the one list of them).
+// ConvTranspose, RNN, LSTM and GRU, and kiln::NhwcConv (the one list of them).
 bool gemm_like(const Node& n);
 
 // The descriptor of node `n` with these operands and output `output` (its dims and dtype), or

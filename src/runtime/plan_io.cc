@@ -14,7 +14,7 @@ namespace {
 // GemmDesc or Operand must be written and read here (and kPlanBlobVersion bumped), else
 // compiled models would silently lose it. These asserts catch additions (x86-64 layout).
 // (A field can fit in tail padding: the last field's offset is checked as well as the size.)
-static_assert(sizeof(gemm_ops::GemmDesc) == 264 && offsetof(gemm_ops::GemmDesc, rnn) == 232 &&
+static_assert(sizeof(gemm_ops::GemmDesc) == 240 && offsetof(gemm_ops::GemmDesc, rnn) == 208 &&
                   sizeof(gemm_ops::GemmDesc::Recurrent) == 32 && offsetof(gemm_ops::GemmDesc::Recurrent, clip) == 28 &&
                   sizeof(gemm_ops::Operand) == 40,
               "GemmDesc/Operand changed: serialize the new fields in plan_io.cc and bump kPlanBlobVersion");
@@ -156,7 +156,6 @@ uint64_t write_plan_blob(const ExecPlan& plan, const std::string& path) {
     w.vec<int64_t>(g.dilations);
     w.vec<int64_t>(g.pads);
     w.str(g.auto_pad);
-    w.vec<int64_t>(g.perm);
     w.pod<uint32_t>(static_cast<uint32_t>(g.operands.size()));
     for (const auto& o : g.operands) {
       w.pod<uint8_t>(o.present ? 1 : 0);
@@ -296,7 +295,7 @@ ExecPlan read_plan_blob(const void* data, size_t size) {
     st.node = r.pod<int32_t>();
     gemm_ops::GemmDesc& g = st.gemm;
     int32_t gk = r.pod<int32_t>();
-    if (gk < 0 || gk > 8) corrupt("gemm kind");
+    if (gk < 0 || gk > 7) corrupt("gemm kind");
     g.kind = static_cast<gemm_ops::GemmKind>(gk);
     g.trans_a = r.pod<uint8_t>() != 0;
     g.trans_b = r.pod<uint8_t>() != 0;
@@ -307,7 +306,6 @@ ExecPlan read_plan_blob(const void* data, size_t size) {
     g.dilations = r.vec<int64_t>();
     g.pads = r.vec<int64_t>();
     g.auto_pad = r.str();
-    g.perm = r.vec<int64_t>();
     g.operands.resize(r.count(5));
     for (auto& o : g.operands) {
       o.present = r.pod<uint8_t>() != 0;

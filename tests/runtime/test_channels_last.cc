@@ -1,8 +1,7 @@
 // Channels-last conv chains end to end: kiln::NhwcConv's reference kernel against Conv between
 // two Transposes; the assign-layouts pass plus the compiled executor (the NHWC depthwise op, the
 // MatMul for 1x1 convs with its fused bias/residual/clamp, the batched-transpose op at the chain's
-// ends) against the interpreter on the original model, at batch 1 and 2, 1 and 2 threads; and the
-// transpose op on permutations it takes and leaves to the generated kernels.
+// ends) against the interpreter on the original model, at batch 1 and 2, 1 and 2 threads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,7 +17,6 @@
 #include "pass/pass.h"
 #include "runtime/compiled_executor.h"
 #include "runtime/interpreter.h"
-#include "runtime/transpose_op.h"
 
 namespace kiln {
 namespace {
@@ -128,9 +126,14 @@ std::string mobile_tail(int64_t n, int64_t plane, int64_t c, int64_t e, uint64_t
   return os.str();
 }
 
+struct Rewritten {
+  std::vector<gemm_ops::GemmKind> kinds;  // of the plan's GEMM steps
+  int transposes = 0;                     // Transpose nodes the pass added
+};
+
 // Runs `text` through the pass and the compiled executor and the original through the
-// interpreter; returns the kinds of the plan's GEMM steps.
-std::vector<gemm_ops::GemmKind> chain_agrees(const std::string& text, int threads) {
+// interpreter.
+Rewritten chain_agrees(const std::string& text, int threads) {
   Model original = parse_model(text), rewritten = parse_model(text);
   PassContext ctx;
   run_passes(original, {"shape-inference"}, ctx);
@@ -140,13 +143,14 @@ std::vector<gemm_ops::GemmKind> chain_agrees(const std::string& text, int thread
   CompiledOptions opts;
   opts.threads = threads;
   CompiledExecutor exec(rewritten, opts);
-  std::vector<gemm_ops::GemmKind> kinds;
+  Rewritten r;
   for (int rep = 0; rep < 2; ++rep) expect_close(exec.run(feeds), want, text);
   EXPECT_EQ(exec.stats().fallback_nodes, 0) << text;
   if (const ExecPlan* plan = exec.last_exec_plan())
     for (const PlanStep& st : plan->steps)
-      if (st.kind == PlanStep::Kind::kGemm) kinds.push_back(st.gemm.kind);
-  return kinds;
+      if (st.kind == PlanStep::Kind::kGemm) r.kinds.push_back(st.gemm.kind);
+  for (const auto& n : rewritten.graph->nodes) r.transposes += n->op_type == "Transpose";
+  return r;
 }
 
 TEST(ChannelsLast, MobileTailMatchesInterpreter) {
@@ -159,18 +163,14 @@ TEST(ChannelsLast, MobileTailMatchesInterpreter) {
     for (const Case& c : cases)
       for (bool se : {false, true}) {
         const std::string text = mobile_tail(c.n, c.plane, c.c, c.e, 7 + c.c, se);
-        const std::vector<gemm_ops::GemmKind> kinds = chain_agrees(text, threads);
-        int nhwc = 0, transposes = 0, matmuls = 0;
-        for (gemm_ops::GemmKind k : kinds) {
-          nhwc += k == gemm_ops::GemmKind::kConvNhwc;
-          transposes += k == gemm_ops::GemmKind::kTranspose;
-          matmuls += k == gemm_ops::GemmKind::kMatMul;
-        }
+        const Rewritten r = chain_agrees(text, threads);
+        const auto nhwc = std::count(r.kinds.begin(), r.kinds.end(), gemm_ops::GemmKind::kConvNhwc);
+        const auto matmuls = std::count(r.kinds.begin(), r.kinds.end(), gemm_ops::GemmKind::kMatMul);
         // Both depthwise convs channels-last, the four 1x1 convs (and the gate's two) as MatMuls;
         // transposes for %x in and %mid out only: the pool's output leaves reshaped.
         EXPECT_EQ(nhwc, 2) << text;
         EXPECT_EQ(matmuls, se ? 6 : 4) << text;
-        EXPECT_EQ(transposes, 2) << text;
+        EXPECT_EQ(r.transposes, 2) << text;
       }
 }
 
@@ -191,59 +191,17 @@ std::string plain_chain(int64_t plane, bool long_chain) {
 }
 
 TEST(ChannelsLast, PassLeavesLargePlanesAndShortChainsAlone) {
-  auto count = [](const std::vector<gemm_ops::GemmKind>& kinds, gemm_ops::GemmKind k) {
-    return std::count(kinds.begin(), kinds.end(), k);
-  };
+  auto count = [](const Rewritten& r, gemm_ops::GemmKind k) { return std::count(r.kinds.begin(), r.kinds.end(), k); };
   // Four convs between two boundaries: rewritten at 7x7 (49 pixels), not at 9x9 (81).
-  std::vector<gemm_ops::GemmKind> kinds = chain_agrees(plain_chain(7, true), 1);
-  EXPECT_EQ(count(kinds, gemm_ops::GemmKind::kConvNhwc), 1);
-  EXPECT_EQ(count(kinds, gemm_ops::GemmKind::kTranspose), 2);
-  kinds = chain_agrees(plain_chain(9, true), 1);
-  EXPECT_EQ(count(kinds, gemm_ops::GemmKind::kConv), 4);
+  Rewritten r = chain_agrees(plain_chain(7, true), 1);
+  EXPECT_EQ(count(r, gemm_ops::GemmKind::kConvNhwc), 1);
+  EXPECT_EQ(r.transposes, 2);
+  r = chain_agrees(plain_chain(9, true), 1);
+  EXPECT_EQ(count(r, gemm_ops::GemmKind::kConv), 4);
+  EXPECT_EQ(r.transposes, 0);
   // Two convs between two boundaries: the transposes would cost what the chain saves.
-  kinds = chain_agrees(plain_chain(7, false), 1);
-  EXPECT_EQ(count(kinds, gemm_ops::GemmKind::kConv), 2);
-}
-
-TEST(TransposeOp, RecognizesBatchedTransposes) {
-  using transpose_ops::batched_transpose;
-  auto bt = [](std::vector<int64_t> dims, std::vector<int64_t> perm) {
-    auto t = batched_transpose(dims, perm);
-    return t ? std::vector<int64_t>{t->batch, t->rows, t->cols} : std::vector<int64_t>{};
-  };
-  EXPECT_EQ(bt({2, 3, 4, 5}, {0, 2, 3, 1}), (std::vector<int64_t>{2, 3, 20}));
-  EXPECT_EQ(bt({2, 3, 4, 5}, {0, 3, 1, 2}), (std::vector<int64_t>{2, 12, 5}));
-  EXPECT_EQ(bt({6, 7}, {1, 0}), (std::vector<int64_t>{1, 6, 7}));
-  EXPECT_EQ(bt({2, 6, 7}, {0, 2, 1}), (std::vector<int64_t>{2, 6, 7}));
-  EXPECT_EQ(bt({2, 3, 4}, {2, 0, 1}), (std::vector<int64_t>{1, 6, 4}));
-  EXPECT_EQ(bt({2, 3, 4, 5}, {0, 1, 3, 2}), (std::vector<int64_t>{6, 4, 5}));
-  EXPECT_TRUE(bt({2, 3, 4, 5}, {0, 2, 1, 3}).empty());  // attention heads: not a rotation
-  EXPECT_TRUE(bt({2, 3, 4}, {0, 1, 2}).empty());        // identity
-  EXPECT_TRUE(bt({2, 3, 4}, {1, 0}).empty());           // wrong length
-  EXPECT_TRUE(bt({2, 3, 4}, {1, 2, 2}).empty());
-}
-
-TEST(TransposeOp, MatchesInterpreter) {
-  struct Case {
-    std::vector<int64_t> dims, perm;
-    bool fast;  // a batched 2-D transpose: the op runs it
-  };
-  const Case cases[] = {{{2, 37, 5, 7}, {0, 2, 3, 1}, true}, {{1, 7, 7, 45}, {0, 3, 1, 2}, true},
-                        {{33, 18}, {1, 0}, true},           {{1, 70, 197}, {0, 2, 1}, true},
-                        {{3, 4, 5, 6}, {0, 2, 1, 3}, false}, {{3, 1280, 1, 1}, {0, 2, 3, 1}, true}};
-  for (int threads : {1, 2})
-    for (const Case& c : cases) {
-      std::vector<int64_t> out;
-      for (int64_t p : c.perm) out.push_back(c.dims[static_cast<size_t>(p)]);
-      std::ostringstream perm;
-      for (size_t k = 0; k < c.perm.size(); ++k) perm << (k ? ", " : "") << c.perm[k];
-      const std::string text = "model ir=8 opsets={\"\": 13}\ngraph @g(%x: f32[" + dims_text(c.dims) + "]) -> (%y: f32[" +
-                               dims_text(out) + "]) {\n  %y = Transpose(%x) {perm=[" + perm.str() + "]} : f32[" +
-                               dims_text(out) + "]\n  return %y\n}";
-      SCOPED_TRACE(text);
-      const CompileStats s = test::engines_agree(text, threads, 6);
-      EXPECT_EQ(s.gemm_nodes, c.fast ? 1 : 0);
-    }
+  r = chain_agrees(plain_chain(7, false), 1);
+  EXPECT_EQ(count(r, gemm_ops::GemmKind::kConv), 2);
 }
 
 }  // namespace
