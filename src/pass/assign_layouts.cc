@@ -98,9 +98,10 @@ ConvForm conv_form(const Node& n, int64_t max_plane = kMaxPlane) {
   auto xd = f32_4d(x), yd = f32_4d(n.outputs[0]);
   if (!xd || !yd || !w || w->initializer.dtype() != DType::kFloat32 || w->initializer.rank() != 4)
     return ConvForm::kNone;
-  if (n.inputs.size() > 2 && n.inputs[2]) {
+  if (n.inputs.size() > 2 && n.inputs[2]) {  // (a malformed bias is left for Conv to report)
     const Value* b = constant_source(n.inputs[2]);
-    if (!b || b->initializer.dtype() != DType::kFloat32) return ConvForm::kNone;
+    if (!b || b->initializer.dtype() != DType::kFloat32 || b->initializer.dims() != std::vector<int64_t>{w->initializer.dim(0)})
+      return ConvForm::kNone;
   }
   if (const Attribute* a = n.attr("auto_pad"); a && a->kind == Attribute::Kind::kString && a->s != "NOTSET")
     return ConvForm::kNone;
