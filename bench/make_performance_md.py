@@ -40,7 +40,11 @@ def main():
     ap.add_argument("-o", "--output", default="docs/performance.md")
     ap.add_argument("--note", action="append", default=[], help="a line for the notes section")
     ap.add_argument("--notes-file", help="a file whose non-empty lines are notes")
+    ap.add_argument("--rounds", type=int, default=12, help="kiln bench --rounds of the runs")
+    ap.add_argument("--min-runs", type=int, default=24, help="kiln bench --min-runs of the runs")
+    ap.add_argument("--min-time", type=float, default=2.0, help="kiln bench --min-time of the runs")
     a = ap.parse_args()
+    rounds, min_runs, min_time = a.rounds, a.min_runs, a.min_time
 
     runs = []
     for p in a.results:
@@ -76,8 +80,9 @@ def main():
         pass
     out.append("- Method: `kiln bench MODEL --compare onnxruntime --json` — the same seeded random inputs "
                "for both; each side warms up (3 runs, the first includes any compilation), then the timed runs "
-               "alternate in 4 rounds (kiln's share, then ORT's) until each side has run 2 s and at least "
-               "10 times, so that load from other tenants of a shared machine hits both alike; latency is "
+               f"alternate in {rounds} rounds (kiln's share, then ORT's) until each side has run {min_time:g} s "
+               f"and at least {min_runs} times, so that load from other tenants of a shared machine hits both "
+               "alike; latency is "
                "the median (min in parentheses), batch as listed. ONNX Runtime (CPU execution provider, "
                "default graph optimizations) stays loaded in a helper process (bench/ort_runner.py "
                "--serve) with `intra_op_num_threads` = threads, `inter_op_num_threads` = 1, sequential "
