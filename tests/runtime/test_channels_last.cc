@@ -1,7 +1,8 @@
 // Channels-last conv chains end to end: kiln::NhwcConv's reference kernel against Conv between
 // two Transposes; the assign-layouts pass plus the compiled executor (the NHWC depthwise op, the
-// MatMul for 1x1 convs with its fused bias/residual/clamp, the batched-transpose op at the chain's
-// ends) against the interpreter on the original model, at batch 1 and 2, 1 and 2 threads.
+// MatMul for 1x1 convs with its fused bias/residual/clamp, squeeze-and-excitation gates, the
+// pooled exit) against the interpreter on the original model, at batch 1 and 2, 1 and 2 threads;
+// and the chains the pass must leave alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
