@@ -1,6 +1,6 @@
 // The AVX-512 channels-last depthwise conv: per task a range of (image, output row, 16-channel
-// block) items; per item the row's pixels in tiles of 8 accumulators. Stride 1 with 3 or 5
-// columns loads each input pixel once per filter row; otherwise each tap's 16 weights are loaded
+// block) items; per item the row's pixels in tiles of 8 accumulators. Strides 1 and 2 with 3 or
+// 5 columns load each input pixel once per filter row; otherwise each tap's 16 weights are loaded
 // once per tile and interior tiles skip the padding checks.
 #include <immintrin.h>
 
@@ -28,13 +28,16 @@ struct RowTask {
 };
 
 // Bias-initialized accumulators of pixels ox0 .. ox0 + TW - 1 out: clamp, activation, store.
+// (Always inlined, so that the accumulators stay in registers; the activation, out of line in
+// GCC's choice, is called only when there is one.)
 template <int TW>
-inline void store(const RowTask& t, int64_t ox0, const __m512 (&acc)[TW]) {
+__attribute__((always_inline)) inline void store(const RowTask& t, int64_t ox0, const __m512 (&acc)[TW]) {
 #pragma GCC unroll 8
   for (int p = 0; p < TW; ++p) {
     __m512 v = acc[p];
     if (t.clamp) v = _mm512_maskz_min_ps(kAll16, _mm512_maskz_max_ps(kAll16, v, t.lo), t.hi);
-    _mm512_mask_storeu_ps(t.y + (ox0 + p) * t.g->c, t.m, activate16(t.act, v));
+    if (t.act != Activation::kNone) v = activate16(t.act, v);
+    _mm512_mask_storeu_ps(t.y + (ox0 + p) * t.g->c, t.m, v);
   }
 }
 
@@ -83,41 +86,44 @@ inline void tile(const RowTask& t, int64_t ox0, const Inside* inside) {
   });
 }
 
-// Stride 1 and no dilation along W, with KW filter columns: each input pixel of the tile's span
-// is loaded once and feeds the (up to KW) output pixels whose taps cover it, so that loads no
-// longer bound the FMAs. Taps in the padding are skipped.
-template <int TW, int KW>
-inline void tile_unit_stride(const RowTask& t, int64_t ox0) {
+// Stride S (1 or 2) and no dilation along W, with KW filter columns: each input pixel of the
+// tile's span is loaded once and feeds the output pixels whose taps cover it (up to KW of them
+// at stride 1, half that at stride 2), so that loads no longer bound the FMAs. Taps in the
+// padding are skipped.
+template <int TW, int KW, int S>
+inline void tile_reusing_columns(const RowTask& t, int64_t ox0) {
   const DepthwiseGeom& g = *t.g;
   const int64_t c = g.c, w = g.w;
   accumulate<TW>(t, ox0, [&](int64_t i, const float* xrow, __m512(&acc)[TW]) __attribute__((always_inline)) {
     __m512 wv[KW];
 #pragma GCC unroll 8
     for (int j = 0; j < KW; ++j) wv[j] = _mm512_maskz_loadu_ps(t.m, t.taps + (i * KW + j) * c);
-    const int64_t ix0 = ox0 - g.pl;
-#pragma GCC unroll 16
-    for (int q = 0; q < TW + KW - 1; ++q) {
+    const int64_t ix0 = ox0 * S - g.pl;
+#pragma GCC unroll 24
+    for (int q = 0; q < (TW - 1) * S + KW; ++q) {
       const int64_t ix = ix0 + q;
       if (ix < 0 || ix >= w) continue;
       const __m512 xv = _mm512_maskz_loadu_ps(t.m, xrow + ix * c);
 #pragma GCC unroll 8
-      for (int j = 0; j < KW; ++j)
-        if (q - j >= 0 && q - j < TW) acc[q - j] = _mm512_fmadd_ps(xv, wv[j], acc[q - j]);
+      for (int j = 0; j < KW; ++j) {
+        const int p = (q - j) / S;  // output pixel p reads input q = p * S + j
+        if (q - j >= 0 && (q - j) % S == 0 && p < TW) acc[p] = _mm512_fmadd_ps(xv, wv[j], acc[p]);
+      }
     }
   });
 }
 
-template <int KW>
-void unit_stride_tile(const RowTask& t, int64_t ox0, int64_t count) {
+template <int KW, int S>
+void column_reuse_tile(const RowTask& t, int64_t ox0, int64_t count) {
   switch (count) {
-    case 1: return tile_unit_stride<1, KW>(t, ox0);
-    case 2: return tile_unit_stride<2, KW>(t, ox0);
-    case 3: return tile_unit_stride<3, KW>(t, ox0);
-    case 4: return tile_unit_stride<4, KW>(t, ox0);
-    case 5: return tile_unit_stride<5, KW>(t, ox0);
-    case 6: return tile_unit_stride<6, KW>(t, ox0);
-    case 7: return tile_unit_stride<7, KW>(t, ox0);
-    default: return tile_unit_stride<8, KW>(t, ox0);
+    case 1: return tile_reusing_columns<1, KW, S>(t, ox0);
+    case 2: return tile_reusing_columns<2, KW, S>(t, ox0);
+    case 3: return tile_reusing_columns<3, KW, S>(t, ox0);
+    case 4: return tile_reusing_columns<4, KW, S>(t, ox0);
+    case 5: return tile_reusing_columns<5, KW, S>(t, ox0);
+    case 6: return tile_reusing_columns<6, KW, S>(t, ox0);
+    case 7: return tile_reusing_columns<7, KW, S>(t, ox0);
+    default: return tile_reusing_columns<8, KW, S>(t, ox0);
   }
 }
 
@@ -156,7 +162,7 @@ void depthwise_conv2d_nhwc_f32_avx512f(const DepthwiseGeom& g, const float* x, c
       in.lo = std::min(count, ix0 >= 0 ? 0 : (-ix0 + g.sw - 1) / g.sw);
       in.hi = std::max(in.lo, ix0 > g.w - 1 ? 0 : std::min(count, (g.w - 1 - ix0) / g.sw + 1));
     }
-  const bool unit_stride = g.sw == 1 && g.dw == 1;
+  const bool reuse = (g.sw == 1 || g.sw == 2) && g.dw == 1;
   // Rows inner when a 16-channel column of the image stays in L2 (14x14: 12.5 KiB), so that the
   // next row finds its input rows in L1; else blocks inner (measured: 0.85-0.9x the time at 7x7
   // and 14x14 with 384-960 channels; 2.3x at 112x112, where blocks inner wins).
@@ -183,8 +189,10 @@ void depthwise_conv2d_nhwc_f32_avx512f(const DepthwiseGeom& g, const float* x, c
       // check their taps against the row.
       for (int64_t k = 0, ox = 0; k < tiles; ++k, ox += 8) {
         const int64_t count = std::min<int64_t>(8, g.wo - ox);
-        if (unit_stride && g.kw == 3) unit_stride_tile<3>(t, ox, count);
-        else if (unit_stride && g.kw == 5) unit_stride_tile<5>(t, ox, count);
+        if (reuse && g.sw == 1 && g.kw == 3) column_reuse_tile<3, 1>(t, ox, count);
+        else if (reuse && g.sw == 1 && g.kw == 5) column_reuse_tile<5, 1>(t, ox, count);
+        else if (reuse && g.sw == 2 && g.kw == 3) column_reuse_tile<3, 2>(t, ox, count);
+        else if (reuse && g.sw == 2 && g.kw == 5) column_reuse_tile<5, 2>(t, ox, count);
         else if (ox >= in_lo && ox + count <= in_hi) any_tile<false>(t, ox, count, nullptr);
         else any_tile<true>(t, ox, count, &inside[static_cast<size_t>(k * g.kw)]);
       }
