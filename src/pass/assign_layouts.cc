@@ -7,10 +7,12 @@
 // Measured per layer in MobileNetV2 (min of 200 alternating runs, 1 thread, channels-last / NCHW
 // time): 7x7 1x1 convs 0.78-0.94 and depthwise 0.87-0.88; at 14x14 the 1x1 projections with a
 // residual take 1.03-1.26 and the depthwise 0.93-1.16, and at 28x28 and above the 1x1 convs
-// 1.2-1.9. Hence planes of at most kMaxPlane pixels only. Whole models, time against
-// KILN_LAYOUT=nchw (medians of 300 alternating runs, either order first; 1 / 2 threads):
-// MobileNetV2 0.97-0.99 / 0.98-1.00, MobileNetV3-Small 0.96 / 0.97, EfficientNet-B0
-// 0.98-1.00 / 0.98-1.00. (The same A/B of one configuration against itself: 0.97-1.02.)
+// 1.2-1.9. Hence planes of at most kMaxPlane pixels only (196, with the depthwise kernel as it
+// is now, measured level: whole MobileNetV2 and EfficientNet-B0 within +-2%). Whole models, time
+// against KILN_LAYOUT=nchw (medians of 300 alternating runs, either order first; 1 / 2
+// threads): MobileNetV2 0.96-0.99 / 0.97-0.98, MobileNetV3-Small 0.94-0.95 / 0.95-0.99,
+// EfficientNet-B0 0.96-1.01 / 0.99-1.00. (The same A/B of one configuration against itself:
+// 0.97-1.02.)
 //
 // A chain is a connected set of candidate nodes:
 //   - a 2-D Conv with a constant weight (and bias, if any; also through Identity nodes), an
