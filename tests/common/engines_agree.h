@@ -31,6 +31,26 @@ inline std::vector<RtValue> random_feeds(const Model& m, uint64_t seed) {
   return feeds;
 }
 
+// allclose(rtol 1e-4, atol 1e-5) of every output; returns false (after one failure naming the
+// output, the element and `text`) at the first that differs.
+inline bool outputs_agree(const std::vector<RtValue>& got, const std::vector<RtValue>& want, const std::string& text) {
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
+    const Tensor& a = got[k].tensor;
+    const Tensor& b = want[k].tensor;
+    EXPECT_EQ(a.dims(), b.dims()) << text;
+    if (a.dims() != b.dims()) continue;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      double x = a.get_double(i), y = b.get_double(i);
+      if (std::fabs(x - y) > 1e-5 + 1e-4 * std::fabs(y)) {
+        ADD_FAILURE() << "output " << k << " [" << i << "]: " << x << " vs " << y << "\n" << text;
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 // Returns the compiled executor's stats of the plan it used.
 inline CompileStats engines_agree(const std::string& text, int threads, uint64_t seed) {
   Model m = parse_model(text);
@@ -42,23 +62,8 @@ inline CompileStats engines_agree(const std::string& text, int threads, uint64_t
   CompiledOptions opts;
   opts.threads = threads;
   CompiledExecutor exec(m, opts);
-  for (int rep = 0; rep < 2; ++rep) {
-    auto got = exec.run(feeds);
-    EXPECT_EQ(got.size(), want.size());
-    for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
-      const Tensor& a = got[k].tensor;
-      const Tensor& b = want[k].tensor;
-      EXPECT_EQ(a.dims(), b.dims());
-      if (a.dims() != b.dims()) continue;
-      for (int64_t i = 0; i < a.numel(); ++i) {
-        double x = a.get_double(i), y = b.get_double(i);
-        if (std::fabs(x - y) > 1e-5 + 1e-4 * std::fabs(y)) {
-          ADD_FAILURE() << "output " << k << " [" << i << "]: " << x << " vs " << y << "\n" << text;
-          return exec.stats();
-        }
-      }
-    }
-  }
+  for (int rep = 0; rep < 2; ++rep)
+    if (!outputs_agree(exec.run(feeds), want, text)) break;
   return exec.stats();
 }
 

@@ -25,22 +25,6 @@ namespace {
 using test::dims_text;
 using test::rand_const;
 
-void expect_close(const std::vector<RtValue>& got, const std::vector<RtValue>& want, const std::string& text) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t k = 0; k < got.size(); ++k) {
-    const Tensor& a = got[k].tensor;
-    const Tensor& b = want[k].tensor;
-    ASSERT_EQ(a.dims(), b.dims()) << text;
-    for (int64_t i = 0; i < a.numel(); ++i) {
-      const double x = a.get_double(i), y = b.get_double(i);
-      if (std::fabs(x - y) > 1e-5 + 1e-4 * std::fabs(y)) {
-        ADD_FAILURE() << "output " << k << " [" << i << "]: " << x << " vs " << y << "\n" << text;
-        return;
-      }
-    }
-  }
-}
-
 TEST(ChannelsLast, NhwcConvReferenceIsConvBetweenTransposes) {
   struct Case {
     int64_t c, m, group, k, stride, pad;
@@ -75,7 +59,7 @@ TEST(ChannelsLast, NhwcConvReferenceIsConvBetweenTransposes) {
                                                         std::to_string(c.m) + "]");
     const std::vector<RtValue> feeds = test::random_feeds(a, 4);
     SCOPED_TRACE(nhwc.str());
-    expect_close(Interpreter(a).run(feeds), Interpreter(b).run(feeds), nhwc.str());
+    test::outputs_agree(Interpreter(a).run(feeds), Interpreter(b).run(feeds), nhwc.str());
   }
 }
 
@@ -145,7 +129,7 @@ Rewritten chain_agrees(const std::string& text, int threads) {
   opts.threads = threads;
   CompiledExecutor exec(rewritten, opts);
   Rewritten r;
-  for (int rep = 0; rep < 2; ++rep) expect_close(exec.run(feeds), want, text);
+  for (int rep = 0; rep < 2; ++rep) test::outputs_agree(exec.run(feeds), want, text);
   EXPECT_EQ(exec.stats().fallback_nodes, 0) << text;
   if (const ExecPlan* plan = exec.last_exec_plan())
     for (const PlanStep& st : plan->steps)
