@@ -16,10 +16,14 @@ namespace {
 class DepthwiseConvOp : public gemm_ops::GemmOp {
  public:
   DepthwiseConvOp(const kernels::DepthwiseGeom& g, const Tensor* w, bool has_bias, const Tensor* b, float lo,
-                  float hi, bool channels_last = false)
+                  float hi, bool channels_last)
       : g_(g), has_bias_(has_bias), channels_last_(channels_last) {
-    if (w) weight_.assign(w->data<float>(), w->data<float>() + g.c * g.kh * g.kw);
-    if (w && channels_last) kernels::depthwise_nhwc_taps(g, w->data<float>(), weight_.data());
+    if (w && channels_last) {
+      weight_.resize(static_cast<size_t>(g.c * g.kh * g.kw));
+      kernels::depthwise_nhwc_taps(g, w->data<float>(), weight_.data());
+    } else if (w) {
+      weight_.assign(w->data<float>(), w->data<float>() + g.c * g.kh * g.kw);
+    }
     if (has_bias && b) bias_.assign(b->data<float>(), b->data<float>() + g.c);
     ep_.lo = lo;
     ep_.hi = hi;
@@ -57,18 +61,15 @@ class DepthwiseConvOp : public gemm_ops::GemmOp {
   gemm_ops::EpilogueTail tail_;  // residual + clamp after the kernel, when there is a residual
 };
 
-}  // namespace
-
-std::unique_ptr<gemm_ops::GemmOp> make_depthwise_conv_op(const kernels::DepthwiseGeom& g, const Tensor* weight,
-                                                         bool has_bias, const Tensor* bias, float clamp_lo,
-                                                         float clamp_hi) {
-  if (!kernels::depthwise_geom_ok(g)) return nullptr;
+// The op after the checks both layouts share; channels last needs the weight at plan time (its
+// taps are repacked once).
+std::unique_ptr<gemm_ops::GemmOp> checked_op(const kernels::DepthwiseGeom& g, const Tensor* weight, bool has_bias,
+                                             const Tensor* bias, float clamp_lo, float clamp_hi, bool channels_last) {
+  if (!kernels::depthwise_geom_ok(g) || (channels_last && !weight)) return nullptr;
   if (weight && (weight->dtype() != DType::kFloat32 || weight->numel() != g.c * g.kh * g.kw)) return nullptr;
   if (bias && (bias->dtype() != DType::kFloat32 || bias->numel() != g.c)) return nullptr;
-  return std::make_unique<DepthwiseConvOp>(g, weight, has_bias, bias, clamp_lo, clamp_hi);
+  return std::make_unique<DepthwiseConvOp>(g, weight, has_bias, bias, clamp_lo, clamp_hi, channels_last);
 }
-
-namespace {
 
 // The depthwise geometry of a conv descriptor's (layout-free) geometry, or nullopt.
 std::optional<kernels::DepthwiseGeom> depthwise_geom(const std::optional<ConvGeom>& cg) {
@@ -79,25 +80,29 @@ std::optional<kernels::DepthwiseGeom> depthwise_geom(const std::optional<ConvGeo
   return g;
 }
 
-}  // namespace
-
-std::unique_ptr<gemm_ops::GemmOp> make_depthwise_conv_op(const gemm_ops::GemmDesc& d) {
-  std::optional<kernels::DepthwiseGeom> g = depthwise_geom(conv_geom(d));
+std::unique_ptr<gemm_ops::GemmOp> op_for_desc(const gemm_ops::GemmDesc& d, const std::optional<ConvGeom>& cg,
+                                              bool channels_last) {
+  std::optional<kernels::DepthwiseGeom> g = depthwise_geom(cg);
   if (!g) return nullptr;
   const bool has_bias = d.operands.size() > 2 && d.operands[2].present;
-  return make_depthwise_conv_op(*g, d.operands[1].constant, has_bias, has_bias ? d.operands[2].constant : nullptr);
+  return checked_op(*g, d.operands[1].constant, has_bias, has_bias ? d.operands[2].constant : nullptr,
+                    -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity(), channels_last);
+}
+
+}  // namespace
+
+std::unique_ptr<gemm_ops::GemmOp> make_depthwise_conv_op(const kernels::DepthwiseGeom& g, const Tensor* weight,
+                                                         bool has_bias, const Tensor* bias, float clamp_lo,
+                                                         float clamp_hi) {
+  return checked_op(g, weight, has_bias, bias, clamp_lo, clamp_hi, false);
+}
+
+std::unique_ptr<gemm_ops::GemmOp> make_depthwise_conv_op(const gemm_ops::GemmDesc& d) {
+  return op_for_desc(d, conv_geom(d), false);
 }
 
 std::unique_ptr<gemm_ops::GemmOp> make_depthwise_nhwc_conv_op(const gemm_ops::GemmDesc& d) {
-  std::optional<kernels::DepthwiseGeom> g = depthwise_geom(conv_geom_channels_last(d));
-  const Tensor* w = d.operands.size() > 1 ? d.operands[1].constant : nullptr;
-  if (!g || !kernels::depthwise_geom_ok(*g) || !w || w->dtype() != DType::kFloat32 || w->numel() != g->c * g->kh * g->kw)
-    return nullptr;
-  const bool has_bias = d.operands.size() > 2 && d.operands[2].present;
-  const Tensor* b = has_bias ? d.operands[2].constant : nullptr;
-  if (b && (b->dtype() != DType::kFloat32 || b->numel() != g->c)) return nullptr;
-  return std::make_unique<DepthwiseConvOp>(*g, w, has_bias, b, -std::numeric_limits<float>::infinity(),
-                                           std::numeric_limits<float>::infinity(), true);
+  return op_for_desc(d, conv_geom_channels_last(d), true);
 }
 
 }  // namespace kiln::conv_ops
