@@ -283,7 +283,7 @@ struct Chains {
       if (!ok) continue;
       int64_t moved = 0;
       for (Node* q : region) {
-        for (const Node* u : uses.of(q->outputs[0])) ok = ok && (in.count(u) || region.count(const_cast<Node*>(u)));
+        for (Node* u : uses.of(q->outputs[0])) ok = ok && (in.count(u) || region.count(u));
         ok = ok && !is_graph_output(g, q->outputs[0]);
         for (Value* u : data_inputs(*q))
           if (!region.count(u->producer) && !in.count(u->producer) && layout_change_moves(u)) moved += image_size(u);
