@@ -343,9 +343,11 @@ struct Chains {
         // y = x W^T (+ b): the [M, C, 1, 1] weight as a [C, M] constant.
         const Tensor& w = constant_source(n->inputs[1])->initializer;
         const int64_t mo = w.dim(0), c = w.dim(1);
-        Tensor wt(DType::kFloat32, {c, mo});
+        Tensor wt = Tensor::uninitialized(DType::kFloat32, {c, mo});
+        const float* src = w.data<float>();
+        float* dst = wt.data<float>();
         for (int64_t i = 0; i < mo; ++i)
-          for (int64_t k = 0; k < c; ++k) wt.data<float>()[k * mo + i] = w.data<float>()[i * c + k];
+          for (int64_t k = 0; k < c; ++k) dst[k * mo + i] = src[i * c + k];
         Value* wv = ed.add_constant(std::move(wt), n->inputs[1]->name + "_cm");
         made = ed.add_node("MatMul", {nhwc.at(n->inputs[0]), wv}, channels_last(y), y->name + "_nhwc");
         made->name = n->name;
