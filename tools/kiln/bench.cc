@@ -52,6 +52,7 @@ struct BenchArgs {
   uint64_t seed = 0;
   bool optimize = false;
   bool json = false;
+  bool samples = false;
   double rtol = 1e-3;
   double atol = 1e-4;
 };
@@ -59,6 +60,7 @@ struct BenchArgs {
 struct Timing {
   double median = NAN, min = NAN;
   int runs = 0;
+  std::vector<double> samples;  // every timed run, in the order run (--samples)
 };
 
 struct Result {
@@ -77,6 +79,7 @@ struct Result {
 Timing summarize(std::vector<double> t) {
   Timing r;
   if (t.empty()) return r;
+  r.samples = t;
   std::sort(t.begin(), t.end());
   r.runs = static_cast<int>(t.size());
   r.min = t.front();
@@ -340,9 +343,15 @@ Result bench_one(const std::string& model, const BenchArgs& a, const InputShapeO
   return r;
 }
 
-std::string timing_json(const Timing& t) {
-  return "{\"median\": " + json_number(t.median) + ", \"min\": " + json_number(t.min) +
-         ", \"runs\": " + std::to_string(t.runs) + "}";
+std::string timing_json(const Timing& t, bool with_samples) {
+  std::string s = "{\"median\": " + json_number(t.median) + ", \"min\": " + json_number(t.min) +
+                  ", \"runs\": " + std::to_string(t.runs);
+  if (with_samples) {
+    s += ", \"samples\": [";
+    for (size_t i = 0; i < t.samples.size(); ++i) s += (i ? ", " : "") + json_number(t.samples[i]);
+    s += "]";
+  }
+  return s + "}";
 }
 
 std::string today() {
@@ -388,8 +397,8 @@ int bench_command(const BenchArgs& a) {
                 << ", \"path\": " << json_string(r.model) << ", \"engine\": " << json_string(a.engine)
                 << ", \"threads\": " << a.threads << ", \"batch\": " << a.batch
                 << ", \"inputs\": " << json_string(r.inputs) << ", \"load_ms\": " << json_number(r.load_ms)
-                << ", \"first_run_ms\": " << json_number(r.first_run_ms) << ", \"kiln_ms\": " << timing_json(r.kiln)
-                << ", \"ort_ms\": " << (r.has_ort && !std::isnan(r.ort.median) ? timing_json(r.ort) : "null")
+                << ", \"first_run_ms\": " << json_number(r.first_run_ms) << ", \"kiln_ms\": " << timing_json(r.kiln, a.samples)
+                << ", \"ort_ms\": " << (r.has_ort && !std::isnan(r.ort.median) ? timing_json(r.ort, a.samples) : "null")
                 << ", \"ratio\": " << json_number(ratio)
                 << ", \"outputs_match\": " << (r.has_ort ? (r.outputs_match ? "true" : "false") : "null")
                 << ", \"max_abs_diff\": " << json_number(r.max_abs_diff) << ", \"note\": " << json_string(r.note)
@@ -468,6 +477,9 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_option("--rtol", a->rtol, "relative tolerance of the output check")->capture_default_str();
   cmd->add_option("--atol", a->atol, "absolute tolerance of the output check")->capture_default_str();
   cmd->add_flag("--json", a->json, "print machine-readable results");
+  cmd->add_flag("--samples", a->samples,
+                "with --json: also list every timed run's latency in run order (with --compare, --rounds "
+                "shares of kiln's runs and ORT's alternate), to see how load spread them");
   cmd->callback([a, &action] { action = [a] { return bench_command(*a); }; });
 }
 

@@ -207,6 +207,7 @@ void f32_gemm_pack_a(bool trans_a, int64_t mc, int64_t kc, const float* a, int64
 // fast as a memcpy call per 128-byte row.
 void f32_gemm_pack_b_panel32__avx512f(int64_t kc, const float* b, int64_t ldb, float* out);
 void activate_inplace__avx512f(Activation a, float* y, int64_t n);
+void activate_inplace__avx2(Activation a, float* y, int64_t n);
 
 void f32_gemm_coltail__avx512f(int64_t a_rows, int64_t mr, int64_t cols, int64_t kc, const float* a, const float* b,
                                int64_t b_stride, float* c, int64_t ldc, const F32GemmParams& p);
@@ -226,8 +227,9 @@ void f32_gemm_coltail(const F32GemmUkernel& uk, int64_t mr, int64_t cols, int64_
 
 void apply_activation_inplace(Activation a, float* y, int64_t n) {
   if (a == Activation::kNone) return;
-  static const bool avx512 = f32_gemm_default().isa == Isa::kAvx512;
-  if (avx512) return activate_inplace__avx512f(a, y, n);
+  static const Isa isa = f32_gemm_default().isa;
+  if (isa == Isa::kAvx512) return activate_inplace__avx512f(a, y, n);
+  if (isa == Isa::kAvx2) return activate_inplace__avx2(a, y, n);
   for (int64_t i = 0; i < n; ++i) y[i] = apply_activation(a, y[i]);
 }
 

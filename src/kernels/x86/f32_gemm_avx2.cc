@@ -2,6 +2,7 @@
 // supports them): 6 rows x 16 columns, 12 ymm accumulators.
 #include <immintrin.h>
 
+#include "kernels/x86/activation_avx2.h"
 #include "kernels/x86/f32_gemm.h"
 #include "kernels/x86/f32_gemm_tile.h"
 
@@ -28,7 +29,7 @@ void f32_gemm_ukernel_6x16__avx2(int64_t mr, int64_t nr, int64_t kc, const float
     a += kMr;
     b += p.b_stride ? p.b_stride : 16;
   }
-  if (mr == kMr && nr == 16 && p.act == Activation::kNone) {
+  if (mr == kMr && nr == 16) {
     const __m256 beta = _mm256_set1_ps(p.beta);
     const __m256 zero = _mm256_setzero_ps();
     const __m256 lo = _mm256_set1_ps(p.lo), hi = _mm256_set1_ps(p.hi);
@@ -66,6 +67,10 @@ void f32_gemm_ukernel_6x16__avx2(int64_t mr, int64_t nr, int64_t kc, const float
         v0 = _mm256_min_ps(_mm256_max_ps(v0, lo), hi);
         v1 = _mm256_min_ps(_mm256_max_ps(v1, lo), hi);
       }
+      if (p.act != Activation::kNone) {
+        v0 = activate8(p.act, v0);
+        v1 = activate8(p.act, v1);
+      }
       _mm256_storeu_ps(row, v0);
       _mm256_storeu_ps(row + 8, v1);
     }
@@ -78,6 +83,21 @@ void f32_gemm_ukernel_6x16__avx2(int64_t mr, int64_t nr, int64_t kc, const float
     _mm256_store_ps(tile + i * 16 + 8, acc1[i]);
   }
   f32_gemm_store_tile(tile, 16, mr, nr, c, ldc, p);
+}
+
+void activate_inplace__avx2(Activation a, float* y, int64_t n) {
+  int64_t i = 0;
+  // Four independent vectors per step: each is a long dependency chain (polynomials, reciprocal).
+  for (; i + 32 <= n; i += 32) {
+    const __m256 v0 = activate8(a, _mm256_loadu_ps(y + i)), v1 = activate8(a, _mm256_loadu_ps(y + i + 8));
+    const __m256 v2 = activate8(a, _mm256_loadu_ps(y + i + 16)), v3 = activate8(a, _mm256_loadu_ps(y + i + 24));
+    _mm256_storeu_ps(y + i, v0);
+    _mm256_storeu_ps(y + i + 8, v1);
+    _mm256_storeu_ps(y + i + 16, v2);
+    _mm256_storeu_ps(y + i + 24, v3);
+  }
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, activate8(a, _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] = apply_activation(a, y[i]);
 }
 
 }  // namespace kiln::kernels

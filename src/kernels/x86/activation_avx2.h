@@ -1,0 +1,50 @@
+// The fused activations of the AVX2 kernels on 8 lanes (GEMM store, depthwise and conv epilogues):
+// the same formulas as activation_avx512f.h. Include only from translation units compiled for
+// AVX2 + FMA (*_avx2.cc).
+#pragma once
+
+#include <immintrin.h>
+
+#include "kernels/x86/f32_gemm.h"
+
+namespace kiln::kernels {
+
+// 1 / (1 + e^-v) as 0.5 + v p(v^2) / q(v^2) on [-18, 18] (MLAS's rational form, as sigmoid16),
+// with the 12-bit reciprocal estimate and one Newton step: absolute error <= 1.5e-7.
+inline __m256 sigmoid8(__m256 v) {
+  const __m256 x = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-18.0f)), _mm256_set1_ps(18.0f));
+  const __m256 x2 = _mm256_mul_ps(x, x);
+  __m256 p = _mm256_fmadd_ps(x2, _mm256_set1_ps(4.37031012579801e-11f), _mm256_set1_ps(1.15627324459942e-07f));
+  p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(6.08574864600143e-05f));
+  p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(8.51377133304701e-03f));
+  p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(2.48287947061529e-01f));
+  p = _mm256_mul_ps(x, p);
+  __m256 q = _mm256_fmadd_ps(x2, _mm256_set1_ps(6.10247389755681e-13f), _mm256_set1_ps(5.76102136993427e-09f));
+  q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(6.29106785017040e-06f));
+  q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(1.70198817374094e-03f));
+  q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(1.16817656904453e-01f));
+  q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(9.93151921023180e-01f));
+  const __m256 r = _mm256_rcp_ps(q);
+  const __m256 inv = _mm256_mul_ps(r, _mm256_fnmadd_ps(q, r, _mm256_set1_ps(2.0f)));
+  return _mm256_fmadd_ps(p, inv, _mm256_set1_ps(0.5f));
+}
+
+inline __m256 activate8(Activation a, __m256 v) {
+  switch (a) {
+    case Activation::kNone: return v;
+    case Activation::kSilu: return _mm256_mul_ps(v, sigmoid8(v));
+    case Activation::kSigmoid: return sigmoid8(v);
+    case Activation::kTanh: {  // 2 sigmoid(2v) - 1
+      const __m256 two = _mm256_set1_ps(2.0f);
+      return _mm256_fmsub_ps(two, sigmoid8(_mm256_mul_ps(two, v)), _mm256_set1_ps(1.0f));
+    }
+    case Activation::kHardSwish: {
+      const __m256 t = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, _mm256_set1_ps(3.0f)), _mm256_setzero_ps()),
+                                     _mm256_set1_ps(6.0f));
+      return _mm256_mul_ps(_mm256_mul_ps(v, t), _mm256_set1_ps(1.0f / 6.0f));
+    }
+  }
+  return v;
+}
+
+}  // namespace kiln::kernels
