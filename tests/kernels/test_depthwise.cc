@@ -3,7 +3,7 @@
 // dilation, kernels 1x1 to 7x7, bias / no bias, clamp epilogue, batch > 1, 1 and 2 threads, plus a
 // sweep of small/medium planes and channel counts around 16 for the channel-blocked path.
 // The channels-last (NHWC) kernels run the same cases between layout permutes.
-// The AVX-512 kernels are skipped on CPUs without it.
+// The AVX-512 and AVX2 kernels are skipped on CPUs without them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -164,6 +164,46 @@ TEST(Depthwise, Avx512Stride2MatchesReference) {
     ++ran;
   }
   EXPECT_GE(ran, 20);
+}
+
+// Channel counts around the 8-lane block of the AVX2 kernels, on both of their paths (blocked and
+// per plane) with strides 1 and 2, 3x3 / 5x5 / 7x7 filters, padding, dilation and activations.
+std::vector<Case> avx2_cases() {
+  std::vector<Case> v = cases();
+  const int64_t channels[] = {7, 8, 9, 24, 25};
+  int i = 0;
+  for (int64_t hw : {5, 13, 29})
+    for (int64_t s : {1, 2})
+      for (int64_t k : {3, 5, 7}) {
+        const int64_t p = k / 2, c = channels[i % 5];
+        const Activation act = i % 3 == 0 ? Activation::kHardSwish : i % 3 == 1 ? Activation::kSilu : Activation::kNone;
+        v.push_back({1 + i % 2, c, hw, hw + 2, k, k, s, s, 1, 1, p, p, p, p, i % 2 == 0, i % 4 < 2, act});
+        v.push_back({1, channels[(i + 1) % 5], hw, hw, k, k, s, s, 2, 1, p, p - 1, p, p + 1, true, true});
+        ++i;
+      }
+  v.push_back({1, 9, 57, 61, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true, true, Activation::kTanh});
+  v.push_back({1, 7, 113, 113, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true});
+  std::erase_if(v, [](const Case& c) {
+    return c.h + c.pt + c.pb < (c.k_h - 1) * c.d_h + 1 || c.w + c.pl + c.pr < (c.k_w - 1) * c.d_w + 1;
+  });
+  return v;
+}
+
+TEST(Depthwise, Avx2MatchesReference) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (const Case& c : avx2_cases()) {
+    check(c, depthwise_conv2d_f32_avx2, false);
+    check(c, depthwise_conv2d_f32_avx2, true);
+  }
+}
+
+TEST(Depthwise, Avx2BlockedAndPlanesMatchReference) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (const Case& c : avx2_cases())
+    for (Kernel k : {depthwise_conv2d_f32_avx2_blocked, depthwise_conv2d_f32_avx2_planes}) {
+      check(c, k, false);
+      check(c, k, true);
+    }
 }
 
 // A channels-last kernel with the NCHW kernels' signature: x permuted to [n, h, w, c], the weight

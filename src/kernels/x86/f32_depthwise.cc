@@ -1,4 +1,4 @@
-// Depthwise conv dispatch (AVX-512 or portable, following f32_gemm_default()'s ISA choice) and
+// Depthwise conv dispatch (AVX-512, AVX2 or portable, following f32_gemm_default()'s ISA choice) and
 // the portable kernel: direct loops with per-tap bounds checks, parallel over channel planes.
 #include "kernels/x86/f32_depthwise.h"
 
@@ -42,7 +42,9 @@ void depthwise_conv2d_f32_generic(const DepthwiseGeom& g, const float* x, const 
 
 void depthwise_conv2d_f32(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                           const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
-  if (f32_gemm_default().isa == Isa::kAvx512) depthwise_conv2d_f32_avx512f(g, x, w, y, ep, parallel);
+  const Isa isa = f32_gemm_default().isa;
+  if (isa == Isa::kAvx512) depthwise_conv2d_f32_avx512f(g, x, w, y, ep, parallel);
+  else if (isa == Isa::kAvx2) depthwise_conv2d_f32_avx2(g, x, w, y, ep, parallel);
   else depthwise_conv2d_f32_generic(g, x, w, y, ep, parallel);
 }
 

@@ -1,6 +1,6 @@
 // f32 depthwise 2-D convolution (NCHW, one kh x kw filter per channel) with a fused bias + clamp
-// + activation epilogue: two AVX-512 kernels (channel-blocked for small planes and strides > 1,
-// per plane along W for large stride-1 planes) and a portable scalar kernel, run in parallel.
+// + activation epilogue: AVX-512 and AVX2 kernels (channel-blocked for small planes and strides
+// > 1, per plane along W for large stride-1 planes) and a portable scalar kernel, run in parallel.
 // Tests: tests/kernels/test_depthwise.cc.
 #pragma once
 
@@ -33,8 +33,8 @@ struct DepthwiseEpilogue {
 // non-negative pads).
 bool depthwise_geom_ok(const DepthwiseGeom& g);
 
-// x: [n, c, h, w], w: [c, 1, kh, kw], y: [n, c, ho, wo]. Uses the AVX-512 kernel when the
-// CPU has it and KILN_ISA does not force another ISA (same choice as f32_gemm_default()).
+// x: [n, c, h, w], w: [c, 1, kh, kw], y: [n, c, ho, wo]. Uses the AVX-512 or AVX2 kernels as
+// f32_gemm_default() picks its ISA (the CPU's best, unless KILN_ISA forces another).
 void depthwise_conv2d_f32(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                           const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 
@@ -67,6 +67,16 @@ void depthwise_conv2d_f32_avx512f_blocked(const DepthwiseGeom& g, const float* x
                                           const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 void depthwise_conv2d_f32_avx512f_planes(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                          const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
+
+// The AVX2 + FMA kernels (the AVX-512 designs on 8 lanes); only call them when
+// isa_supported(Isa::kAvx2). _avx2 picks _blocked (8 channels in the lanes) or _planes like
+// _avx512f does.
+void depthwise_conv2d_f32_avx2(const DepthwiseGeom& g, const float* x, const float* w, float* y,
+                               const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
+void depthwise_conv2d_f32_avx2_blocked(const DepthwiseGeom& g, const float* x, const float* w, float* y,
+                                       const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
+void depthwise_conv2d_f32_avx2_planes(const DepthwiseGeom& g, const float* x, const float* w, float* y,
+                                      const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 
 // Channels-last (NHWC) depthwise convolution, the layout the assign-layouts pass gives small-plane
 // conv chains: x [n, h, w, c], taps [kh * kw, c] (depthwise_nhwc_taps of the [c, 1, kh, kw]

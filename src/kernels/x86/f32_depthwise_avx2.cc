@@ -1,0 +1,464 @@
+// Depthwise conv (NCHW) for AVX2 + FMA machines without AVX-512: the channel-blocked kernel (8
+// channels in the lanes) and the per-plane kernel (8 outputs of a row per vector), with the same
+// designs as f32_depthwise_avx512f.cc. Compiled with -mavx2 -mfma; called only when the CPU has them.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/x86/activation_avx2.h"
+#include "kernels/x86/f32_depthwise.h"
+
+namespace kiln::kernels {
+namespace {
+
+int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+// Lane mask of the first n (0-8) lanes, for maskload/maskstore: a window into -1 x 8, 0 x 8.
+__m256i first_lanes8(int64_t n) {
+  alignas(32) static const int32_t window[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(window + 8 - std::clamp<int64_t>(n, 0, 8)));
+}
+
+// Writes the first n lanes of v; plain stores for the common full vector (AMD's masked stores are
+// slow).
+inline void store_first(float* dst, __m256 v, int64_t n) {
+  if (n >= 8) return _mm256_storeu_ps(dst, v);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, v);
+  for (int64_t k = 0; k < n; ++k) dst[k] = lanes[k];
+}
+
+// In-register 8x8 transpose: r[i][j] -> r[j][i].
+__attribute__((always_inline)) inline void transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    r[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
+    r[4 + k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
+  }
+}
+
+// The epilogue on one accumulator vector: clamp (max/min return the accumulator when it is NaN,
+// so NaN propagates like the reference), then the activation.
+struct Epilogue8 {
+  __m256 lo, hi;
+  bool clamp;
+  Activation act;
+  __attribute__((always_inline)) inline __m256 operator()(__m256 o) const {
+    if (clamp) o = _mm256_min_ps(hi, _mm256_max_ps(lo, o));
+    if (act != Activation::kNone) o = activate8(act, o);
+    return o;
+  }
+};
+
+Epilogue8 make_epilogue8(const DepthwiseEpilogue& ep) {
+  Epilogue8 e;
+  e.lo = _mm256_set1_ps(ep.lo);
+  e.hi = _mm256_set1_ps(ep.hi);
+  e.clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
+  e.act = ep.act;
+  return e;
+}
+
+// 32-byte aligned float buffer reused by a thread across calls.
+float* thread_scratch(size_t floats) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < floats + 8) buf.assign(floats + 8, 0.0f);
+  auto p = reinterpret_cast<uintptr_t>(buf.data());
+  return reinterpret_cast<float*>((p + 31) & ~uintptr_t(31));
+}
+
+// ---- Per-plane path ------------------------------------------------------------------------------
+// The input plane is copied into a zero-padded scratch split into `sw` column phases (phase p holds
+// padded columns p, p+sw, ...), so every tap reads a contiguous, in-bounds run for 8 consecutive
+// outputs of a row; R rows x V vectors of outputs accumulate in registers over all taps.
+
+struct PlaneLayout {
+  int64_t hq = 0;       // padded rows actually read
+  int64_t wq = 0;       // columns per phase row (covers every vector load, tails included)
+  int64_t phase = 0;    // floats per phase plane (hq * wq)
+  int64_t row_len = 0;  // padded row buffer before the phase split
+  std::vector<int64_t> tap_off;  // per tap (i, j): offset of output (0, 0)'s input in scratch
+};
+
+PlaneLayout make_plane_layout(const DepthwiseGeom& g) {
+  PlaneLayout l;
+  l.hq = (g.ho - 1) * g.sh + (g.kh - 1) * g.dh + 1;
+  l.wq = round_up(g.wo, 8) + (g.kw - 1) * g.dw / g.sw + 1;
+  l.phase = l.hq * l.wq;
+  l.row_len = l.wq * g.sw;
+  for (int64_t i = 0; i < g.kh; ++i)
+    for (int64_t j = 0; j < g.kw; ++j) {
+      const int64_t col = j * g.dw;
+      l.tap_off.push_back((col % g.sw) * l.phase + i * g.dh * l.wq + col / g.sw);
+    }
+  return l;
+}
+
+void fill_plane_scratch(const DepthwiseGeom& g, const PlaneLayout& l, const float* xp, float* q, float* row) {
+  for (int64_t yq = 0; yq < l.hq; ++yq) {
+    const int64_t iy = yq - g.pt;
+    if (iy < 0 || iy >= g.h) {
+      for (int64_t p = 0; p < g.sw; ++p) std::memset(q + p * l.phase + yq * l.wq, 0, sizeof(float) * l.wq);
+      continue;
+    }
+    const float* xr = xp + iy * g.w;
+    float* dst = g.sw == 1 ? q + yq * l.wq : row;
+    const int64_t len = g.sw == 1 ? l.wq : l.row_len;
+    const int64_t lead = std::min(g.pl, len);
+    const int64_t body = std::max<int64_t>(0, std::min(g.w, len - g.pl));
+    std::memset(dst, 0, sizeof(float) * lead);
+    std::memcpy(dst + lead, xr, sizeof(float) * body);
+    std::memset(dst + lead + body, 0, sizeof(float) * (len - lead - body));
+    if (g.sw == 1) continue;
+    // Strided planes normally take the blocked path; this split only serves huge ones.
+    float* q0 = q + yq * l.wq;
+    for (int64_t p = 0; p < g.sw; ++p)
+      for (int64_t xq = 0; xq < l.wq; ++xq) q0[p * l.phase + xq] = row[xq * g.sw + p];
+  }
+}
+
+struct PlaneTile {
+  const float* q;      // scratch of this plane
+  const float* wp;     // kh*kw filter taps
+  const int64_t* off;  // tap offsets
+  int64_t ntaps;
+  int64_t row_step;    // scratch floats between consecutive output rows (sh * wq)
+  float* y;            // output plane
+  int64_t wo;
+  __m256 bias;
+  Epilogue8 ep;
+};
+
+// R output rows x V vectors starting at (oy0, ox0); the final vector stores `last` lanes.
+template <int R, int V>
+inline void plane_tile(const PlaneTile& a, int64_t oy0, int64_t ox0, int64_t last) {
+  __m256 acc[R][V];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[r][v] = a.bias;
+  const float* base = a.q + oy0 * a.row_step + ox0;
+  for (int64_t t = 0; t < a.ntaps; ++t) {
+    const __m256 wv = _mm256_broadcast_ss(a.wp + t);
+    const float* src = base + a.off[t];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v)
+        acc[r][v] = _mm256_fmadd_ps(_mm256_loadu_ps(src + r * a.row_step + 8 * v), wv, acc[r][v]);
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    float* dst = a.y + (oy0 + r) * a.wo + ox0;
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      const __m256 o = a.ep(acc[r][v]);
+      if (v == V - 1) store_first(dst + 8 * v, o, last);
+      else _mm256_storeu_ps(dst + 8 * v, o);
+    }
+  }
+}
+
+template <int R, int V>
+void plane_columns(const PlaneTile& a, int64_t ho, int64_t ox0, int64_t last) {
+  int64_t oy = 0;
+  for (; oy + R <= ho; oy += R) plane_tile<R, V>(a, oy, ox0, last);
+  for (; oy < ho; ++oy) plane_tile<1, V>(a, oy, ox0, last);
+}
+
+// Chunks of 4 vectors, then one of the remaining 1-3; fewer vectors per row take more rows per
+// tile, so that 6-8 independent accumulators hide the FMA latency (16 registers in all).
+void plane(const PlaneTile& a, int64_t ho) {
+  const int64_t nvec = (a.wo + 7) / 8;
+  const int64_t tail = a.wo - (nvec - 1) * 8;
+  int64_t v0 = 0;
+  for (; v0 + 4 <= nvec; v0 += 4) plane_columns<2, 4>(a, ho, v0 * 8, v0 + 4 == nvec ? tail : 8);
+  switch (nvec - v0) {
+    case 3: plane_columns<2, 3>(a, ho, v0 * 8, tail); break;
+    case 2: plane_columns<4, 2>(a, ho, v0 * 8, tail); break;
+    case 1: plane_columns<8, 1>(a, ho, v0 * 8, tail); break;
+    default: break;
+  }
+}
+
+// ---- Channel-blocked path: 8 channels in the vector lanes ---------------------------------------
+// Per block of 8 channels of one image, the 8 input planes are transposed (8x8 in registers, over
+// the flattened plane) into a zero-bordered scratch [hq][wp][8]; every tap of every output is then
+// one contiguous vector load + FMA with a [tap][8] weight vector, for any stride, padding or
+// dilation. The [ho*wo][8] result (epilogue applied) is transposed back into the 8 output planes.
+
+struct BlockedLayout {
+  int64_t hq = 0, wp = 0;        // scratch rows / columns actually read
+  int64_t in_floats = 0;         // hq * wp * 8
+  int64_t out_floats = 0;        // [ho * wo][8] plus slack for a last 8-row transpose
+  std::vector<int64_t> tap_off;  // per tap: scratch floats from an output's first input
+  std::vector<int32_t> dst;      // per input pixel: its scratch offset, -1 when outside the scratch
+  std::vector<uint8_t> run8;     // per input pixel f: 1 when pixels f..f+7 land consecutively
+};
+
+BlockedLayout make_blocked_layout(const DepthwiseGeom& g) {
+  BlockedLayout l;
+  l.hq = (g.ho - 1) * g.sh + (g.kh - 1) * g.dh + 1;
+  l.wp = (g.wo - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+  l.in_floats = l.hq * l.wp * 8;
+  l.out_floats = (round_up(g.ho * g.wo, 8) + 8) * 8;  // + a chunk: row parts start unaligned
+  for (int64_t i = 0; i < g.kh; ++i)
+    for (int64_t j = 0; j < g.kw; ++j) l.tap_off.push_back((i * g.dh * l.wp + j * g.dw) * 8);
+  l.dst.resize(static_cast<size_t>(g.h * g.w));
+  for (int64_t iy = 0; iy < g.h; ++iy)
+    for (int64_t ix = 0; ix < g.w; ++ix) {
+      const int64_t yq = iy + g.pt, xq = ix + g.pl;
+      l.dst[iy * g.w + ix] = static_cast<int32_t>(yq < l.hq && xq < l.wp ? (yq * l.wp + xq) * 8 : -1);
+    }
+  l.run8.resize(static_cast<size_t>(g.h * g.w));
+  for (int64_t iy = 0; iy < g.h; ++iy)
+    for (int64_t ix = 0; ix < g.w; ++ix) {
+      const int64_t f = iy * g.w + ix;
+      l.run8[f] = ix + 8 <= g.w && l.dst[f] >= 0 && l.dst[f + 7] >= 0;
+    }
+  return l;
+}
+
+// Zeroes the scratch cells no input lands in (the padding border); the rest is rewritten per block.
+void zero_border(const DepthwiseGeom& g, const BlockedLayout& l, float* s) {
+  const int64_t row = l.wp * 8;
+  const int64_t y0 = std::min(g.pt, l.hq), y1 = std::min(g.pt + g.h, l.hq);
+  const int64_t x0 = std::min(g.pl, l.wp), x1 = std::min(g.pl + g.w, l.wp);
+  std::memset(s, 0, sizeof(float) * y0 * row);
+  std::memset(s + y1 * row, 0, sizeof(float) * (l.hq - y1) * row);
+  for (int64_t yq = y0; yq < y1; ++yq) {
+    std::memset(s + yq * row, 0, sizeof(float) * x0 * 8);
+    std::memset(s + yq * row + x1 * 8, 0, sizeof(float) * (l.wp - x1) * 8);
+  }
+}
+
+// Planes [0, nc) of xb (plane stride hw), pixels f0 .. f0 + nv - 1, transposed: r[k] is pixel k's
+// 8 channels (zero past nc).
+__attribute__((always_inline)) inline void load_pixels(const float* xb, int64_t hw, int64_t nc, int64_t f0,
+                                                       int64_t nv, __m256 r[8]) {
+  if (nv == 8) {
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) r[c] = c < nc ? _mm256_loadu_ps(xb + c * hw + f0) : _mm256_setzero_ps();
+  } else {
+    const __m256i m = first_lanes8(nv);
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) r[c] = c < nc ? _mm256_maskload_ps(xb + c * hw + f0, m) : _mm256_setzero_ps();
+  }
+  transpose8(r);
+}
+
+// Transposes pixels [f_begin, f_end) of planes [0, nc) of xb into the scratch interior.
+void fill_blocked(const DepthwiseGeom& g, const BlockedLayout& l, const float* xb, int64_t nc, float* s,
+                  int64_t f_begin, int64_t f_end) {
+  const int64_t hw = g.h * g.w;
+  const int32_t* dst = l.dst.data();
+  for (int64_t f0 = f_begin; f0 < f_end; f0 += 8) {
+    const int64_t nv = std::min<int64_t>(8, f_end - f0);
+    __m256 r[8];
+    load_pixels(xb, hw, nc, f0, nv, r);
+    if (nv == 8 && l.run8[f0]) {
+      float* d = s + dst[f0];
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) _mm256_storeu_ps(d + 8 * k, r[k]);
+      continue;
+    }
+    for (int64_t k = 0; k < nv; ++k)
+      if (dst[f0 + k] >= 0) _mm256_storeu_ps(s + dst[f0 + k], r[k]);
+  }
+}
+
+struct BlockedArgs {
+  const float* s;      // input scratch
+  const int64_t* off;  // tap offsets
+  int64_t ntaps;
+  const float* wt;     // [tap][8] weights
+  int64_t step;        // scratch floats between horizontally adjacent outputs (sw * 8)
+  int64_t row;         // scratch floats per row (wp * 8)
+  __m256 bias;
+  Epilogue8 ep;
+};
+
+template <int V>
+__attribute__((always_inline)) inline void blocked_store(const BlockedArgs& a, const __m256 (&acc)[V], float* out) {
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) _mm256_storeu_ps(out + 8 * v, a.ep(acc[v]));
+}
+
+// Square K x K filter, stride S, dilation 1: the taps unrolled, offsets constant.
+template <int K, int S>
+struct SquareTile {
+  template <int V>
+  static inline void run(const BlockedArgs& a, const float* src, float* out) {
+    __m256 acc[V];
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) acc[v] = a.bias;
+#pragma GCC unroll 7
+    for (int i = 0; i < K; ++i) {
+      const float* p = src + i * a.row;
+#pragma GCC unroll 7
+      for (int j = 0; j < K; ++j) {
+        const __m256 wv = _mm256_load_ps(a.wt + 8 * (i * K + j));
+#pragma GCC unroll 8
+        for (int v = 0; v < V; ++v) acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(p + 8 * (v * S + j)), wv, acc[v]);
+      }
+    }
+    blocked_store<V>(a, acc, out);
+  }
+};
+
+// Any filter: taps through the offset table.
+struct AnyTile {
+  template <int V>
+  static inline void run(const BlockedArgs& a, const float* src, float* out) {
+    __m256 acc[V];
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) acc[v] = a.bias;
+    for (int64_t t = 0; t < a.ntaps; ++t) {
+      const __m256 wv = _mm256_load_ps(a.wt + 8 * t);
+      const float* p = src + a.off[t];
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v) acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(p + v * a.step), wv, acc[v]);
+    }
+    blocked_store<V>(a, acc, out);
+  }
+};
+
+// One output row: tiles of 8 outputs, then one tile of the remaining 1-7.
+template <class Tile>
+void blocked_row(const BlockedArgs& a, const float* src, int64_t wo, float* out) {
+  int64_t ox = 0;
+  for (; ox + 8 <= wo; ox += 8) Tile::template run<8>(a, src + ox * a.step, out + ox * 8);
+  const float* p = src + ox * a.step;
+  float* o = out + ox * 8;
+  switch (wo - ox) {
+    case 7: Tile::template run<7>(a, p, o); break;
+    case 6: Tile::template run<6>(a, p, o); break;
+    case 5: Tile::template run<5>(a, p, o); break;
+    case 4: Tile::template run<4>(a, p, o); break;
+    case 3: Tile::template run<3>(a, p, o); break;
+    case 2: Tile::template run<2>(a, p, o); break;
+    case 1: Tile::template run<1>(a, p, o); break;
+    default: break;
+  }
+}
+
+template <class Tile>
+void blocked_rows(const BlockedArgs& a, int64_t oy0, int64_t oy1, int64_t wo, int64_t sh, float* out) {
+  for (int64_t oy = oy0; oy < oy1; ++oy) blocked_row<Tile>(a, a.s + oy * sh * a.row, wo, out + oy * wo * 8);
+}
+
+// Transposes out[f_begin, f_end)[8] back into planes [0, nc) of yb (plane stride howo).
+void store_blocked(const float* out, int64_t f_begin, int64_t f_end, int64_t howo, int64_t nc, float* yb) {
+  for (int64_t f0 = f_begin; f0 < f_end; f0 += 8) {
+    const int64_t nv = std::min<int64_t>(8, f_end - f0);
+    __m256 r[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(out + (f0 + k) * 8);  // rows past f_end: slack
+    transpose8(r);
+    if (nv == 8 && nc == 8) {
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) _mm256_storeu_ps(yb + c * howo + f0, r[c]);
+    } else {
+      for (int64_t c = 0; c < nc; ++c) store_first(yb + c * howo + f0, r[c], nv);
+    }
+  }
+}
+
+}  // namespace
+
+void depthwise_conv2d_f32_avx2_planes(const DepthwiseGeom& g, const float* x, const float* w, float* y,
+                                      const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
+  const PlaneLayout l = make_plane_layout(g);
+  const Epilogue8 e = make_epilogue8(ep);
+  auto planes = [&](int64_t begin, int64_t end) {
+    float* q = thread_scratch(static_cast<size_t>(g.sw * l.phase + l.row_len + 8));
+    float* row = q + g.sw * l.phase;
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t ch = p % g.c;
+      fill_plane_scratch(g, l, x + p * g.h * g.w, q, row);
+      PlaneTile a;
+      a.q = q;
+      a.wp = w + ch * g.kh * g.kw;
+      a.off = l.tap_off.data();
+      a.ntaps = static_cast<int64_t>(l.tap_off.size());
+      a.row_step = g.sh * l.wq;
+      a.y = y + p * g.ho * g.wo;
+      a.wo = g.wo;
+      a.bias = _mm256_set1_ps(ep.bias ? ep.bias[ch] : 0.0f);
+      a.ep = e;
+      plane(a, g.ho);
+    }
+  };
+  run_parallel(parallel, g.n * g.c, planes);
+}
+
+void depthwise_conv2d_f32_avx2_blocked(const DepthwiseGeom& g, const float* x, const float* w, float* y,
+                                       const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
+  // Scratch offsets are int32 (and the scratch must stay modest): huge planes go per plane.
+  if ((g.h + g.pt + (g.kh - 1) * g.dh) * (g.w + g.pl + (g.kw - 1) * g.dw) * 8 > (int64_t(1) << 28))
+    return depthwise_conv2d_f32_avx2_planes(g, x, w, y, ep, parallel);
+  const BlockedLayout l = make_blocked_layout(g);
+  const Epilogue8 e = make_epilogue8(ep);
+  const int64_t blocks = (g.c + 7) / 8, ntaps = g.kh * g.kw;
+  // Few channel blocks: split the output rows too, so that two threads (or more) get work.
+  const int64_t parts = g.n * blocks >= 8 ? 1 : std::min(g.ho, (8 + g.n * blocks - 1) / (g.n * blocks));
+  const bool square = g.kh == g.kw && g.dh == 1 && g.dw == 1 && g.sh == g.sw;
+  auto run = [&](int64_t begin, int64_t end) {
+    float* s = thread_scratch(static_cast<size_t>(l.in_floats + l.out_floats + ntaps * 8));
+    float* out = s + l.in_floats;
+    float* wt = out + l.out_floats;  // 32-byte aligned: in_floats and out_floats are multiples of 8
+    zero_border(g, l, s);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t part = task % parts, img = task / parts / blocks, c0 = (task / parts % blocks) * 8;
+      const int64_t nc = std::min<int64_t>(8, g.c - c0);
+      // Output rows [oy0, oy1) of this part and the input rows [iy0, iy1) they read.
+      const int64_t oy0 = part * g.ho / parts, oy1 = (part + 1) * g.ho / parts;
+      const int64_t iy0 = std::clamp<int64_t>(oy0 * g.sh - g.pt, 0, g.h);
+      const int64_t iy1 = std::clamp<int64_t>((oy1 - 1) * g.sh + (g.kh - 1) * g.dh - g.pt + 1, iy0, g.h);
+      for (int64_t t = 0; t < ntaps; ++t)
+        for (int64_t c = 0; c < 8; ++c) wt[t * 8 + c] = c < nc ? w[(c0 + c) * ntaps + t] : 0.0f;
+      fill_blocked(g, l, x + (img * g.c + c0) * g.h * g.w, nc, s, iy0 * g.w, iy1 * g.w);
+      BlockedArgs a;
+      a.s = s;
+      a.off = l.tap_off.data();
+      a.ntaps = ntaps;
+      a.wt = wt;
+      a.step = g.sw * 8;
+      a.row = l.wp * 8;
+      a.bias = ep.bias ? _mm256_maskload_ps(ep.bias + c0, first_lanes8(nc)) : _mm256_setzero_ps();
+      a.ep = e;
+      if (square && g.kh == 3 && g.sw == 1) blocked_rows<SquareTile<3, 1>>(a, oy0, oy1, g.wo, g.sh, out);
+      else if (square && g.kh == 3 && g.sw == 2) blocked_rows<SquareTile<3, 2>>(a, oy0, oy1, g.wo, g.sh, out);
+      else if (square && g.kh == 5 && g.sw == 1) blocked_rows<SquareTile<5, 1>>(a, oy0, oy1, g.wo, g.sh, out);
+      else if (square && g.kh == 5 && g.sw == 2) blocked_rows<SquareTile<5, 2>>(a, oy0, oy1, g.wo, g.sh, out);
+      else blocked_rows<AnyTile>(a, oy0, oy1, g.wo, g.sh, out);
+      store_blocked(out, oy0 * g.wo, oy1 * g.wo, g.ho * g.wo, nc, y + (img * g.c + c0) * g.ho * g.wo);
+    }
+  };
+  run_parallel(parallel, g.n * blocks * parts, run);
+}
+
+void depthwise_conv2d_f32_avx2(const DepthwiseGeom& g, const float* x, const float* w, float* y,
+                               const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
+  if (depthwise_blocked_preferred(g)) depthwise_conv2d_f32_avx2_blocked(g, x, w, y, ep, parallel);
+  else depthwise_conv2d_f32_avx2_planes(g, x, w, y, ep, parallel);
+}
+
+}  // namespace kiln::kernels
