@@ -1,88 +1,96 @@
 // f32 GEMM microkernel for AVX2 + FMA (compiled with -mavx2 -mfma; called only when the CPU
-// supports them): 6 rows x 16 columns, 12 ymm accumulators.
+// supports them): 6 rows x 16 columns, 12 ymm accumulators; row and column tails run narrower
+// instantiations of the same loop and store through lane masks.
 #include <immintrin.h>
 
 #include "kernels/x86/activation_avx2.h"
 #include "kernels/x86/f32_gemm.h"
-#include "kernels/x86/f32_gemm_tile.h"
+#include "kernels/x86/lane_mask_avx2.h"
 
 namespace kiln::kernels {
+namespace {
+
+constexpr int kMr = 6;  // rows of a packed A micro-panel
+
+// C[0:MR, 0:nr] (+)= A B over kc, for MR <= 6 rows and NV = 1 or 2 vectors of 8 columns (nr <=
+// 8 * NV): a 7x40 image tail or a 1-row GEMV-like tile then costs its own width and height, not
+// a whole 6x16 tile. A is read with the packed stride kMr whatever MR is.
+template <int MR, int NV>
+void gemm_tile(int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+               const F32GemmParams& p) {
+  __m256 acc[MR][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_setzero_ps();
+  const int64_t b_step = p.b_stride ? p.b_stride : 16;
+  for (int64_t k = 0; k < kc; ++k) {
+    __m256 bv[NV];
+#pragma GCC unroll 2
+    for (int j = 0; j < NV; ++j) bv[j] = _mm256_loadu_ps(b + 8 * j);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + i);
+#pragma GCC unroll 2
+      for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_fmadd_ps(ai, bv[j], acc[i][j]);
+    }
+    a += kMr;
+    b += b_step;
+  }
+  // Lanes of each column vector that lie inside the tile; the epilogue's loads use them too, so
+  // nothing past column nr is read or written.
+  __m256i mask[NV];
+  bool full[NV];
+#pragma GCC unroll 2
+  for (int j = 0; j < NV; ++j) {
+    full[j] = nr >= 8 * (j + 1);
+    mask[j] = first_lanes8(nr - 8 * j);
+  }
+  auto load = [&](const float* src, int j) { return full[j] ? _mm256_loadu_ps(src) : _mm256_maskload_ps(src, mask[j]); };
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 beta = _mm256_set1_ps(p.beta), lo = _mm256_set1_ps(p.lo), hi = _mm256_set1_ps(p.hi);
+  __m256 bias[NV];
+#pragma GCC unroll 2
+  for (int j = 0; j < NV; ++j) bias[j] = p.bias ? load(p.bias + 8 * j, j) : zero;
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    float* row = c + i * ldc;
+#pragma GCC unroll 2
+    for (int j = 0; j < NV; ++j) {
+      __m256 v = acc[i][j];
+      if (p.beta != 0.0f) v = _mm256_fmadd_ps(beta, load(row + 8 * j, j), v);
+      if (p.bias) v = _mm256_add_ps(v, bias[j]);
+      if (p.row_bias) v = _mm256_add_ps(v, _mm256_set1_ps(p.row_bias[i]));
+      if (p.residual) v = _mm256_add_ps(v, load(p.residual + i * p.ldr + 8 * j, j));
+      if (p.relu) v = _mm256_max_ps(v, zero);
+      if (p.clamp) v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+      if (p.act != Activation::kNone) v = activate8(p.act, v);
+      if (full[j]) _mm256_storeu_ps(row + 8 * j, v);
+      else _mm256_maskstore_ps(row + 8 * j, mask[j], v);
+    }
+  }
+}
+
+template <int NV>
+void gemm_rows(int64_t mr, int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+               const F32GemmParams& p) {
+  switch (mr) {
+    case 1: return gemm_tile<1, NV>(nr, kc, a, b, c, ldc, p);
+    case 2: return gemm_tile<2, NV>(nr, kc, a, b, c, ldc, p);
+    case 3: return gemm_tile<3, NV>(nr, kc, a, b, c, ldc, p);
+    case 4: return gemm_tile<4, NV>(nr, kc, a, b, c, ldc, p);
+    case 5: return gemm_tile<5, NV>(nr, kc, a, b, c, ldc, p);
+    default: return gemm_tile<6, NV>(nr, kc, a, b, c, ldc, p);
+  }
+}
+
+}  // namespace
 
 void f32_gemm_ukernel_6x16__avx2(int64_t mr, int64_t nr, int64_t kc, const float* a,
                                  const float* b, float* c, int64_t ldc, const F32GemmParams& p) {
-  constexpr int kMr = 6;
-  __m256 acc0[kMr], acc1[kMr];
-#pragma GCC unroll 8
-  for (int i = 0; i < kMr; ++i) {
-    acc0[i] = _mm256_setzero_ps();
-    acc1[i] = _mm256_setzero_ps();
-  }
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(b);
-    const __m256 b1 = _mm256_loadu_ps(b + 8);
-#pragma GCC unroll 8
-    for (int i = 0; i < kMr; ++i) {
-      const __m256 ai = _mm256_broadcast_ss(a + i);
-      acc0[i] = _mm256_fmadd_ps(ai, b0, acc0[i]);
-      acc1[i] = _mm256_fmadd_ps(ai, b1, acc1[i]);
-    }
-    a += kMr;
-    b += p.b_stride ? p.b_stride : 16;
-  }
-  if (mr == kMr && nr == 16) {
-    const __m256 beta = _mm256_set1_ps(p.beta);
-    const __m256 zero = _mm256_setzero_ps();
-    const __m256 lo = _mm256_set1_ps(p.lo), hi = _mm256_set1_ps(p.hi);
-    __m256 bias0 = zero, bias1 = zero;
-    if (p.bias) {
-      bias0 = _mm256_loadu_ps(p.bias);
-      bias1 = _mm256_loadu_ps(p.bias + 8);
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < kMr; ++i) {
-      float* row = c + i * ldc;
-      __m256 v0 = acc0[i], v1 = acc1[i];
-      if (p.beta != 0.0f) {
-        v0 = _mm256_fmadd_ps(beta, _mm256_loadu_ps(row), v0);
-        v1 = _mm256_fmadd_ps(beta, _mm256_loadu_ps(row + 8), v1);
-      }
-      if (p.bias) {
-        v0 = _mm256_add_ps(v0, bias0);
-        v1 = _mm256_add_ps(v1, bias1);
-      }
-      if (p.row_bias) {
-        const __m256 rb = _mm256_set1_ps(p.row_bias[i]);
-        v0 = _mm256_add_ps(v0, rb);
-        v1 = _mm256_add_ps(v1, rb);
-      }
-      if (p.residual) {
-        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(p.residual + i * p.ldr));
-        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(p.residual + i * p.ldr + 8));
-      }
-      if (p.relu) {
-        v0 = _mm256_max_ps(v0, zero);
-        v1 = _mm256_max_ps(v1, zero);
-      }
-      if (p.clamp) {
-        v0 = _mm256_min_ps(_mm256_max_ps(v0, lo), hi);
-        v1 = _mm256_min_ps(_mm256_max_ps(v1, lo), hi);
-      }
-      if (p.act != Activation::kNone) {
-        v0 = activate8(p.act, v0);
-        v1 = activate8(p.act, v1);
-      }
-      _mm256_storeu_ps(row, v0);
-      _mm256_storeu_ps(row + 8, v1);
-    }
-    return;
-  }
-  alignas(32) float tile[kMr * 16];
-#pragma GCC unroll 8
-  for (int i = 0; i < kMr; ++i) {
-    _mm256_store_ps(tile + i * 16, acc0[i]);
-    _mm256_store_ps(tile + i * 16 + 8, acc1[i]);
-  }
-  f32_gemm_store_tile(tile, 16, mr, nr, c, ldc, p);
+  if (mr <= 0 || nr <= 0) return;
+  if (nr <= 8) return gemm_rows<1>(mr, nr, kc, a, b, c, ldc, p);
+  return gemm_rows<2>(mr, nr, kc, a, b, c, ldc, p);
 }
 
 void activate_inplace__avx2(Activation a, float* y, int64_t n) {
@@ -97,7 +105,10 @@ void activate_inplace__avx2(Activation a, float* y, int64_t n) {
     _mm256_storeu_ps(y + i + 24, v3);
   }
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, activate8(a, _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] = apply_activation(a, y[i]);
+  if (i < n) {
+    const __m256i m = first_lanes8(n - i);
+    _mm256_maskstore_ps(y + i, m, activate8(a, _mm256_maskload_ps(y + i, m)));
+  }
 }
 
 }  // namespace kiln::kernels
