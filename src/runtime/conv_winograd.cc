@@ -66,11 +66,14 @@ class WinogradConvOp : public gemm_ops::GemmOp {
                                         v_.data() + b * vfloats);
         }
       });
+      // A task's consecutive panels of one block in one call: the AVX2 driver runs several
+      // panels' GEMMs over each point's input while it is in L1.
       pool.parallel_for(blocks * panels, [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) {
-          const int64_t b = t / panels, p = t % panels;
-          kernels::winograd_gemm_output_block(wg_, blocking_, weights_, v_.data() + b * vfloats, b, p, p + 1, ep,
+        for (int64_t t = t0; t < t1;) {
+          const int64_t b = t / panels, p = t % panels, p_end = std::min(panels, p + (t1 - t));
+          kernels::winograd_gemm_output_block(wg_, blocking_, weights_, v_.data() + b * vfloats, b, p, p_end, ep,
                                               yi);
+          t += p_end - p;
         }
       });
     }

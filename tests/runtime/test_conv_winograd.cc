@@ -2,10 +2,13 @@
 // double-precision naive conv: pads 0/1/2 and asymmetric/SAME, output sizes not a multiple of
 // the 4x4 tile (1x1 to 57x57), channel counts around the microkernel blocking, bias / no bias,
 // clamp, rows of tiles wider than a block, one block shared by threads, batch 2, 1 and 2
-// threads; and what it declines (stride 2, dilation, 5x5, groups).
+// threads; the fused residual + SiLU epilogue against the GEMM conv op's; and what it declines
+// (stride 2, dilation, 5x5, groups). Runs on the AVX-512 or the AVX2 transforms, whichever the
+// default microkernel is (KILN_ISA=avx2 runs the AVX2 ones on an AVX-512 CPU).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <random>
 
@@ -30,7 +33,7 @@ void check(const Case& cs, int threads, int tile) {
 }
 
 TEST(ConvWinograd, MatchesReference) {
-  if (!kernels::winograd_available()) GTEST_SKIP() << "no 32-column AVX-512 microkernel";
+  if (!kernels::winograd_available()) GTEST_SKIP() << "no AVX-512 or AVX2 microkernel";
   const std::vector<Case> cases = {
       {1, 8, 15, 15, 14, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", true, true},
       {1, 16, 16, 16, 16, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", true, false},
@@ -49,8 +52,56 @@ TEST(ConvWinograd, MatchesReference) {
       for (const Case& c : cases) check(c, threads, tile);
 }
 
+// The op for tile `tile` of a conv of x_dims (3x3, pad 1) with a bias, a residual and SiLU (and,
+// when `without_residual`, the same without the residual) computes what the GEMM conv op
+// computes with the same epilogue, to Winograd's rounding: 1e-5 * (1 + |want|) per input
+// channel.
+void expect_epilogue_matches(int tile, const std::vector<int64_t>& x_dims, int64_t co, bool without_residual) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const int64_t ho = x_dims[2], wo = x_dims[3];
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  Tensor x(DType::kFloat32, x_dims), w(DType::kFloat32, {co, x_dims[1], 3, 3}), b(DType::kFloat32, {co}),
+      r(DType::kFloat32, {x_dims[0], co, ho, wo});
+  for (Tensor* t : {&x, &w, &b, &r})
+    for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = dist(rng);
+  gemm_ops::GemmDesc d = conv_test::residual_conv_desc(x, w, b, r, 1, 1);
+  d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSilu);
+  for (bool residual : {true, false}) {
+    if (!residual && !without_residual) continue;
+    gemm_ops::GemmDesc e = d;
+    if (!residual) e.epilogue_residual = -1;
+    std::unique_ptr<gemm_ops::GemmOp> got_op = conv_ops::make_winograd_conv_op(e, -inf, inf, tile),
+                                      want_op = conv_ops::make_gemm_conv_op(e);
+    ASSERT_TRUE(got_op && want_op);
+    ASSERT_TRUE(got_op->take_epilogue(e));
+    ASSERT_TRUE(want_op->take_epilogue(e));
+    RtValue xv(x), rv(r);
+    const Tensor got = got_op->run({&xv, nullptr, nullptr, &rv}), want = want_op->run({&xv, nullptr, nullptr, &rv});
+    ASSERT_EQ(got.dims(), want.dims());
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      const float g = got.data<float>()[i], v = want.data<float>()[i];
+      ASSERT_NEAR(g, v, 1e-5 * (1 + std::abs(v)) * x_dims[1])
+          << i << " tile " << tile << (residual ? " with" : " without") << " residual";
+    }
+  }
+}
+
+TEST(ConvWinograd, EpilogueMatchesGemmConv) {
+  if (!kernels::winograd_available()) GTEST_SKIP() << "no AVX-512 or AVX2 microkernel";
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    ScopedThreadPool scoped(&pool);
+    // Batch 2 (the residual per image), partial tiles and tile groups, co not a multiple of the
+    // microkernel rows.
+    for (int tile : {4, 2}) expect_epilogue_matches(tile, {2, 8, 13, 11}, 14, true);
+    expect_epilogue_matches(4, {1, 12, 30, 23}, 9, false);
+    expect_epilogue_matches(2, {1, 20, 7, 7}, 31, false);
+  }
+}
+
 TEST(ConvWinograd, Declines) {
-  if (!kernels::winograd_available()) GTEST_SKIP() << "no 32-column AVX-512 microkernel";
+  if (!kernels::winograd_available()) GTEST_SKIP() << "no AVX-512 or AVX2 microkernel";
   Tensor w(DType::kFloat32, {4, 2, 3, 3});
   gemm_ops::GemmDesc d;
   d.kind = gemm_ops::GemmKind::kConv;

@@ -1,11 +1,30 @@
 // Winograd F(4x4, 3x3) and F(2x2, 3x3): tile blocking, the weight transforms and their packing
-// (see f32_winograd.h); the AVX-512 transforms are in f32_winograd_avx512f.cc.
+// (see f32_winograd.h), and the dispatch to the transforms of f32_winograd_avx512f.cc and
+// f32_winograd_avx2.cc.
 #include "kernels/x86/f32_winograd.h"
 
 #include <algorithm>
 
 namespace kiln::kernels {
+
+void winograd_input_block__avx512f(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block,
+                                   int64_t c0, int64_t c1, float* v);
+void winograd_gemm_output_block__avx512f(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u,
+                                         const float* v, int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep,
+                                         float* y);
+void winograd_input_block__avx2(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block,
+                                int64_t c0, int64_t c1, float* v);
+void winograd_gemm_output_block__avx2(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u,
+                                      const float* v, int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep,
+                                      float* y);
+
 namespace {
+
+// The transforms' ISA: that of the default microkernel (KILN_ISA may force AVX2 on AVX-512).
+bool use_avx2() {
+  static const bool avx2 = f32_gemm_default().isa == Isa::kAvx2;
+  return avx2;
+}
 
 // G of F(2x2, 3x3) (4x3; points 0, +-1, infinity) and of F(4x4, 3x3) (6x3; points 0, +-1, +-2,
 // infinity). In double: the transformed weights are rounded to float once.
@@ -56,14 +75,15 @@ WinogradBlocking winograd_blocking(const WinogradGeom& g) {
 
 bool winograd_available() {
   const F32GemmUkernel& uk = f32_gemm_default();
-  return uk.isa == Isa::kAvx512 && uk.nr == 32;
+  return (uk.isa == Isa::kAvx512 && uk.nr == 32) || (uk.isa == Isa::kAvx2 && uk.nr == 16);
 }
 
 WinogradWeights winograd_pack_weights(const WinogradGeom& geom, const float* g, const WinogradBlocking& b) {
   const int64_t co = geom.co, c = geom.c, points = geom.points();
   WinogradWeights w;
   w.points = points;
-  if (b.panel == 32) {
+  // AVX2: the 16-column microkernel for both panel widths (a 32-column panel is two halves).
+  if (b.panel == 32 || use_avx2()) {
     w.kernel = &f32_gemm_for_rows(co);
     w.mr = w.kernel->mr;
   } else {
@@ -85,6 +105,19 @@ WinogradWeights winograd_pack_weights(const WinogradGeom& geom, const float* g, 
       std::copy_n(packed.data() + p * c * mr, c * mr, w.data.data() + (p * points + e) * c * mr);
   }
   return w;
+}
+
+void winograd_input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block, int64_t c0,
+                          int64_t c1, float* v) {
+  if (use_avx2()) winograd_input_block__avx2(g, b, x, block, c0, c1, v);
+  else winograd_input_block__avx512f(g, b, x, block, c0, c1, v);
+}
+
+void winograd_gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u,
+                                const float* v, int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep,
+                                float* y) {
+  if (use_avx2()) winograd_gemm_output_block__avx2(g, b, u, v, block, p0, p1, ep, y);
+  else winograd_gemm_output_block__avx512f(g, b, u, v, block, p0, p1, ep, y);
 }
 
 }  // namespace kiln::kernels

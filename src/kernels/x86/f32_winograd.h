@@ -8,7 +8,8 @@
 // (bias, residual, clamp, activation fused) run over it one micro-panel of output channels at
 // a time. Images of at most 16 tiles (13x13 to 16x16 outputs) use 16-column panels and a
 // 16-column microkernel of this file instead of half-empty 32-column ones. Transforms and the
-// driver are AVX-512 only.
+// driver exist for AVX-512 (32-column microkernel) and AVX2 (the 6x16 microkernel, a 32-column
+// panel read as two 16-column halves), picked like the default f32 microkernel.
 // Tests: tests/runtime/test_conv_winograd.cc.
 #pragma once
 
@@ -49,17 +50,18 @@ inline int64_t winograd_block_floats(const WinogradGeom& g, const WinogradBlocki
 }
 
 // Transformed weights packed as microkernel A panels, [panel][e][c][mr], for the blocking's
-// panel width: the 32-column f32 microkernel `kernel`, or (16 columns) this file's own with mr
-// rows.
+// panel width: the f32 microkernel `kernel` (AVX-512: 32 columns; AVX2: 16 for both widths), or
+// (AVX-512, 16 columns) the AVX-512 file's own with mr rows.
 struct WinogradWeights {
-  const F32GemmUkernel* kernel = nullptr;  // 32-column panels only
+  const F32GemmUkernel* kernel = nullptr;  // null for AVX-512 16-column panels
   int64_t mr = 0, points = 36;
   int64_t co = 0, c = 0, panels = 0;
   std::vector<float> data;
   const float* panel(int64_t p, int64_t e) const { return data.data() + (p * points + e) * c * mr; }
 };
 
-// True when the CPU and KILN_ISA give a 32-column AVX-512 microkernel (what the transforms use).
+// True when the CPU and KILN_ISA give a default microkernel the transforms have a driver for
+// (32-column AVX-512 or 16-column AVX2).
 bool winograd_available();
 // Requires winograd_available().
 WinogradWeights winograd_pack_weights(const WinogradGeom& g, const float* w, const WinogradBlocking& b);

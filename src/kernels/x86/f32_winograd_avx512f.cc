@@ -1,7 +1,8 @@
 // Winograd F(4x4, 3x3) / F(2x2, 3x3) input and output transforms and the per-block GEMM driver
 // for AVX-512 (see f32_winograd.h); compiled with -mavx512f -mavx512vl -mfma, called only when
-// winograd_available(). Each 1-D transform pass is vectorized: along image columns for the row
-// pass, across 16 tiles (after a stride-m deinterleave) for the column pass.
+// the default microkernel is the 32-column AVX-512 one. Each 1-D transform pass is vectorized:
+// along image columns for the row pass, across 16 tiles (after a stride-m deinterleave) for the
+// column pass.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -283,15 +284,15 @@ void gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const W
 
 }  // namespace
 
-void winograd_input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block, int64_t c0,
-                          int64_t c1, float* v) {
+void winograd_input_block__avx512f(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block,
+                                   int64_t c0, int64_t c1, float* v) {
   if (g.m == 2) input_block<2>(g, b, x, block, c0, c1, v);
   else input_block<4>(g, b, x, block, c0, c1, v);
 }
 
-void winograd_gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u,
-                                const float* v, int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep,
-                                float* y) {
+void winograd_gemm_output_block__avx512f(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u,
+                                         const float* v, int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep,
+                                         float* y) {
   if (g.m == 2) gemm_output_block<2>(g, b, u, v, block, p0, p1, ep, y);
   else gemm_output_block<4>(g, b, u, v, block, p0, p1, ep, y);
 }
