@@ -90,5 +90,8 @@ void depthwise_conv2d_nhwc_f32_generic(const DepthwiseGeom& g, const float* x, c
 // pixels skip the taps that fall into padding. Only call when isa_supported(Isa::kAvx512).
 void depthwise_conv2d_nhwc_f32_avx512f(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
                                        const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
+// The same on 8 channels (AVX2 + FMA). Only call when isa_supported(Isa::kAvx2).
+void depthwise_conv2d_nhwc_f32_avx2(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
+                                    const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 
 }  // namespace kiln::kernels

@@ -11,17 +11,12 @@
 
 #include "kernels/x86/activation_avx2.h"
 #include "kernels/x86/f32_depthwise.h"
+#include "kernels/x86/lane_mask_avx2.h"
 
 namespace kiln::kernels {
 namespace {
 
 int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
-
-// Lane mask of the first n (0-8) lanes, for maskload/maskstore: a window into -1 x 8, 0 x 8.
-__m256i first_lanes8(int64_t n) {
-  alignas(32) static const int32_t window[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(window + 8 - std::clamp<int64_t>(n, 0, 8)));
-}
 
 // Writes the first n lanes of v; plain stores for the common full vector (AMD's masked stores are
 // slow).

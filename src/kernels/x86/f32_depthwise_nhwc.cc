@@ -1,5 +1,5 @@
-// Channels-last depthwise conv: the weight repack to tap-major order, the dispatch (AVX-512 or
-// portable, following f32_gemm_default()'s ISA choice) and the portable kernel, parallel over
+// Channels-last depthwise conv: the weight repack to tap-major order, the dispatch (AVX-512, AVX2
+// or portable, following f32_gemm_default()'s ISA choice) and the portable kernel, parallel over
 // output rows.
 #include <algorithm>
 
@@ -43,7 +43,9 @@ void depthwise_conv2d_nhwc_f32_generic(const DepthwiseGeom& g, const float* x, c
 
 void depthwise_conv2d_nhwc_f32(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
                                const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
-  if (f32_gemm_default().isa == Isa::kAvx512) depthwise_conv2d_nhwc_f32_avx512f(g, x, taps, y, ep, parallel);
+  const Isa isa = f32_gemm_default().isa;
+  if (isa == Isa::kAvx512) depthwise_conv2d_nhwc_f32_avx512f(g, x, taps, y, ep, parallel);
+  else if (isa == Isa::kAvx2) depthwise_conv2d_nhwc_f32_avx2(g, x, taps, y, ep, parallel);
   else depthwise_conv2d_nhwc_f32_generic(g, x, taps, y, ep, parallel);
 }
 
