@@ -1,9 +1,10 @@
 // f32 GEMV (kernels/x86/f32_gemv.h) vs a naive loop: K and N tails (N not a multiple of 16 or
-// 64, N = 1, K = 1, odd K), transposed and plain B, alpha, bias, relu; generic and AVX-512 blocks.
+// 64, N = 1, K = 1, odd K), transposed and plain B, alpha, bias, relu; generic, AVX2 and AVX-512 blocks.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "kernels/x86/f32_gemv.h"
@@ -29,6 +30,7 @@ void check_gemv(int64_t K, int64_t N, bool trans_b, float alpha, bool with_bias,
   }
   const PackedGemvB p = pack_gemv_b(trans_b, K, N, b.data(), trans_b ? K : N);
   std::vector<BlocksFn> fns = {&gemv_blocks_generic};
+  if (isa_supported(Isa::kAvx2)) fns.push_back(&gemv_blocks_avx2);
   if (isa_supported(Isa::kAvx512)) fns.push_back(&gemv_blocks_avx512f);
   for (BlocksFn fn : fns) {
     // Sentinel past the end: the kernels must not write beyond N.
@@ -38,13 +40,20 @@ void check_gemv(int64_t K, int64_t N, bool trans_b, float alpha, bool with_bias,
     for (int64_t j = 0; j < N; ++j)
       ASSERT_NEAR(y[j], want[j], 1e-4 + 1e-4 * std::fabs(want[j])) << "K=" << K << " N=" << N << " j=" << j;
   }
-  // The dispatching entry point, serial and through a (serial) parallel hook.
-  std::vector<float> y(N);
-  ParallelFor par = [](int64_t n, std::function<void(int64_t, int64_t)> fn) {
+  // The dispatching entry point: serial, through a serial parallel hook, and on two threads.
+  ParallelFor serial = [](int64_t n, std::function<void(int64_t, int64_t)> fn) {
     for (int64_t i = 0; i < n; ++i) fn(i, i + 1);
   };
-  gemv_packed(x.data(), alpha, p, with_bias ? bias.data() : nullptr, relu, y.data(), par);
-  for (int64_t j = 0; j < N; ++j) ASSERT_NEAR(y[j], want[j], 1e-4 + 1e-4 * std::fabs(want[j]));
+  ParallelFor two_threads = [](int64_t n, std::function<void(int64_t, int64_t)> fn) {
+    std::thread second([&] { fn(n / 2, n); });
+    fn(0, n / 2);
+    second.join();
+  };
+  for (const ParallelFor& par : {ParallelFor(), serial, two_threads}) {
+    std::vector<float> y(N);
+    gemv_packed(x.data(), alpha, p, with_bias ? bias.data() : nullptr, relu, y.data(), par);
+    for (int64_t j = 0; j < N; ++j) ASSERT_NEAR(y[j], want[j], 1e-4 + 1e-4 * std::fabs(want[j]));
+  }
 }
 
 TEST(Gemv, ShapesAndTails) {
@@ -60,6 +69,15 @@ TEST(Gemv, AlphaBiasRelu) {
   check_gemv(1280, 1000, true, 0.5f, true, false);
   check_gemv(33, 77, false, -2.0f, true, true);
   check_gemv(5, 130, true, 1.0f, false, true);
+}
+
+TEST(Gemv, EpilogueSweep) {
+  // Every epilogue combination over block widths 16..64 with a column tail in the last vector.
+  for (int64_t N : {9, 23, 40, 57, 64, 200})
+    for (int64_t K : {3, 300})
+      for (int trans = 0; trans < 2; ++trans)
+        for (int with_bias = 0; with_bias < 2; ++with_bias)
+          for (int relu = 0; relu < 2; ++relu) check_gemv(K, N, trans, -0.75f, with_bias, relu);
 }
 
 TEST(Gemv, KZeroGivesBias) {

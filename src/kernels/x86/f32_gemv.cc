@@ -64,10 +64,13 @@ void gemv_blocks_generic(const float* x, float alpha, const PackedGemvB& b, cons
 
 void gemv_packed(const float* x, float alpha, const PackedGemvB& b, const float* bias, bool relu,
                  float* y, const ParallelFor& parallel) {
-  const bool avx512 = f32_gemm_default().isa == Isa::kAvx512;
+  // The GEMM's ISA, so KILN_ISA forces this kernel too.
+  const Isa isa = f32_gemm_default().isa;
   auto run = [&](int64_t b0, int64_t b1) {
-    if (avx512) {
+    if (isa == Isa::kAvx512) {
       gemv_blocks_avx512f(x, alpha, b, bias, relu, y, b0, b1);
+    } else if (isa == Isa::kAvx2) {
+      gemv_blocks_avx2(x, alpha, b, bias, relu, y, b0, b1);
     } else {
       gemv_blocks_generic(x, alpha, b, bias, relu, y, b0, b1);
     }

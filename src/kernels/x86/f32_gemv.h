@@ -29,10 +29,13 @@ PackedGemvB pack_gemv_b(bool trans_b, int64_t K, int64_t N, const float* B, int6
 void gemv_packed(const float* x, float alpha, const PackedGemvB& b, const float* bias, bool relu,
                  float* y, const ParallelFor& parallel = nullptr);
 
-// Blocks [b0, b1) of gemv_packed; the AVX-512 one is called only when the CPU has AVX-512F.
+// Blocks [b0, b1) of gemv_packed; the AVX-512 (AVX2) one is called only when the CPU has
+// AVX-512F (AVX2 and FMA).
 void gemv_blocks_generic(const float* x, float alpha, const PackedGemvB& b, const float* bias,
                          bool relu, float* y, int64_t b0, int64_t b1);
 void gemv_blocks_avx512f(const float* x, float alpha, const PackedGemvB& b, const float* bias,
                          bool relu, float* y, int64_t b0, int64_t b1);
+void gemv_blocks_avx2(const float* x, float alpha, const PackedGemvB& b, const float* bias, bool relu,
+                      float* y, int64_t b0, int64_t b1);
 
 }  // namespace kiln::kernels
