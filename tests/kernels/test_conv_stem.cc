@@ -1,10 +1,11 @@
 // Stem conv kernel (kernels/x86/f32_conv_stem.h) against a double-precision naive reference:
 // 1-4 input channels; output channels around the 8-channel block (1, 7, 8, 9, 24, 64); filters
-// 1x1 to 7x7 including even sizes; output widths around the 16-column vectors and 48-column tiles
-// (1, 15, 16, 17, 33, 47, 48, 49, 112); pads 0 to k-1, asymmetric (bottom/right from the output
+// 1x1 to 7x7 including even sizes; output widths around the vectors and tiles (16 / 48 columns;
+// AVX2: 8 / 24) (1, 7-9, 15-17, 23-25, 33, 47-49, 112); pads 0 to k-1, asymmetric (bottom/right from the output
 // size); bias / no bias, clamp, SiLU / HardSwish / Sigmoid; batch 2; 1 and 2 threads; the fused
-// 3x3 / stride 2 max pool over odd and even sizes (pooled widths around 16). Skipped on CPUs
-// without AVX-512.
+// 3x3 / stride 2 max pool over odd and even sizes (pooled widths around 16, and around 8 for the
+// AVX2 kernel's vectors). Runs the kernel of the default microkernel's ISA (AVX-512 or AVX2;
+// KILN_ISA=avx2 runs the AVX2 one on an AVX-512 CPU); skipped on other CPUs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,8 @@
 
 namespace kiln::kernels {
 namespace {
+
+bool have_stem_kernel() { return f32_gemm_default().isa == Isa::kAvx512 || f32_gemm_default().isa == Isa::kAvx2; }
 
 struct Case {
   int64_t n, c, co, h, w, kh, kw, pt, pl, ho, wo;
@@ -88,7 +91,7 @@ Case make(int64_t n, int64_t c, int64_t co, int64_t h, int64_t w, int64_t kh, in
 }
 
 TEST(ConvStem, MatchesReference) {
-  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
+  if (!have_stem_kernel()) GTEST_SKIP() << "no AVX-512 or AVX2";
   std::vector<Case> cases = {
       make(1, 3, 64, 37, 37, 7, 7, 3, 3, 3, 3, true, false),                       // ResNet's stem, small
       make(1, 3, 32, 40, 40, 3, 3, 1, 1, 1, 1, true, true, Activation::kSilu),     // EfficientNet's
@@ -100,8 +103,8 @@ TEST(ConvStem, MatchesReference) {
       make(1, 3, 1, 8, 2, 1, 1, 0, 0, 0, 0, false, false),
       make(1, 3, 64, 12, 224, 7, 7, 3, 3, 3, 3, false, false),  // 112 columns: two 48-column tiles and 16
   };
-  // Output widths around the vector and tile sizes, 3x3 with pad 1.
-  for (int64_t wo : {1, 15, 16, 17, 33, 47, 48, 49}) cases.push_back(make(1, 3, 8, 6, 2 * wo, 3, 3, 1, 1, 0, 1, true, false));
+  // Output widths around the vector and tile sizes (AVX-512: 16 and 48, AVX2: 8 and 24), 3x3 with pad 1.
+  for (int64_t wo : {1, 7, 8, 9, 15, 16, 17, 23, 24, 25, 33, 47, 48, 49}) cases.push_back(make(1, 3, 8, 6, 2 * wo, 3, 3, 1, 1, 0, 1, true, false));
   for (const Case& c : cases)
     for (bool threaded : {false, true}) check(c, threaded);
 }
@@ -109,11 +112,11 @@ TEST(ConvStem, MatchesReference) {
 // The fused max pool: ResNet's and ShuffleNet's stems on small planes, conv outputs of odd and
 // even sizes, pooled widths around 16 (15, 16, 17, 33).
 TEST(ConvStem, FusedMaxPool) {
-  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
+  if (!have_stem_kernel()) GTEST_SKIP() << "no AVX-512 or AVX2";
   std::vector<Case> cases = {make(1, 3, 64, 40, 40, 7, 7, 3, 3, 3, 3, true, true),
                              make(2, 3, 24, 30, 27, 3, 3, 1, 1, 1, 1, true, false),
                              make(1, 3, 9, 9, 9, 3, 3, 1, 1, 1, 1, false, false, Activation::kSilu)};
-  for (int64_t wp : {15, 16, 17, 33}) cases.push_back(make(1, 3, 8, 13, 4 * wp, 3, 3, 1, 1, 1, 1, true, false));
+  for (int64_t wp : {7, 8, 9, 15, 16, 17, 33}) cases.push_back(make(1, 3, 8, 13, 4 * wp, 3, 3, 1, 1, 1, 1, true, false));
   for (Case& c : cases) {
     c.pool = true;
     for (bool threaded : {false, true}) check(c, threaded);
@@ -123,7 +126,7 @@ TEST(ConvStem, FusedMaxPool) {
 TEST(ConvStem, Supported) {
   StemConvGeom g;
   g.c = 3, g.h = 8, g.w = 8, g.co = 4, g.kh = 3, g.kw = 3, g.ho = 4, g.wo = 4, g.pt = 1, g.pl = 1;
-  EXPECT_EQ(conv_stem_supported(g), isa_supported(Isa::kAvx512) && f32_gemm_default().isa == Isa::kAvx512);
+  EXPECT_EQ(conv_stem_supported(g), have_stem_kernel());
   StemConvGeom e = g;
   e.c = 5;  // more input channels than a stem has
   EXPECT_FALSE(conv_stem_supported(e));

@@ -1,7 +1,8 @@
 // Stem conv op (runtime/conv_stem.h) made from a GemmDesc, against a double-precision naive conv:
 // ResNet's 7x7 and the MobileNets' 3x3 stems (small planes), SAME_UPPER, no pad, bias / no bias,
 // clamp, batch 2, 1 and 2 threads; its fused residual and activation against the GEMM conv op;
-// and what it declines (and that conv_select picks it for stems). Skipped without AVX-512.
+// and what it declines (and that conv_select picks it for stems). Runs the AVX-512 or the AVX2
+// kernel, whichever ISA the default microkernel has; skipped on other CPUs.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -19,10 +20,13 @@ namespace {
 
 using conv_test::Case;
 
-bool have_avx512() { return kernels::f32_gemm_default().isa == kernels::Isa::kAvx512; }
+bool have_stem_kernel() {
+  const kernels::Isa isa = kernels::f32_gemm_default().isa;
+  return isa == kernels::Isa::kAvx512 || isa == kernels::Isa::kAvx2;
+}
 
 TEST(ConvStemOp, MatchesReference) {
-  if (!have_avx512()) GTEST_SKIP() << "no AVX-512";
+  if (!have_stem_kernel()) GTEST_SKIP() << "no AVX-512 or AVX2";
   const std::vector<Case> cases = {
       {1, 3, 30, 30, 64, 7, 7, {2, 2}, {1, 1}, {3, 3, 3, 3}, "NOTSET", false, true},
       {2, 3, 21, 19, 32, 3, 3, {2, 2}, {1, 1}, {1, 1, 1, 1}, "NOTSET", true, false},
@@ -36,7 +40,7 @@ TEST(ConvStemOp, MatchesReference) {
 
 // Bias, residual and SiLU: the same values as the GEMM conv op with the same epilogue.
 TEST(ConvStemOp, EpilogueMatchesGemmConv) {
-  if (!have_avx512()) GTEST_SKIP() << "no AVX-512";
+  if (!have_stem_kernel()) GTEST_SKIP() << "no AVX-512 or AVX2";
   conv_test::expect_epilogue_matches(&conv_ops::make_stem_conv_op, {1, 3, 20, 20}, 12, 3, 2, 1, true);
 }
 
@@ -50,7 +54,7 @@ TEST(ConvStemOp, Declines) {
   d.out_dtype = DType::kFloat32;
   d.operands.push_back({true, DType::kFloat32, {1, 3, 16, 16}, nullptr});
   d.operands.push_back({true, DType::kFloat32, {8, 3, 3, 3}, &w});
-  EXPECT_EQ(conv_ops::make_stem_conv_op(d) != nullptr, have_avx512());
+  EXPECT_EQ(conv_ops::make_stem_conv_op(d) != nullptr, have_stem_kernel());
   EXPECT_EQ(conv_ops::make_conv_op(d) != nullptr, true);  // the stem op, or the GEMM conv without AVX-512
   gemm_ops::GemmDesc e = d;
   e.strides = {1, 1};  // stride 1

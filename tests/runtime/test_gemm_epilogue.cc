@@ -443,9 +443,13 @@ TEST(GemmEpilogue, InputScaleFloat64NotFused) {
   EXPECT_EQ(s.generated_nodes + s.fallback_nodes, 2);
 }
 
-bool have_avx512() { return kernels::f32_gemm_default().isa == kernels::Isa::kAvx512; }
+// The stem conv kernels (and with them the fused max pool) exist for AVX-512 and AVX2.
+bool have_stem_kernel() {
+  const kernels::Isa isa = kernels::f32_gemm_default().isa;
+  return isa == kernels::Isa::kAvx512 || isa == kernels::Isa::kAvx2;
+}
 
-// A stem conv's Relu and 3x3 / stride 2 / pad 1 MaxPool run in its step (AVX-512: the stem
+// A stem conv's Relu and 3x3 / stride 2 / pad 1 MaxPool run in its step (AVX-512 and AVX2: the stem
 // kernel pools from cache); 1 and 2 threads, odd and even plane sizes.
 TEST(GemmEpilogue, StemMaxPool) {
   for (int threads : {1, 2})
@@ -459,8 +463,8 @@ TEST(GemmEpilogue, StemMaxPool) {
                          "]\n    %r = Relu(%c) : f32[" + c + "]\n    %y = MaxPool(%r) {kernel_shape=[3, 3], strides=[2, 2], "
                          "pads=[1, 1, 1, 1]} : f32[" + y + "]\n    return %y\n  }",
                      threads);
-      EXPECT_EQ(s.gemm_nodes, have_avx512() ? 3 : 2) << dims;
-      EXPECT_EQ(s.generated_nodes, have_avx512() ? 0 : 1) << dims;
+      EXPECT_EQ(s.gemm_nodes, have_stem_kernel() ? 3 : 2) << dims;
+      EXPECT_EQ(s.generated_nodes, have_stem_kernel() ? 0 : 1) << dims;
     }
 }
 
@@ -550,7 +554,7 @@ TEST(GemmEpilogue, PlanBlobRoundTrip) {
 }
 
 TEST(GemmEpilogue, StemMaxPoolPlanBlobRoundTrip) {
-  if (!have_avx512()) GTEST_SKIP() << "no AVX-512";
+  if (!have_stem_kernel()) GTEST_SKIP() << "no AVX-512 or AVX2";
   ExecPlan back = expect_blob_round_trip(std::string(kHeader13) + R"(graph @g(%x: f32[1,3,20,20]) -> (%y: f32[1,8,5,5]) {
     %w = )" + rand_const({8, 3, 3, 3}, 64) + R"(
     %c = Conv(%x, %w) {strides=[2, 2], pads=[1, 1, 1, 1]} : f32[1,8,10,10]

@@ -1,11 +1,17 @@
-// Stem conv: the supported geometries and the weight packing (see f32_conv_stem.h); the kernel
-// is in f32_conv_stem_avx512f.cc.
+// Stem conv: the supported geometries, the weight packing and the dispatch (see
+// f32_conv_stem.h); the kernels are in f32_conv_stem_avx512f.cc and f32_conv_stem_avx2.cc.
 #include "kernels/x86/f32_conv_stem.h"
 
 namespace kiln::kernels {
 
+void conv_stem_f32__avx512f(const StemConvGeom& g, const float* x, const float* packed_w, float* y,
+                            const DepthwiseEpilogue& ep, const ParallelFor& parallel, StemMaxPool pool);
+void conv_stem_f32__avx2(const StemConvGeom& g, const float* x, const float* packed_w, float* y,
+                         const DepthwiseEpilogue& ep, const ParallelFor& parallel, StemMaxPool pool);
+
 bool conv_stem_supported(const StemConvGeom& g) {
-  if (f32_gemm_default().isa != Isa::kAvx512) return false;
+  const Isa isa = f32_gemm_default().isa;
+  if (isa != Isa::kAvx512 && isa != Isa::kAvx2) return false;
   if (g.n < 1 || g.c < 1 || g.c > 4 || g.co < 1 || g.kh < 1 || g.kh > 7 || g.kw < 1 || g.kw > 7) return false;
   if (g.h < 1 || g.w < 1 || g.ho < 1 || g.wo < 1 || g.pt < 0 || g.pl < 0 || g.pt >= g.kh || g.pl >= g.kw) return false;
   // Every output reads at least one input row and column (the output sizes agree with the pads).
@@ -18,6 +24,12 @@ std::vector<float> pack_conv_stem_weights(const StemConvGeom& g, const float* w)
   for (int64_t o = 0; o < g.co; ++o)
     for (int64_t t = 0; t < taps; ++t) out[static_cast<size_t>(((o / cb) * taps + t) * cb + o % cb)] = w[o * taps + t];
   return out;
+}
+
+void conv_stem_f32(const StemConvGeom& g, const float* x, const float* packed_w, float* y,
+                   const DepthwiseEpilogue& ep, const ParallelFor& parallel, StemMaxPool pool) {
+  if (f32_gemm_default().isa == Isa::kAvx512) conv_stem_f32__avx512f(g, x, packed_w, y, ep, parallel, pool);
+  else conv_stem_f32__avx2(g, x, packed_w, y, ep, parallel, pool);
 }
 
 }  // namespace kiln::kernels

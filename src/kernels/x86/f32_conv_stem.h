@@ -1,7 +1,8 @@
 // f32 "stem" convolution: a dense conv with few input channels and stride 2 (a network's first
 // layer: 3 -> 64 channels 7x7 in ResNets, 3 -> 32 3x3 in MobileNets), computed directly on
 // AVX-512 instead of as a GEMM whose K (C * kh * kw = 27 or 147) is too short to amortize its
-// packing and tile stores. NCHW in and out, fused bias + clamp + activation.
+// packing and tile stores (AVX2: f32_conv_stem_avx2.cc). NCHW in and out, fused bias + clamp +
+// activation.
 // Tests: tests/kernels/test_conv_stem.cc.
 #pragma once
 
@@ -23,7 +24,7 @@ struct StemConvGeom {
 // Output channels per register block (the weights are packed per block of this many).
 inline constexpr int64_t kStemChannelBlock = 8;
 
-// True when the AVX-512 kernel runs this geometry (and the CPU has AVX-512): 1-4 input
+// True when a kernel runs this geometry (the default f32 microkernel is AVX-512 or AVX2): 1-4 input
 // channels, a 1x1 to 7x7 filter, stride 2 (given), consistent sizes.
 bool conv_stem_supported(const StemConvGeom& g);
 

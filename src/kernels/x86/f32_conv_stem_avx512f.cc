@@ -1,5 +1,5 @@
-// Stem conv kernel for AVX-512F (compiled with -mavx512f -mavx512vl -mfma; called only when the
-// CPU supports them; see f32_conv_stem.h).
+// Stem conv kernel for AVX-512F (compiled with -mavx512f -mavx512vl -mfma; called when the
+// default f32 microkernel is an AVX-512 one; see f32_conv_stem.h).
 // Per image, every padded input row is first split into its even and odd columns (zero-padded
 // "phase" rows): output column ox of a stride-2 conv reads padded column 2 * ox + j, which is
 // element ox + j / 2 of phase j % 2, so 16 consecutive outputs read 16 consecutive floats. The
@@ -167,8 +167,8 @@ void pool_row(const float* conv, int64_t r0, int64_t rows, int64_t ld, int64_t c
 
 }  // namespace
 
-void conv_stem_f32(const StemConvGeom& g, const float* x, const float* packed_w, float* y,
-                   const DepthwiseEpilogue& ep, const ParallelFor& parallel, StemMaxPool pool) {
+void conv_stem_f32__avx512f(const StemConvGeom& g, const float* x, const float* packed_w, float* y,
+                            const DepthwiseEpilogue& ep, const ParallelFor& parallel, StemMaxPool pool) {
   const PhaseLayout l = phase_layout(g);
   // The calling thread's buffer, grown and never shrunk (tasks on other threads get the pointer).
   thread_local std::vector<float> phase_buf;
