@@ -13,6 +13,7 @@
 
 #include "kernels/x86/activation_avx2.h"
 #include "kernels/x86/f32_conv_stem.h"
+#include "kernels/x86/lane_mask_avx2.h"
 
 namespace kiln::kernels {
 namespace {
@@ -35,12 +36,6 @@ PhaseLayout phase_layout(const StemConvGeom& g) {
   const int64_t wo_r = (g.wo + 7) / 8 * 8;
   l.ur = (wo_r + (g.kw - 1) / 2 + 7) / 8 * 8;
   return l;
-}
-
-// Lanes l < n of 8 (all-ones lanes).
-inline __m256i first_lanes8(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::clamp<int64_t>(n, 0, 8))),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 // Lanes l with 0 <= lo + l < n.

@@ -13,6 +13,7 @@
 
 #include "kernels/x86/activation_avx2.h"
 #include "kernels/x86/f32_winograd.h"
+#include "kernels/x86/lane_mask_avx2.h"
 
 namespace kiln::kernels {
 namespace {
@@ -39,12 +40,6 @@ BlockSpan block_span(const WinogradGeom& g, const WinogradBlocking& b, int64_t b
   s.ncol = std::min(g.tiles_w(), s.tx0 + b.cols) - s.tx0;
   s.groups = (s.ncol + 7) / 8;
   return s;
-}
-
-// Lanes l < n of 8 as an AVX2 mask (all-ones lanes).
-inline __m256i first_lanes8(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::clamp<int64_t>(n, 0, 8))),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 // out[k] = sum_i BT[k][i] d[i] (B^T of F(4x4, 3x3)).
