@@ -183,6 +183,7 @@ std::vector<Case> avx2_cases() {
       }
   v.push_back({1, 9, 57, 61, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true, true, Activation::kTanh});
   v.push_back({1, 7, 113, 113, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true});
+  v.push_back({2, 3, 100, 97, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1, false, true, Activation::kSilu});
   std::erase_if(v, [](const Case& c) {
     return c.h + c.pt + c.pb < (c.k_h - 1) * c.d_h + 1 || c.w + c.pl + c.pr < (c.k_w - 1) * c.d_w + 1;
   });
@@ -204,6 +205,23 @@ TEST(Depthwise, Avx2BlockedAndPlanesMatchReference) {
       check(c, k, false);
       check(c, k, true);
     }
+}
+
+TEST(Depthwise, Avx2Stride2MatchesReference) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::vector<Case> all = avx2_cases();
+  all.push_back({1, 3, 112, 112, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true});
+  all.push_back({1, 2, 57, 57, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, true, false, Activation::kSilu});
+  all.push_back({1, 2, 40, 83, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, false, true});
+  all.push_back({1, 2, 9, 150, 3, 3, 2, 2, 1, 1, 0, 2, 1, 0, true, false, Activation::kHardSwish});
+  int ran = 0;
+  for (const Case& c : all) {
+    if (c.s_h != 2 || c.s_w != 2 || c.d_h != 1 || c.d_w != 1 || (c.k_w != 3 && c.k_w != 5 && c.k_w != 7)) continue;
+    check(c, depthwise_conv2d_f32_avx2_s2, false);
+    check(c, depthwise_conv2d_f32_avx2_s2, true);
+    ++ran;
+  }
+  EXPECT_GE(ran, 30);
 }
 
 // A channels-last kernel with the NCHW kernels' signature: x permuted to [n, h, w, c], the weight

@@ -69,14 +69,17 @@ void depthwise_conv2d_f32_avx512f_planes(const DepthwiseGeom& g, const float* x,
                                          const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 
 // The AVX2 + FMA kernels (the AVX-512 designs on 8 lanes); only call them when
-// isa_supported(Isa::kAvx2). _avx2 picks _blocked (8 channels in the lanes) or _planes like
-// _avx512f does.
+// isa_supported(Isa::kAvx2). _avx2 picks _s2 for 3x3 stride 2 on planes 96 wide and more, else
+// _blocked (8 channels in the lanes) or _planes like _avx512f does.
 void depthwise_conv2d_f32_avx2(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 void depthwise_conv2d_f32_avx2_blocked(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                        const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 void depthwise_conv2d_f32_avx2_planes(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                       const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
+// Stride 2 both ways, no dilation, 3/5/7 columns, any plane: per plane straight from the input.
+void depthwise_conv2d_f32_avx2_s2(const DepthwiseGeom& g, const float* x, const float* w, float* y,
+                                  const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 
 // Channels-last (NHWC) depthwise convolution, the layout the assign-layouts pass gives small-plane
 // conv chains: x [n, h, w, c], taps [kh * kw, c] (depthwise_nhwc_taps of the [c, 1, kh, kw]
