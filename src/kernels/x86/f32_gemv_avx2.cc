@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kernels/x86/f32_gemv.h"
+#include "kernels/x86/lane_mask_avx2.h"
 
 namespace kiln::kernels {
 namespace {
@@ -15,12 +16,6 @@ namespace {
 // four ~70 GB/s (K 1024 x N 1024 from L3: 270 -> 175 us; K 256 x N 512 in L2: 10.2 -> 6.3 us).
 // Software prefetch on top of the streams measured slower, so there is none.
 constexpr int64_t kStreams = 4;
-
-// The first n of 8 lanes as a maskload/maskstore mask (sign bit set).
-inline __m256i first_lanes8(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(n, 8))),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
 // One block of V vectors of 8 columns. Stream s accumulates into set s % P; P sets keep at least
 // 8 independent FMA chains while V * P <= 12 leaves ymm registers for the x broadcasts.

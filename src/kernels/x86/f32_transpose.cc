@@ -7,8 +7,6 @@
 
 namespace kiln::kernels {
 
-void transpose_f32_avx512f(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
-
 void transpose_f32_generic(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) {
   constexpr int64_t kBlock = 16;  // cache blocks: both sides stay within a few lines per row
   for (int64_t i0 = 0; i0 < rows; i0 += kBlock)
@@ -18,8 +16,10 @@ void transpose_f32_generic(int64_t rows, int64_t cols, const float* src, int64_t
 }
 
 void transpose_f32(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) {
-  static const bool avx512 = f32_gemm_default().isa == Isa::kAvx512;
-  if (avx512) return transpose_f32_avx512f(rows, cols, src, lds, dst, ldd);
+  // The GEMM's ISA, so KILN_ISA forces this kernel too.
+  static const Isa isa = f32_gemm_default().isa;
+  if (isa == Isa::kAvx512) return transpose_f32_avx512f(rows, cols, src, lds, dst, ldd);
+  if (isa == Isa::kAvx2) return transpose_f32_avx2(rows, cols, src, lds, dst, ldd);
   transpose_f32_generic(rows, cols, src, lds, dst, ldd);
 }
 

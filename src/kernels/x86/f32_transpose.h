@@ -1,6 +1,7 @@
 // f32 matrix transpose (rows x cols, strided) for ops that compute in one orientation and store
 // in the other (a 1x1 conv computed with the pixels as GEMM rows, stored NCHW): 16x16 blocks
-// transposed in AVX-512 registers, masked at the edges; a portable loop elsewhere.
+// transposed in AVX-512 registers or 8x8 in AVX2 ones, masked at the edges; a portable loop
+// elsewhere.
 // Tests: tests/kernels/test_transpose.cc.
 #pragma once
 
@@ -10,7 +11,10 @@ namespace kiln::kernels {
 
 // dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols.
 void transpose_f32(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
-// The portable loop alone (the reference for tests).
+// The portable loop alone (the reference for tests), and the ISA kernels (call only when the CPU
+// has the ISA: isa_supported in f32_gemm.h).
 void transpose_f32_generic(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
+void transpose_f32_avx2(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
+void transpose_f32_avx512f(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
 
 }  // namespace kiln::kernels

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/x86/f32_transpose.h"
 #include "kernels/x86/lane_mask.h"
 #include "kernels/x86/transpose16.h"
 
