@@ -11,6 +11,7 @@ namespace kiln::kernels {
 namespace {
 
 constexpr int kMr = 6;  // rows of a packed A micro-panel
+constexpr int64_t kPrefetchSteps = 12;
 
 // C[0:MR, 0:nr] (+)= A B over kc, for MR <= 6 rows and NV = 1 or 2 vectors of 8 columns (nr <=
 // 8 * NV): a 7x40 image tail or a 1-row GEMV-like tile then costs its own width and height, not
@@ -25,6 +26,9 @@ void gemm_tile(int64_t nr, int64_t kc, const float* a, const float* b, float* c,
     for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_setzero_ps();
   const int64_t b_step = p.b_stride ? p.b_stride : 16;
   for (int64_t k = 0; k < kc; ++k) {
+    // B rows a few steps ahead: a packed panel crosses a 4 KB page every 64 steps, where the
+    // hardware stream prefetch stops, and a weight matrix streamed from memory then stalls.
+    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchSteps * b_step), _MM_HINT_T0);
     __m256 bv[NV];
 #pragma GCC unroll 2
     for (int j = 0; j < NV; ++j) bv[j] = _mm256_loadu_ps(b + 8 * j);
