@@ -599,18 +599,20 @@ void depthwise_conv2d_f32_avx2_s2(const DepthwiseGeom& g, const float* x, const 
 }
 
 // Measured (1 thread, blocked path's time in parentheses): 96 channels 112x112 3x3 0.27 (0.34) ms,
-// 16 channels 0.044 (0.072), 32 at 224x224 0.37 (0.54); 144 at 56x56 3x3 0.14 (0.12-0.14); 5x5 at
-// 112x112 a tie, at 56x56 0.26 (0.19). Large 3x3 planes are bandwidth-bound; the s2 path reads the
-// input once with no scratch copy.
+// 16 channels 0.044 (0.072), 32 at 224x224 0.37 (0.54); 144 at 56x56 3x3 0.14 (0.12-0.14) with the
+// input in cache, 0.19 (0.25) with it cold; 28x28 0.044 (0.092); 5x5 at 112x112 a tie, at 56x56
+// 0.26 (0.19). Large 3x3 planes are bandwidth-bound; the s2 path reads the input once, no scratch.
 bool s2_preferred(const DepthwiseGeom& g) {
-  return g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && g.kw == 3 && g.w >= 96;
+  return g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && g.kw == 3 && g.w >= 48;
 }
 
 void depthwise_conv2d_f32_avx2(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
+  // Unlike AVX-512's, the blocked path wins on large stride-1 planes too (1 thread, per-plane
+  // path in parentheses): 32 channels 112x112 0.23-0.25 (0.25-0.36) ms, 144 at 56x56 0.22-0.24
+  // (0.31-0.41).
   if (s2_preferred(g)) depthwise_conv2d_f32_avx2_s2(g, x, w, y, ep, parallel);
-  else if (depthwise_blocked_preferred(g)) depthwise_conv2d_f32_avx2_blocked(g, x, w, y, ep, parallel);
-  else depthwise_conv2d_f32_avx2_planes(g, x, w, y, ep, parallel);
+  else depthwise_conv2d_f32_avx2_blocked(g, x, w, y, ep, parallel);
 }
 
 }  // namespace kiln::kernels
