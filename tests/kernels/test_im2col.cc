@@ -1,6 +1,7 @@
 // kernels::im2col_rows and im2col_pack_b against a per-element reference: pads 0-2
 // (asymmetric via output size), strides 1-3, dilation 1-2, kernels 1x1 to 5x5, widths
-// around and below the stride; packed panels of 4 and 32 columns.
+// around and below the stride; packed panels of 4, 16 and 32 columns (16: the AVX2 packer on
+// AVX2 machines, 32: the AVX-512 ones on AVX-512 machines, the portable one otherwise).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -40,7 +41,7 @@ TEST(ConvIm2col, MatchesReference) {
         }
     }
     // The implicit packer gives the same values, panel by panel, for blocks of rows/columns.
-    for (int nr : {4, 32}) {
+    for (int nr : {4, 16, 32}) {
       const int64_t kc = std::max<int64_t>(1, rows / 2 + 1), nc = std::max<int64_t>(1, ohw / 2 + 3);
       for (int64_t k0 = 0; k0 < rows; k0 += kc)
         for (int64_t j0 = 0; j0 < ohw; j0 += nc) {
@@ -62,34 +63,40 @@ TEST(ConvIm2col, MatchesReference) {
   EXPECT_GT(cases, 300);
 }
 
-// Packs blocks of the column matrix of `g` (starting mid-row, ending mid-panel) into 32-column
-// panels and compares them with im2col_rows.
+// Packs blocks of the column matrix of `g` (starting mid-row, ending mid-panel) into 32- and
+// 16-column panels and compares them with im2col_rows; the floats just past the block stay
+// untouched.
 void expect_packed_matches_rows(const Im2colGeom& g) {
   std::vector<float> x(g.c * g.h * g.w);
   for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(k + 1);
   const int64_t rows = g.c * g.kh * g.kw, ohw = g.ho * g.wo;
   std::vector<float> col(rows * ohw);
   im2col_rows(g, x.data(), col.data(), 0, rows);
-  for (int64_t j0 : {int64_t{0}, int64_t{5}, ohw / 3}) {
-    const int64_t nb = std::min<int64_t>(ohw - j0, 100), k0 = rows > 4 ? 3 : 0, kb = rows - k0;
-    const int64_t panels = (nb + 31) / 32;
-    std::vector<float> packed(panels * kb * 32, -1.0f);
-    im2col_pack_b(g, x.data(), k0, kb, j0, nb, 32, packed.data());
-    for (int64_t q = 0; q < panels; ++q)
-      for (int64_t kk = 0; kk < kb; ++kk)
-        for (int64_t cc = 0; cc < 32; ++cc) {
-          const int64_t p = j0 + q * 32 + cc;
-          const float want = p < j0 + nb ? col[(k0 + kk) * ohw + p] : 0.0f;
-          ASSERT_EQ(packed[(q * kb + kk) * 32 + cc], want) << "h " << g.h << " row " << k0 + kk << " pixel " << p;
-        }
-  }
+  for (int nr : {32, 16})
+    for (int64_t j0 : {int64_t{0}, int64_t{5}, ohw / 3}) {
+      const int64_t nb = std::min<int64_t>(ohw - j0, 100), k0 = rows > 4 ? 3 : 0, kb = rows - k0;
+      const int64_t panels = (nb + nr - 1) / nr, block = panels * kb * nr;
+      std::vector<float> packed(block + 8, -1.0f);
+      im2col_pack_b(g, x.data(), k0, kb, j0, nb, nr, packed.data());
+      for (int64_t q = 0; q < panels; ++q)
+        for (int64_t kk = 0; kk < kb; ++kk)
+          for (int64_t cc = 0; cc < nr; ++cc) {
+            const int64_t p = j0 + q * nr + cc;
+            const float want = p < j0 + nb ? col[(k0 + kk) * ohw + p] : 0.0f;
+            ASSERT_EQ(packed[(q * kb + kk) * nr + cc], want)
+                << "nr " << nr << " h " << g.h << " row " << k0 + kk << " pixel " << p;
+          }
+      for (int64_t k = block; k < block + 8; ++k) ASSERT_EQ(packed[k], -1.0f) << "nr " << nr << " past the block";
+    }
 }
 
-// Stride-1 "same" convs take the shifted-plane packer on AVX-512 machines: wide images,
-// dilation, asymmetric padding (ho != h).
+// Stride-1 "same" convs take the shifted-plane packer on AVX-512 machines, the segment packer
+// (32 columns and wider) or the gather packer on AVX2 ones: wide images, dilation, asymmetric
+// padding (ho != h).
 TEST(ConvIm2col, PackedSameWidthStride1MatchesReference) {
   struct Case { int64_t c, h, w, k, d, pt, pb; } cases[] = {
-      {3, 56, 56, 3, 1, 1, 1}, {2, 7, 7, 3, 1, 1, 1}, {2, 13, 9, 5, 1, 2, 2}, {2, 17, 11, 3, 2, 2, 0}, {1, 1, 40, 3, 1, 1, 1}};
+      {3, 56, 56, 3, 1, 1, 1}, {2, 7, 7, 3, 1, 1, 1}, {2, 13, 9, 5, 1, 2, 2}, {2, 17, 11, 3, 2, 2, 0}, {1, 1, 40, 3, 1, 1, 1},
+      {2, 9, 41, 3, 2, 2, 0}};
   for (const Case& cs : cases) {
     Im2colGeom g;
     g.c = cs.c, g.h = cs.h, g.w = cs.w, g.kh = g.kw = cs.k, g.dh = g.dw = cs.d, g.pt = cs.pt, g.pl = (cs.k - 1) * cs.d / 2;
@@ -101,11 +108,12 @@ TEST(ConvIm2col, PackedSameWidthStride1MatchesReference) {
 
 // Stems and downsampling convs (stride 2, 7x7 pad 3, 3x3 pad 0/1, odd sizes) take the
 // row-segment packer on AVX-512 machines, or, with outputs narrower than 32 columns (22, 14, 10
-// here, and stride 3), the gather packer.
+// here, and stride 3), the gather packer; on AVX2 machines the same split at 32 columns (stride
+// 3 and 32 columns or more: the portable packer).
 TEST(ConvIm2col, PackedStridedMatchesReference) {
   struct Case { int64_t c, h, w, k, s, p; } cases[] = {
       {3, 64, 64, 7, 2, 3}, {3, 57, 45, 3, 2, 0}, {2, 28, 28, 3, 2, 1}, {2, 33, 19, 1, 2, 0}, {2, 20, 37, 3, 1, 0},
-      {2, 30, 31, 5, 3, 2}, {3, 13, 7, 3, 2, 1}};
+      {2, 30, 31, 5, 3, 2}, {3, 13, 7, 3, 2, 1}, {2, 9, 70, 3, 2, 1}, {2, 6, 81, 1, 2, 0}};
   for (const Case& cs : cases) {
     Im2colGeom g;
     g.c = cs.c, g.h = cs.h, g.w = cs.w, g.kh = g.kw = cs.k, g.sh = g.sw = cs.s, g.pt = g.pl = cs.p;

@@ -1,4 +1,5 @@
-// im2col rows with bulk interior copies (see conv_im2col.h).
+// im2col rows with bulk interior copies, the portable B packer and the dispatch to the AVX-512
+// and AVX2 packers (see f32_im2col.h).
 #include "kernels/x86/f32_im2col.h"
 
 #include <algorithm>
@@ -14,6 +15,10 @@ bool im2col_pack_b_gather_avx512f(const Im2colGeom& g, const float* x, int64_t k
                                   int64_t nc, int nr, float* dst);
 bool im2col_pack_b_segments_avx512f(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0,
                                     int64_t nc, int nr, float* dst);
+bool im2col_pack_b_segments_avx2(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
+                                 int nr, float* dst);
+bool im2col_pack_b_gather_avx2(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
+                               int nr, float* dst);
 
 void im2col_rows(const Im2colGeom& g, const float* x, float* col, int64_t r_begin, int64_t r_end) {
   const int64_t hw = g.h * g.w, ohw = g.ho * g.wo;
@@ -46,10 +51,13 @@ void im2col_rows(const Im2colGeom& g, const float* x, float* col, int64_t r_begi
 
 void im2col_pack_b(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr,
                    float* dst) {
-  static const bool avx512 = f32_gemm_default().isa == Isa::kAvx512;
-  if (avx512 && (im2col_pack_b_shifted_avx512f(g, x, k0, kc, j0, nc, nr, dst) ||
-                 im2col_pack_b_gather_avx512f(g, x, k0, kc, j0, nc, nr, dst) ||
-                 im2col_pack_b_segments_avx512f(g, x, k0, kc, j0, nc, nr, dst)))
+  static const Isa isa = f32_gemm_default().isa;
+  if (isa == Isa::kAvx512 && (im2col_pack_b_shifted_avx512f(g, x, k0, kc, j0, nc, nr, dst) ||
+                              im2col_pack_b_gather_avx512f(g, x, k0, kc, j0, nc, nr, dst) ||
+                              im2col_pack_b_segments_avx512f(g, x, k0, kc, j0, nc, nr, dst)))
+    return;
+  if (isa == Isa::kAvx2 && (im2col_pack_b_gather_avx2(g, x, k0, kc, j0, nc, nr, dst) ||
+                            im2col_pack_b_segments_avx2(g, x, k0, kc, j0, nc, nr, dst)))
     return;
   const int64_t hw = g.h * g.w;
   const int64_t panels = (nc + nr - 1) / nr;

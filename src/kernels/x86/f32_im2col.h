@@ -4,7 +4,9 @@
 // B panels straight from the image (no column matrix); on AVX-512 with 32-column panels,
 // stride-1 convs with output rows as wide as the input (3x3 pad 1) pack each panel row with two
 // masked loads, other stride-1/stride-2 convs with masked vector copies per row segment, or,
-// for outputs narrower than a 32-column panel, masked gathers.
+// for outputs narrower than a 32-column panel, masked gathers; on AVX2 with 16-column panels,
+// masked gathers for outputs narrower than 32 columns, 8-wide copies per row segment for wider
+// stride-1/stride-2 ones (f32_im2col_avx2.cc).
 // Tests: tests/kernels/test_im2col.cc.
 #pragma once
 
