@@ -1,6 +1,7 @@
 // col2im_add_plane (kernels/x86/f32_col2im.h) against a direct loop over taps and input pixels:
 // strides 1-3, dilation 1-2, kernels 1x1 to 5x4, pads that cut into the full result or extend
-// past it (negative), output planes cut short on the right, rows around the 16-lane vectors.
+// past it (negative), output planes cut short on the right, rows around the 16-pair threshold
+// and the 8- and 16-lane vectors (the AVX2 or AVX-512 pair kernel, whichever the CPU runs).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -30,7 +31,7 @@ TEST(Col2im, MatchesDirectLoop) {
   for (int64_t s : {1, 2, 3})
     for (int64_t d : {1, 2})
       for (auto [kh, kw] : {std::pair<int64_t, int64_t>{1, 1}, {2, 2}, {3, 3}, {4, 4}, {5, 4}})
-        for (int64_t w : {1, 7, 15, 16, 17, 33})
+        for (int64_t w : {1, 7, 8, 9, 15, 16, 17, 23, 33})
           for (int64_t pad : {-1, 0, 1, 2}) {
             Col2imGeom g;
             g.h = 3, g.w = w, g.kh = kh, g.kw = kw, g.sh = s, g.sw = s, g.dh = d, g.dw = d;

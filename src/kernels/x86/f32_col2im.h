@@ -1,6 +1,6 @@
 // col2im for ConvTranspose 2-D (NCHW, one output channel): adds each tap's column row (the
 // contribution of every input pixel through that tap) into the output plane at its strided
-// positions. Stride 1 adds contiguous runs; stride 2 on AVX-512 interleaves two neighbouring
+// positions. Stride 1 adds contiguous runs; stride 2 on AVX-512 / AVX2 interleaves two neighbouring
 // taps' rows (or one tap's with zeros) into contiguous output vectors; other strides add
 // element by element. Tests: tests/kernels/test_col2im.cc.
 #pragma once
