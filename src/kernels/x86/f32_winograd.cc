@@ -73,6 +73,11 @@ WinogradBlocking winograd_blocking(const WinogradGeom& g) {
   return b;
 }
 
+int64_t winograd_point_floats(const WinogradGeom& g, const WinogradBlocking& b) {
+  const int64_t floats = g.c * b.panel, lines = floats / 16;
+  return use_avx2() && lines % 2 == 0 ? floats + 16 : floats;
+}
+
 bool winograd_available() {
   const F32GemmUkernel& uk = f32_gemm_default();
   return (uk.isa == Isa::kAvx512 && uk.nr == 32) || (uk.isa == Isa::kAvx2 && uk.nr == 16);

@@ -44,9 +44,14 @@ struct WinogradBlocking {
 };
 WinogradBlocking winograd_blocking(const WinogradGeom& g);
 
+// Floats from one point's [C, panel] to the next in a block's transformed input: C * panel on
+// AVX-512; on AVX2 one cache line more where C * panel is an even number of lines, so that the
+// transforms' 36 (16) loads or stores of one tile, one per point, fall in different L1 sets (a
+// power-of-two stride keeps them in one set of 8 ways).
+int64_t winograd_point_floats(const WinogradGeom& g, const WinogradBlocking& b);
 // Floats of one block's transformed input (points x [C, panel]).
 inline int64_t winograd_block_floats(const WinogradGeom& g, const WinogradBlocking& b) {
-  return g.points() * g.c * b.panel;
+  return g.points() * winograd_point_floats(g, b);
 }
 
 // Transformed weights packed as microkernel A panels, [panel][e][c][mr], for the blocking's

@@ -170,7 +170,7 @@ void input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* 
   }
   // Zeroed so that the columns past the strip, read for lanes of absent tiles, hold no garbage.
   alignas(32) float t[A * kStrip] = {};
-  const int64_t row = g.c * b.panel;  // floats from one point's [C, panel] to the next
+  const int64_t row = winograd_point_floats(g, b);  // from one point's [C, panel] to the next
   for (int64_t c = c0; c < c1; ++c) {
     const float* xc = x + c * g.h * g.w;
     for (int64_t ty = s.ty0; ty < s.ty1; ++ty) {
@@ -224,7 +224,10 @@ void gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const W
   constexpr int A = M + 2, E = A * A;
   const BlockSpan s = block_span(g, b, block);
   const int64_t mr = u.mr, panel = b.panel, halves = panel / 16;
-  const int64_t estride = kPanelGroup * mr * panel;  // floats per point of the GEMM outputs
+  // Floats per point of the GEMM outputs, plus a cache line: an odd number of lines puts the
+  // output transform's 36 (16) loads of one tile in different L1 sets.
+  const int64_t estride = kPanelGroup * mr * panel + 16;
+  const int64_t vstride = winograd_point_floats(g, b);
   // (+ one panel: a tile row's 8-tile loads may run past its last column.)
   thread_local std::vector<float> mbuf;
   const size_t need = static_cast<size_t>(E * estride + panel);
@@ -239,7 +242,7 @@ void gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const W
   for (int64_t pg = p0; pg < p1; pg += kPanelGroup) {
     const int64_t pe = std::min(p1, pg + kPanelGroup);
     for (int e = 0; e < E; ++e) {
-      const float* ve = v + e * g.c * panel;
+      const float* ve = v + e * vstride;
       for (int64_t p = pg; p < pe; ++p) {
         const int64_t rows = std::min(mr, g.co - p * mr);
         float* me = m + e * estride + (p - pg) * mr * panel;
