@@ -42,5 +42,24 @@ TEST(Transpose, MatchesDefinition) {
     }
 }
 
+TEST(Transpose, PackRowsKMajorMatchesGemmPackA) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  for (int mr = 1; mr <= 8; ++mr)
+    for (int64_t rows = 1; rows <= mr; ++rows)
+      for (int64_t kc : {1, 3, 7, 8, 9, 16, 17, 64, 197})
+        for (float alpha : {1.0f, -0.5f}) {
+          const int64_t lda = kc + 2;
+          std::vector<float> a(static_cast<size_t>(rows * lda));
+          for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 97) * 0.25f - 3.0f;
+          // One float past the panel must stay untouched.
+          std::vector<float> want(static_cast<size_t>(kc * mr + 1), NAN), got(want.size(), NAN);
+          f32_gemm_pack_a(false, rows, kc, a.data(), lda, alpha, mr, want.data());
+          pack_rows_k_major_avx2(mr, rows, kc, a.data(), lda, alpha, got.data());
+          for (size_t i = 0; i + 1 < want.size(); ++i)
+            ASSERT_EQ(got[i], want[i]) << "mr " << mr << " rows " << rows << " kc " << kc << " at " << i;
+          ASSERT_TRUE(std::isnan(got.back())) << "mr " << mr << " rows " << rows << " kc " << kc << ": wrote past the panel";
+        }
+}
+
 }  // namespace
 }  // namespace kiln::kernels

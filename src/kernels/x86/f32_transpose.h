@@ -17,4 +17,9 @@ void transpose_f32_generic(int64_t rows, int64_t cols, const float* src, int64_t
 void transpose_f32_avx2(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
 void transpose_f32_avx512f(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
 
+// out[k * mr + i] = alpha * a[i * lda + k] for i < rows, 0 for rows <= i < mr, k < kc (1 <= rows
+// <= mr <= 8): one MR-row micro-panel of a GEMM's A in the layout f32_gemm_pack_a writes (the same
+// values), from 8x8 AVX2 register transposes. Call only when the CPU has AVX2 and FMA.
+void pack_rows_k_major_avx2(int mr, int64_t rows, int64_t kc, const float* a, int64_t lda, float alpha, float* out);
+
 }  // namespace kiln::kernels
