@@ -32,7 +32,7 @@ bool winograd_preferred(const gemm_ops::GemmDesc& d) {
   // 56x56 and 28x28 with 64-128 channels, 2.7-4.3x with 4-32 channels, 1.5-2.1x at 12x12 to
   // 14x14 (16-column panels), 1.3x at 11x11. Below that F(2x2) (winograd_tile): 1.4-1.9x at
   // 6x6 to 10x10 (7x7 with 512 channels: 1.4x), no gain at 5x5 and 4x4. AVX2 (Zen 3, 6x16
-  // kernel), the same rule: F(4x4) 2.6-5x at 56x56 to 12x12 with 64-256 channels, 1.1-2.6x with
+  // kernel), the same rule: F(4x4) 2.3-5x at 56x56 to 12x12 with 64-256 channels, 1.1-2.9x with
   // 4-16; F(2x2) 1.5x at 6x6 and 1.8x at 7x7 x 512; 5x5 level (0.41 against 0.47 ms), 4x4 1.7x
   // slower.
   return g->ho * g->wo >= 36 && g->c >= 4 && g->co >= 4;
