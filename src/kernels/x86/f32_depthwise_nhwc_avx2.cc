@@ -91,7 +91,7 @@ inline void tile(const RowTask& t, int64_t ox0, const Inside* inside) {
 // Stride S (1 or 2), no dilation along W, KW filter columns: each input pixel of the tile's span is
 // loaded once and feeds every output pixel whose taps cover it; taps in the padding are skipped.
 // (8 accumulators + KW weight vectors + the input fit the 16 registers for KW <= 5.)
-template <int TW, int KW, int S, bool kTail>
+template <int TW, int KW, int S, bool kEdge, bool kTail>
 inline void tile_reusing_columns(const RowTask& t, int64_t ox0) {
   const DepthwiseGeom& g = *t.g;
   const int64_t c = g.c, w = g.w;
@@ -100,11 +100,11 @@ inline void tile_reusing_columns(const RowTask& t, int64_t ox0) {
 #pragma GCC unroll 8
     for (int j = 0; j < KW; ++j) wv[j] = load<kTail>(t, t.taps + (i * KW + j) * c);
     const int64_t ix0 = ox0 * S - g.pl;
+    const float* src = xrow + ix0 * c;
 #pragma GCC unroll 24
-    for (int q = 0; q < (TW - 1) * S + KW; ++q) {
-      const int64_t ix = ix0 + q;
-      if (ix < 0 || ix >= w) continue;
-      const __m256 xv = load<kTail>(t, xrow + ix * c);
+    for (int q = 0; q < (TW - 1) * S + KW; ++q, src += c) {
+      if (kEdge && (ix0 + q < 0 || ix0 + q >= w)) continue;
+      const __m256 xv = load<kTail>(t, src);
 #pragma GCC unroll 8
       for (int j = 0; j < KW; ++j) {
         const int p = (q - j) / S;  // output pixel p reads input q = p * S + j
@@ -114,18 +114,25 @@ inline void tile_reusing_columns(const RowTask& t, int64_t ox0) {
   });
 }
 
-template <int KW, int S, bool kTail>
+// kEdge: some input column of the tile falls outside the row (checked per column).
+template <int KW, int S, bool kEdge, bool kTail>
 void column_reuse_tile(const RowTask& t, int64_t ox0, int64_t count) {
   switch (count) {
-    case 1: return tile_reusing_columns<1, KW, S, kTail>(t, ox0);
-    case 2: return tile_reusing_columns<2, KW, S, kTail>(t, ox0);
-    case 3: return tile_reusing_columns<3, KW, S, kTail>(t, ox0);
-    case 4: return tile_reusing_columns<4, KW, S, kTail>(t, ox0);
-    case 5: return tile_reusing_columns<5, KW, S, kTail>(t, ox0);
-    case 6: return tile_reusing_columns<6, KW, S, kTail>(t, ox0);
-    case 7: return tile_reusing_columns<7, KW, S, kTail>(t, ox0);
-    default: return tile_reusing_columns<8, KW, S, kTail>(t, ox0);
+    case 1: return tile_reusing_columns<1, KW, S, kEdge, kTail>(t, ox0);
+    case 2: return tile_reusing_columns<2, KW, S, kEdge, kTail>(t, ox0);
+    case 3: return tile_reusing_columns<3, KW, S, kEdge, kTail>(t, ox0);
+    case 4: return tile_reusing_columns<4, KW, S, kEdge, kTail>(t, ox0);
+    case 5: return tile_reusing_columns<5, KW, S, kEdge, kTail>(t, ox0);
+    case 6: return tile_reusing_columns<6, KW, S, kEdge, kTail>(t, ox0);
+    case 7: return tile_reusing_columns<7, KW, S, kEdge, kTail>(t, ox0);
+    default: return tile_reusing_columns<8, KW, S, kEdge, kTail>(t, ox0);
   }
+}
+
+template <int KW, int S, bool kTail>
+void column_reuse_tile(const RowTask& t, int64_t ox0, int64_t count, bool interior) {
+  if (interior) column_reuse_tile<KW, S, false, kTail>(t, ox0, count);
+  else column_reuse_tile<KW, S, true, kTail>(t, ox0, count);
 }
 
 template <bool kEdge, bool kTail>
@@ -156,11 +163,12 @@ void row_tiles(const RowTask& t, const RowPlan& r) {
   const DepthwiseGeom& g = *t.g;
   for (int64_t k = 0, ox = 0; k < r.tiles; ++k, ox += 8) {
     const int64_t count = std::min<int64_t>(8, g.wo - ox);
-    if (r.reuse && g.sw == 1 && g.kw == 3) column_reuse_tile<3, 1, kTail>(t, ox, count);
-    else if (r.reuse && g.sw == 1 && g.kw == 5) column_reuse_tile<5, 1, kTail>(t, ox, count);
-    else if (r.reuse && g.sw == 2 && g.kw == 3) column_reuse_tile<3, 2, kTail>(t, ox, count);
-    else if (r.reuse && g.sw == 2 && g.kw == 5) column_reuse_tile<5, 2, kTail>(t, ox, count);
-    else if (ox >= r.in_lo && ox + count <= r.in_hi) any_tile<false, kTail>(t, ox, count, nullptr);
+    const bool interior = ox >= r.in_lo && ox + count <= r.in_hi;
+    if (r.reuse && g.sw == 1 && g.kw == 3) column_reuse_tile<3, 1, kTail>(t, ox, count, interior);
+    else if (r.reuse && g.sw == 1 && g.kw == 5) column_reuse_tile<5, 1, kTail>(t, ox, count, interior);
+    else if (r.reuse && g.sw == 2 && g.kw == 3) column_reuse_tile<3, 2, kTail>(t, ox, count, interior);
+    else if (r.reuse && g.sw == 2 && g.kw == 5) column_reuse_tile<5, 2, kTail>(t, ox, count, interior);
+    else if (interior) any_tile<false, kTail>(t, ox, count, nullptr);
     else any_tile<true, kTail>(t, ox, count, r.inside + k * g.kw);
   }
 }
