@@ -80,15 +80,16 @@ int64_t winograd_point_floats(const WinogradGeom& g, const WinogradBlocking& b) 
 
 bool winograd_available() {
   const F32GemmUkernel& uk = f32_gemm_default();
-  return (uk.isa == Isa::kAvx512 && uk.nr == 32) || (uk.isa == Isa::kAvx2 && uk.nr == 16);
+  return (uk.isa == Isa::kAvx512 && uk.nr == 32) || uk.isa == Isa::kAvx2;
 }
 
 WinogradWeights winograd_pack_weights(const WinogradGeom& geom, const float* g, const WinogradBlocking& b) {
   const int64_t co = geom.co, c = geom.c, points = geom.points();
   WinogradWeights w;
   w.points = points;
-  // AVX2: the 16-column microkernel for both panel widths (a 32-column panel is two halves).
-  if (b.panel == 32 || use_avx2()) {
+  if (use_avx2()) {
+    w.mr = kWinogradAvx2Rows;  // for both panel widths (a 32-column panel is two halves)
+  } else if (b.panel == 32) {
     w.kernel = &f32_gemm_for_rows(co);
     w.mr = w.kernel->mr;
   } else {

@@ -8,8 +8,8 @@
 // (bias, residual, clamp, activation fused) run over it one micro-panel of output channels at
 // a time. Images of at most 16 tiles (13x13 to 16x16 outputs) use 16-column panels and a
 // 16-column microkernel of this file instead of half-empty 32-column ones. Transforms and the
-// driver exist for AVX-512 (32-column microkernel) and AVX2 (the 6x16 microkernel, a 32-column
-// panel read as two 16-column halves), picked like the default f32 microkernel.
+// driver exist for AVX-512 (32-column microkernel) and AVX2 (a 6x16 GEMM loop of its own, a
+// 32-column panel read as two 16-column halves), picked like the default f32 microkernel.
 // Tests: tests/runtime/test_conv_winograd.cc.
 #pragma once
 
@@ -54,11 +54,14 @@ inline int64_t winograd_block_floats(const WinogradGeom& g, const WinogradBlocki
   return g.points() * winograd_point_floats(g, b);
 }
 
+// Rows per A panel of the AVX2 driver's own 6x16 GEMM loop (f32_winograd_avx2.cc).
+inline constexpr int64_t kWinogradAvx2Rows = 6;
+
 // Transformed weights packed as microkernel A panels, [panel][e][c][mr], for the blocking's
-// panel width: the f32 microkernel `kernel` (AVX-512: 32 columns; AVX2: 16 for both widths), or
-// (AVX-512, 16 columns) the AVX-512 file's own with mr rows.
+// panel width: the 32-column AVX-512 f32 microkernel `kernel`, or the transforms' own GEMM loop
+// with mr rows (AVX-512 16-column panels: 16-28 rows; AVX2, both widths: kWinogradAvx2Rows).
 struct WinogradWeights {
-  const F32GemmUkernel* kernel = nullptr;  // null for AVX-512 16-column panels
+  const F32GemmUkernel* kernel = nullptr;  // AVX-512 32-column panels only
   int64_t mr = 0, points = 36;
   int64_t co = 0, c = 0, panels = 0;
   std::vector<float> data;
@@ -66,7 +69,7 @@ struct WinogradWeights {
 };
 
 // True when the CPU and KILN_ISA give a default microkernel the transforms have a driver for
-// (32-column AVX-512 or 16-column AVX2).
+// (32-column AVX-512, or AVX2).
 bool winograd_available();
 // Requires winograd_available().
 WinogradWeights winograd_pack_weights(const WinogradGeom& g, const float* w, const WinogradBlocking& b);
