@@ -24,7 +24,9 @@ void gemv_block(const float* x, float alpha, const float* p, int64_t K, const fl
                 float* y, int64_t cols) {
   constexpr int W = 8 * V;
   __m256 acc[P][V];
+#pragma GCC unroll 4
   for (int q = 0; q < P; ++q)
+#pragma GCC unroll 8
     for (int v = 0; v < V; ++v) acc[q][v] = _mm256_setzero_ps();
   const int64_t part = K / kStreams;
   for (int64_t k = 0; k < part; ++k) {
@@ -39,13 +41,18 @@ void gemv_block(const float* x, float alpha, const float* p, int64_t K, const fl
   }
   for (int64_t row = kStreams * part; row < K; ++row) {
     const __m256 xr = _mm256_broadcast_ss(x + row);
+#pragma GCC unroll 8
     for (int v = 0; v < V; ++v) acc[0][v] = _mm256_fmadd_ps(xr, _mm256_loadu_ps(p + row * W + 8 * v), acc[0][v]);
   }
   const __m256 va = _mm256_set1_ps(alpha), zero = _mm256_setzero_ps();
+  // Fully unrolled (no early exit), so acc stays in registers instead of being mirrored to the
+  // stack on every K step.
+#pragma GCC unroll 8
   for (int v = 0; v < V; ++v) {
     const int64_t left = cols - 8 * v;
-    if (left <= 0) break;
+    if (left <= 0) continue;
     __m256 sum = acc[0][v];
+#pragma GCC unroll 4
     for (int q = 1; q < P; ++q) sum = _mm256_add_ps(sum, acc[q][v]);
     __m256 out = _mm256_mul_ps(va, sum);
     if (left >= 8) {
