@@ -1,8 +1,8 @@
 // Winograd F(4x4, 3x3) / F(2x2, 3x3) input and output transforms and the per-block GEMM driver
 // for AVX2 + FMA (see f32_winograd.h); compiled with -mavx2 -mfma, called when the default f32
-// microkernel is the AVX2 one (6x16). Same block layout as the AVX-512 file: a block's
-// transformed input is points x [C, panel] row-major, panel = 16 or 32 tile columns; a 32-column
-// panel is read by the 16-column GEMM loop as two column halves. Transforms run
+// microkernel is the AVX2 one. The block layout of the AVX-512 file: a block's transformed input
+// is points x [C, panel] row-major (points spaced by winograd_point_floats), panel = 16 or 32
+// tile columns; the 6x16 GEMM loop reads a 32-column panel as two column halves. Transforms run
 // on 8-lane vectors: the row pass along image columns, the column pass across 8 tiles after a
 // stride-m deinterleave (a 4x4 transpose per 128-bit lane for m = 4).
 #include <immintrin.h>
