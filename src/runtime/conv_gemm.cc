@@ -23,10 +23,14 @@ namespace {
 // input channels are enough to hide the transpose back to NCHW (measured at 7x7, MobileNetV2 /
 // EfficientNet / ResNet-50 shapes: 7-14% faster at 1 thread from 160 input channels, mostly
 // 11-24% at 2; level at 128; 5% slower at 96). AVX2 (6x16 kernel, 49 pixels in 54 rows): 7-12%
-// faster at 1 thread on ResNet-50's and MobileNetV3's 7x7 shapes (160-2048 input channels).
-bool pixel_rows_pay(const ConvGeom& g) {
+// faster at 1 thread on ResNet-50's and MobileNetV3's 7x7 shapes (160-2048 input channels); there
+// other convs (strided, wider filters) take it too, the column matrix materialized first: 5-8%
+// faster on ResNet's downsampling convs to 7x7 (3x3/s2 256->512 and 512->512, 1x1/s2 256->512
+// and 1024->2048).
+bool pixel_rows_pay(const ConvGeom& g, bool direct) {
   const kernels::F32GemmUkernel& uk = kernels::f32_gemm_default();
   if ((uk.isa != kernels::Isa::kAvx512 && uk.isa != kernels::Isa::kAvx2) || g.c < 128 || g.co < 32) return false;
+  if (!direct && uk.isa != kernels::Isa::kAvx2) return false;  // not measured on AVX-512
   const int64_t P = g.ho * g.wo, nr = uk.nr, tail = P % nr;
   const double cols = tail == 0 || kernels::f32_gemm_coltail_pays(uk, tail) ? double(P) : double(kernels::ceil_div(P, nr) * nr);
   const kernels::F32GemmUkernel& rk = kernels::f32_gemm_for_rows(P, uk);
@@ -40,9 +44,9 @@ class GemmConvOp : public gemm_ops::GemmOp {
     const int64_t ckk = g.c * g.kh * g.kw;
     direct_ = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.ho == g.h &&
               g.wo == g.w;
-    pixel_rows_ = direct_ && pixel_rows_pay(g);
+    pixel_rows_ = pixel_rows_pay(g, direct_);
     if (pixel_rows_)
-      weight_t_ = kernels::pack_b(true, g.c, g.co, w.data<float>(), g.c);
+      weight_t_ = kernels::pack_b(true, ckk, g.co, w.data<float>(), ckk);
     else
       weight_ = kernels::pack_a(g.co, ckk, w.data<float>(), ckk);
     epilogue_.init(d, g.co, lo, hi);
@@ -108,9 +112,9 @@ class GemmConvOp : public gemm_ops::GemmOp {
     return scaled_weight_;
   }
 
-  // Y^T[pixels, Co] = X^T W^T into a buffer (bias, and the clamp and activation when there is
-  // no residual, in the GEMM's store), then transposed into the NCHW planes, the residual, clamp
-  // and activation following per block of channels.
+  // Y^T[pixels, Co] = X^T W^T (X: the image, or its column matrix) into a buffer (bias, and the
+  // clamp and activation when there is no residual, in the GEMM's store), then transposed into
+  // the NCHW planes, the residual, clamp and activation following per block of channels.
   void run_pixel_rows(const std::vector<const RtValue*>& ins, int64_t img, const float* xi, float* yi,
                       const kernels::RowEpilogue& ep, const kernels::ParallelFor& par, int threads) {
     const int64_t P = g_.ho * g_.wo, co = g_.co;
@@ -118,8 +122,23 @@ class GemmConvOp : public gemm_ops::GemmOp {
     if (scale_operand_ >= 0) {
       const float* s =
           ins[static_cast<size_t>(scale_operand_)]->tensor.data<float>() + (scale_per_image_ ? img * g_.c : 0);
+      if (!col_scale_.empty()) {  // one scale per channel, kh * kw weight rows each
+        const int64_t taps = g_.kh * g_.kw;
+        for (int64_t c = 0; c < g_.c; ++c) std::fill_n(col_scale_.data() + c * taps, taps, s[c]);
+        s = col_scale_.data();
+      }
       kernels::scale_packed_b_rows(weight_t_, s, scaled_weight_t_);
       wt = &scaled_weight_t_;
+    }
+    // Not a plain 1x1 conv: the GEMM's A^T is the column matrix, materialized.
+    if (!direct_) {
+      const int64_t ckk = g_.c * g_.kh * g_.kw;
+      col_.resize(static_cast<size_t>(ckk * P));
+      float* col = col_.data();
+      kernels::run_parallel(par, kernels::ceil_div(ckk, 64), [&](int64_t begin, int64_t end) {
+        kernels::im2col_rows(ig_, xi, col, begin * 64, std::min(ckk, end * 64));
+      });
+      xi = col;
     }
     const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
     kernels::GemmEpilogue ge;
@@ -145,9 +164,10 @@ class GemmConvOp : public gemm_ops::GemmOp {
   ConvGeom g_;
   kernels::Im2colGeom ig_;
   bool direct_ = false;
-  bool pixel_rows_ = false;     // 1x1 conv computed with the pixels as GEMM rows (pixel_rows_pay)
-  kernels::PackedB weight_t_, scaled_weight_t_;  // W^T [C, Co] for pixel rows
+  bool pixel_rows_ = false;     // computed with the pixels as GEMM rows (pixel_rows_pay)
+  kernels::PackedB weight_t_, scaled_weight_t_;  // W^T [C kh kw, Co] for pixel rows
   std::vector<float> rows_;     // Y^T [pixels, Co] of one image
+  std::vector<float> col_;      // pixel rows of a conv that is no plain 1x1: the column matrix [C kh kw, pixels]
   kernels::PackedA weight_;
   int32_t scale_operand_ = -1;   // GemmDesc::input_scale
   bool scale_per_image_ = false;  // [N,C,1,1] with N > 1

@@ -1,7 +1,8 @@
 // GEMM conv op (runtime/conv_gemm.h) made from a GemmDesc, against a double-precision naive
 // conv: 1x1 direct and strided, 3x3 pad 0/1/2, stride 2, dilation, asymmetric and SAME pads,
 // odd sizes and channel counts around the microkernel blocking, bias / no bias, clamp,
-// batch 2, 1 and 2 threads; a fused input scale (GemmDesc::input_scale) against the conv of the
+// batch 2, 1 and 2 threads; the pixels as GEMM rows (1x1 convs, and on AVX2 strided and dilated
+// ones to 7x7 outputs); a fused input scale (GemmDesc::input_scale) against the conv of the
 // scaled input; and what it declines.
 #include <gtest/gtest.h>
 
@@ -49,6 +50,11 @@ TEST(ConvGemm, MatchesReference) {
       {2, 160, 7, 7, 96, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, "NOTSET", true, true},
       {1, 600, 7, 7, 50, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, "NOTSET", false, false},
       {1, 130, 3, 3, 64, 1, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, "NOTSET", true, false},
+      // On AVX2 also convs that are no plain 1x1, through their column matrix: 3x3 stride 2,
+      // 1x1 stride 2, 3x3 dilation 2 to 7x7 outputs.
+      {2, 128, 14, 14, 40, 3, 3, {2, 2}, {1, 1}, {1, 1, 1, 1}, "NOTSET", true, true},
+      {1, 136, 13, 13, 33, 1, 1, {2, 2}, {1, 1}, {0, 0, 0, 0}, "NOTSET", false, false},
+      {1, 128, 11, 11, 48, 3, 3, {1, 1}, {2, 2}, {0, 0, 0, 0}, "NOTSET", true, false},
   };
   for (int threads : {1, 2})
     for (const Case& c : cases) check(c, threads);
@@ -69,6 +75,7 @@ TEST(ConvGemm, InputScale) {
       {2, 16, 7, 5, 3, 1, {16, 1, 1}},
       {1, 32, 14, 40, 1, 1, {32, 1, 1}},
       {2, 192, 7, 40, 1, 1, {2, 192, 1, 1}},  // pixels as rows: the packed W^T rows scaled
+      {1, 128, 14, 40, 3, 2, {1, 128, 1, 1}},  // AVX2: pixels as rows of the column matrix, 9 rows a channel
   };
   for (int threads : {1, 2})
     for (const ScaleCase& cs : cases) {
