@@ -13,6 +13,7 @@
 #include "kernels/x86/activation_avx2.h"
 #include "kernels/x86/f32_depthwise.h"
 #include "kernels/x86/lane_mask_avx2.h"
+#include "kernels/x86/transpose8.h"
 
 namespace kiln::kernels {
 namespace {
@@ -28,27 +29,7 @@ inline void store_first(float* dst, __m256 v, int64_t n) {
   for (int64_t k = 0; k < n; ++k) dst[k] = lanes[k];
 }
 
-// In-register 8x8 transpose: r[i][j] -> r[j][i].
-__attribute__((always_inline)) inline void transpose8(__m256 r[8]) {
-  __m256 t[8], u[8];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-#pragma GCC unroll 2
-  for (int i = 0; i < 2; ++i) {
-    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-  }
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    r[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
-    r[4 + k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
-  }
-}
+using avx2::transpose8;
 
 // The epilogue on one accumulator vector: clamp (max/min return the accumulator when it is NaN,
 // so NaN propagates like the reference), then the activation.
