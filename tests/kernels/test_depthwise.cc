@@ -256,7 +256,8 @@ TEST(Depthwise, ChannelsLastMatchesReference) {
   }
 }
 
-// The AVX2 channels-last kernel on the AVX2 sweep (channel tails around 8) and MobileNet shapes.
+// The AVX2 channels-last kernels (the dispatching one and the blocked one on every case) on the
+// AVX2 sweep (channel tails around 8) and MobileNet shapes.
 TEST(Depthwise, ChannelsLastAvx2MatchesReference) {
   if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
   std::vector<Case> all = avx2_cases();
@@ -264,9 +265,12 @@ TEST(Depthwise, ChannelsLastAvx2MatchesReference) {
   all.push_back({1, 576, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true});
   all.push_back({2, 43, 9, 29, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, true, false, Activation::kHardSwish});
   all.push_back({1, 12, 15, 31, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, false, true, Activation::kSilu});
+  all.push_back({1, 20, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true});
   for (const Case& c : all) {
     check(c, via_channels_last<depthwise_conv2d_nhwc_f32_avx2>, false);
     check(c, via_channels_last<depthwise_conv2d_nhwc_f32_avx2>, true);
+    check(c, via_channels_last<depthwise_conv2d_nhwc_f32_avx2_blocked>, false);
+    check(c, via_channels_last<depthwise_conv2d_nhwc_f32_avx2_blocked>, true);
   }
 }
 

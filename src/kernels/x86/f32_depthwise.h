@@ -96,5 +96,11 @@ void depthwise_conv2d_nhwc_f32_avx512f(const DepthwiseGeom& g, const float* x, c
 // The same on 8 channels (AVX2 + FMA). Only call when isa_supported(Isa::kAvx2).
 void depthwise_conv2d_nhwc_f32_avx2(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
                                     const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
+// The NCHW _avx2_blocked kernel's tiles on NHWC tensors: per 8-channel block, the pixels copied
+// into the zero-bordered scratch (no transposes), the results stored back at the channel stride.
+// Only for geometries where depthwise_nhwc_avx2_blocked_fits() (the scratch stays addressable).
+bool depthwise_nhwc_avx2_blocked_fits(const DepthwiseGeom& g);
+void depthwise_conv2d_nhwc_f32_avx2_blocked(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
+                                            const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 
 }  // namespace kiln::kernels

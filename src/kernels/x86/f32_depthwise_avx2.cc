@@ -496,11 +496,63 @@ void depthwise_conv2d_f32_avx2_planes(const DepthwiseGeom& g, const float* x, co
   run_parallel(parallel, g.n * g.c, planes);
 }
 
-void depthwise_conv2d_f32_avx2_blocked(const DepthwiseGeom& g, const float* x, const float* w, float* y,
-                                       const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
-  // Scratch offsets are int32 (and the scratch must stay modest): huge planes go per plane.
-  if ((g.h + g.pt + (g.kh - 1) * g.dh) * (g.w + g.pl + (g.kw - 1) * g.dw) * 8 > (int64_t(1) << 28))
-    return depthwise_conv2d_f32_avx2_planes(g, x, w, y, ep, parallel);
+namespace {
+
+// How the blocked driver reads and writes one tensor layout: NCHW (planes transposed into and out
+// of the [pixel][8] scratch) or NHWC (a pixel's 8 channels are one vector already).
+struct NchwIo {
+  // wt[t][c] for the block's nc channels from the [c][kh * kw] weight.
+  static void weights(const DepthwiseGeom& g, const float* w, int64_t c0, int64_t nc, float* wt) {
+    const int64_t ntaps = g.kh * g.kw;
+    for (int64_t t = 0; t < ntaps; ++t)
+      for (int64_t c = 0; c < 8; ++c) wt[t * 8 + c] = c < nc ? w[(c0 + c) * ntaps + t] : 0.0f;
+  }
+  static void fill(const DepthwiseGeom& g, const BlockedLayout& l, const float* x, int64_t img, int64_t c0,
+                   int64_t nc, float* s, int64_t f_begin, int64_t f_end) {
+    fill_blocked(g, l, x + (img * g.c + c0) * g.h * g.w, nc, s, f_begin, f_end);
+  }
+  static void store(const DepthwiseGeom& g, const float* out, int64_t img, int64_t c0, int64_t nc, float* y,
+                    int64_t f_begin, int64_t f_end) {
+    store_blocked(out, f_begin, f_end, g.ho * g.wo, nc, y + (img * g.c + c0) * g.ho * g.wo);
+  }
+};
+
+struct NhwcIo {
+  // wt[t][c] from the [kh * kw][c] taps.
+  static void weights(const DepthwiseGeom& g, const float* taps, int64_t c0, int64_t nc, float* wt) {
+    const __m256i m = first_lanes8(nc);
+    for (int64_t t = 0; t < g.kh * g.kw; ++t) _mm256_store_ps(wt + t * 8, _mm256_maskload_ps(taps + t * g.c + c0, m));
+  }
+  static void fill(const DepthwiseGeom& g, const BlockedLayout& l, const float* x, int64_t img, int64_t c0,
+                   int64_t nc, float* s, int64_t f_begin, int64_t f_end) {
+    const float* xb = x + img * g.h * g.w * g.c + c0;
+    const int32_t* dst = l.dst.data();
+    if (nc == 8) {
+      for (int64_t f = f_begin; f < f_end; ++f)
+        if (dst[f] >= 0) _mm256_storeu_ps(s + dst[f], _mm256_loadu_ps(xb + f * g.c));
+    } else {
+      const __m256i m = first_lanes8(nc);
+      for (int64_t f = f_begin; f < f_end; ++f)
+        if (dst[f] >= 0) _mm256_storeu_ps(s + dst[f], _mm256_maskload_ps(xb + f * g.c, m));
+    }
+  }
+  static void store(const DepthwiseGeom& g, const float* out, int64_t img, int64_t c0, int64_t nc, float* y,
+                    int64_t f_begin, int64_t f_end) {
+    float* yb = y + img * g.ho * g.wo * g.c + c0;
+    if (nc == 8) {
+      for (int64_t f = f_begin; f < f_end; ++f) _mm256_storeu_ps(yb + f * g.c, _mm256_load_ps(out + f * 8));
+    } else {
+      const __m256i m = first_lanes8(nc);
+      for (int64_t f = f_begin; f < f_end; ++f) _mm256_maskstore_ps(yb + f * g.c, m, _mm256_load_ps(out + f * 8));
+    }
+  }
+};
+
+// The channel-blocked driver: per task (image, 8-channel block, band of output rows) the block's
+// input into the scratch, the tiles into out[pixel][8] (epilogue applied), out into the output.
+template <class Io>
+void blocked(const DepthwiseGeom& g, const float* x, const float* w, float* y, const DepthwiseEpilogue& ep,
+             const ParallelFor& parallel) {
   const BlockedLayout l = make_blocked_layout(g);
   const Epilogue8 e = make_epilogue8(ep);
   const int64_t blocks = (g.c + 7) / 8, ntaps = g.kh * g.kw;
@@ -519,9 +571,8 @@ void depthwise_conv2d_f32_avx2_blocked(const DepthwiseGeom& g, const float* x, c
       const int64_t oy0 = part * g.ho / parts, oy1 = (part + 1) * g.ho / parts;
       const int64_t iy0 = std::clamp<int64_t>(oy0 * g.sh - g.pt, 0, g.h);
       const int64_t iy1 = std::clamp<int64_t>((oy1 - 1) * g.sh + (g.kh - 1) * g.dh - g.pt + 1, iy0, g.h);
-      for (int64_t t = 0; t < ntaps; ++t)
-        for (int64_t c = 0; c < 8; ++c) wt[t * 8 + c] = c < nc ? w[(c0 + c) * ntaps + t] : 0.0f;
-      fill_blocked(g, l, x + (img * g.c + c0) * g.h * g.w, nc, s, iy0 * g.w, iy1 * g.w);
+      Io::weights(g, w, c0, nc, wt);
+      Io::fill(g, l, x, img, c0, nc, s, iy0 * g.w, iy1 * g.w);
       BlockedArgs a;
       a.s = s;
       a.off = l.tap_off.data();
@@ -536,10 +587,30 @@ void depthwise_conv2d_f32_avx2_blocked(const DepthwiseGeom& g, const float* x, c
       else if (square && g.kh == 5 && g.sw == 1) blocked_rows<SquareTile<5, 1>>(a, oy0, oy1, g.wo, g.sh, out);
       else if (square && g.kh == 5 && g.sw == 2) blocked_rows<SquareTile<5, 2>>(a, oy0, oy1, g.wo, g.sh, out);
       else blocked_rows<AnyTile>(a, oy0, oy1, g.wo, g.sh, out);
-      store_blocked(out, oy0 * g.wo, oy1 * g.wo, g.ho * g.wo, nc, y + (img * g.c + c0) * g.ho * g.wo);
+      Io::store(g, out, img, c0, nc, y, oy0 * g.wo, oy1 * g.wo);
     }
   };
   run_parallel(parallel, g.n * blocks * parts, run);
+}
+
+// Scratch offsets are int32 (and the scratch must stay modest).
+bool blocked_fits(const DepthwiseGeom& g) {
+  return (g.h + g.pt + (g.kh - 1) * g.dh) * (g.w + g.pl + (g.kw - 1) * g.dw) * 8 <= (int64_t(1) << 28);
+}
+
+}  // namespace
+
+void depthwise_conv2d_f32_avx2_blocked(const DepthwiseGeom& g, const float* x, const float* w, float* y,
+                                       const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
+  if (blocked_fits(g)) blocked<NchwIo>(g, x, w, y, ep, parallel);
+  else depthwise_conv2d_f32_avx2_planes(g, x, w, y, ep, parallel);
+}
+
+bool depthwise_nhwc_avx2_blocked_fits(const DepthwiseGeom& g) { return blocked_fits(g); }
+
+void depthwise_conv2d_nhwc_f32_avx2_blocked(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
+                                            const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
+  blocked<NhwcIo>(g, x, taps, y, ep, parallel);
 }
 
 void depthwise_conv2d_f32_avx2_s2(const DepthwiseGeom& g, const float* x, const float* w, float* y,
