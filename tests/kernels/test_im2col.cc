@@ -1,7 +1,8 @@
 // kernels::im2col_rows and im2col_pack_b against a per-element reference: pads 0-2
 // (asymmetric via output size), strides 1-3, dilation 1-2, kernels 1x1 to 5x5, widths
 // around and below the stride; packed panels of 4, 16 and 32 columns (16: the AVX2 packer on
-// AVX2 machines, 32: the AVX-512 ones on AVX-512 machines, the portable one otherwise).
+// AVX2 machines, 32: the AVX-512 ones on AVX-512 machines, the portable one otherwise); the AVX2
+// stride-2 packer over the polyphase split.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -120,6 +121,49 @@ TEST(ConvIm2col, PackedStridedMatchesReference) {
     g.ho = (g.h + 2 * cs.p - cs.k) / cs.s + 1, g.wo = (g.w + 2 * cs.p - cs.k) / cs.s + 1;
     expect_packed_matches_rows(g);
     if (HasFatalFailure()) return;
+  }
+}
+
+// The AVX2 stride-2 packer over the polyphase split: kernels 1x1 to 7x7 (odd and even), pads
+// 0-3 and asymmetric ones, output widths 1 to 40 (panels spanning one to many output rows),
+// blocks starting mid-row and ending mid-panel, 16-column panels; nothing written past a block.
+TEST(ConvIm2col, PhasedStride2MatchesReference) {
+  Im2colGeom probe;
+  probe.sh = probe.sw = 2;
+  if (!im2col_phases_supported(probe)) GTEST_SKIP() << "no AVX2 default microkernel";
+  struct Case { int64_t c, h, w, kh, kw, pt, pl, pb, pr; } cases[] = {
+      {3, 56, 56, 3, 3, 1, 1, 1, 1}, {2, 28, 28, 3, 3, 1, 1, 1, 1}, {2, 14, 14, 3, 3, 1, 1, 1, 1},
+      {3, 33, 29, 1, 1, 0, 0, 0, 0}, {2, 20, 80, 7, 7, 3, 3, 3, 3}, {2, 9, 13, 5, 4, 2, 1, 1, 2},
+      {1, 3, 3, 3, 3, 1, 1, 1, 1},   {2, 11, 2, 2, 3, 0, 1, 1, 1},  {3, 57, 45, 3, 3, 0, 0, 0, 0}};
+  for (const Case& cs : cases) {
+    Im2colGeom g;
+    g.c = cs.c, g.h = cs.h, g.w = cs.w, g.kh = cs.kh, g.kw = cs.kw, g.sh = g.sw = 2, g.pt = cs.pt, g.pl = cs.pl;
+    g.ho = (g.h + cs.pt + cs.pb - g.kh) / 2 + 1, g.wo = (g.w + cs.pl + cs.pr - g.kw) / 2 + 1;
+    ASSERT_TRUE(im2col_phases_supported(g));
+    std::vector<float> x(g.c * g.h * g.w);
+    for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(k + 1);
+    const int64_t rows = g.c * g.kh * g.kw, ohw = g.ho * g.wo;
+    std::vector<float> col(rows * ohw);
+    im2col_rows(g, x.data(), col.data(), 0, rows);
+    std::vector<float> phases(static_cast<size_t>(im2col_phase_floats(g)), 0.0f);
+    im2col_split_phases(g, x.data(), 0, g.c, phases.data());
+    for (int64_t j0 : {int64_t{0}, int64_t{5}, ohw / 3})
+      for (int64_t k0 : {int64_t{0}, rows / 2}) {
+        const int64_t nb = std::min<int64_t>(ohw - j0, 100), kb = rows - k0;
+        if (nb <= 0 || kb <= 0) continue;
+        const int64_t panels = (nb + 15) / 16, block = panels * kb * 16;
+        std::vector<float> packed(block + 8, -1.0f);
+        ASSERT_TRUE(im2col_pack_b_phased(g, phases.data(), k0, kb, j0, nb, 16, packed.data()));
+        for (int64_t q = 0; q < panels; ++q)
+          for (int64_t kk = 0; kk < kb; ++kk)
+            for (int64_t cc = 0; cc < 16; ++cc) {
+              const int64_t p = j0 + q * 16 + cc;
+              const float want = p < j0 + nb ? col[(k0 + kk) * ohw + p] : 0.0f;
+              ASSERT_EQ(packed[(q * kb + kk) * 16 + cc], want)
+                  << g.h << "x" << g.w << " k " << g.kh << "x" << g.kw << " row " << k0 + kk << " pixel " << p;
+            }
+        for (int64_t k = block; k < block + 8; ++k) ASSERT_EQ(packed[k], -1.0f) << "past the block";
+      }
   }
 }
 

@@ -19,6 +19,9 @@ bool im2col_pack_b_segments_avx2(const Im2colGeom& g, const float* x, int64_t k0
                                  int nr, float* dst);
 bool im2col_pack_b_gather_avx2(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
                                int nr, float* dst);
+void im2col_split_phases_avx2(const Im2colGeom& g, const float* x, int64_t c0, int64_t c1, float* phases);
+bool im2col_pack_b_phased_avx2(const Im2colGeom& g, const float* phases, int64_t k0, int64_t kc, int64_t j0,
+                               int64_t nc, int nr, float* dst);
 
 void im2col_rows(const Im2colGeom& g, const float* x, float* col, int64_t r_begin, int64_t r_end) {
   const int64_t hw = g.h * g.w, ohw = g.ho * g.wo;
@@ -99,6 +102,20 @@ void im2col_pack_b(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, 
       for (; col < nr; ++col) d[col] = 0.0f;
     }
   }
+}
+
+bool im2col_phases_supported(const Im2colGeom& g) {
+  static const bool avx2 = f32_gemm_default().isa == Isa::kAvx2;
+  return avx2 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1;
+}
+
+void im2col_split_phases(const Im2colGeom& g, const float* x, int64_t c0, int64_t c1, float* phases) {
+  im2col_split_phases_avx2(g, x, c0, c1, phases);
+}
+
+bool im2col_pack_b_phased(const Im2colGeom& g, const float* phases, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
+                          int nr, float* dst) {
+  return im2col_pack_b_phased_avx2(g, phases, k0, kc, j0, nc, nr, dst);
 }
 
 }  // namespace kiln::kernels

@@ -31,4 +31,37 @@ void im2col_rows(const Im2colGeom& g, const float* x, float* col, int64_t r_begi
 void im2col_pack_b(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr,
                    float* dst);
 
+// Stride-2 convs (dilation 1) on AVX2: the image split once into its four polyphase planes,
+// zero padding included (plane (p, q) of channel c: xpad(2u + p, 2v + q) for u < hp, v < wp),
+// so that a column-matrix row (c, i, j) reads plane (c, i % 2, j % 2) shifted by (i / 2, j / 2)
+// without bounds checks: 16-pixel panel rows become a few unaligned loads and blends instead of
+// strided gathers.
+struct Im2colPhaseLayout {
+  int64_t hp = 0, wp = 0;  // plane rows / columns: ho + (kh - 1) / 2, wo + (kw - 1) / 2
+};
+inline Im2colPhaseLayout im2col_phase_layout(const Im2colGeom& g) {
+  return {g.ho + (g.kh - 1) / 2, g.wo + (g.kw - 1) / 2};
+}
+// Floats before the first plane and after the last (the packer's loads reach 15 floats past the
+// runs they blend).
+inline constexpr int64_t kIm2colPhaseSlack = 16;
+// Offset of plane (c, p, q) in the split buffer.
+inline int64_t im2col_phase_plane(const Im2colPhaseLayout& l, int64_t c, int64_t p, int64_t q) {
+  return kIm2colPhaseSlack + ((c * 2 + p) * 2 + q) * l.hp * l.wp;
+}
+inline int64_t im2col_phase_floats(const Im2colGeom& g) {
+  const Im2colPhaseLayout l = im2col_phase_layout(g);
+  return 4 * g.c * l.hp * l.wp + 2 * kIm2colPhaseSlack;
+}
+// True when the split pays and runs here: the default f32 microkernel is AVX2, stride 2,
+// dilation 1.
+bool im2col_phases_supported(const Im2colGeom& g);
+// Channels [c0, c1) of image x into the split buffer `phases` (im2col_phase_floats(g) floats);
+// the slack and the planes no tap reads (kh or kw of 1) are left as they are: the packer's loads
+// touch them, but blend none of their lanes in.
+void im2col_split_phases(const Im2colGeom& g, const float* x, int64_t c0, int64_t c1, float* phases);
+// im2col_pack_b from the split image; false (nothing written) unless nr == 16.
+bool im2col_pack_b_phased(const Im2colGeom& g, const float* phases, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
+                          int nr, float* dst);
+
 }  // namespace kiln::kernels

@@ -191,4 +191,131 @@ bool im2col_pack_b_gather_avx2(const Im2colGeom& g, const float* x, int64_t k0, 
   return true;
 }
 
+namespace {
+
+// The first n (1-7) lanes of v stored with plain 4-, 2- and 1-float stores (a masked store costs
+// several times more on Zen 3).
+inline void store_first(float* dst, __m256 v, int64_t n) {
+  __m128 rest = _mm256_castps256_ps128(v);
+  if (n >= 4) {
+    _mm_storeu_ps(dst, rest);
+    rest = _mm256_extractf128_ps(v, 1);
+    dst += 4;
+    n -= 4;
+  }
+  if (n >= 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(dst), rest);
+    rest = _mm_movehl_ps(rest, rest);
+    dst += 2;
+    n -= 2;
+  }
+  if (n >= 1) _mm_store_ss(dst, rest);
+}
+
+// Floats [col, col + 8) of an n-float row, zero outside it (masked-off lanes are not read).
+inline __m256 load_or_zero(const float* row, int64_t col, int64_t n) {
+  if (col >= 0 && col + 8 <= n) return _mm256_loadu_ps(row + col);
+  return _mm256_maskload_ps(row + col, _mm256_andnot_si256(first_lanes8(-col), first_lanes8(n - col)));
+}
+
+}  // namespace
+
+void im2col_split_phases_avx2(const Im2colGeom& g, const float* x, int64_t c0, int64_t c1, float* phases) {
+  const Im2colPhaseLayout l = im2col_phase_layout(g);
+  // Planes no tap reads (row phase 1 of a one-row filter, column phase 1 of a one-column one)
+  // are left as they are: the packer only blends in lanes of the planes it reads.
+  const bool odd_columns = g.kw > 1;
+  for (int64_t c = c0; c < c1; ++c)
+    for (int64_t p = 0; p < std::min<int64_t>(2, g.kh); ++p) {
+      float* even = phases + im2col_phase_plane(l, c, p, 0);
+      float* odd = phases + im2col_phase_plane(l, c, p, 1);
+      for (int64_t u = 0; u < l.hp; ++u) {
+        const int64_t iy = 2 * u + p - g.pt;
+        float *e = even + u * l.wp, *o = odd + u * l.wp;
+        if (iy < 0 || iy >= g.h) {
+          std::fill_n(e, l.wp, 0.0f);
+          if (odd_columns) std::fill_n(o, l.wp, 0.0f);
+          continue;
+        }
+        const float* row = x + (c * g.h + iy) * g.w;
+        for (int64_t v0 = 0; v0 < l.wp; v0 += 8) {
+          const int64_t col = 2 * v0 - g.pl;  // input column of e[v0]
+          const __m256 lo = load_or_zero(row, col, g.w), hi = load_or_zero(row, col + 8, g.w);
+          // Even / odd floats of lo then hi: in-lane shuffles leave the 64-bit pairs as 0 2 1 3.
+          const __m256 ev = _mm256_castpd_ps(_mm256_permute4x64_pd(
+              _mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0))), _MM_SHUFFLE(3, 1, 2, 0)));
+          const __m256 od = _mm256_castpd_ps(_mm256_permute4x64_pd(
+              _mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))), _MM_SHUFFLE(3, 1, 2, 0)));
+          if (v0 + 8 <= l.wp) {
+            _mm256_storeu_ps(e + v0, ev);
+            if (odd_columns) _mm256_storeu_ps(o + v0, od);
+          } else {
+            store_first(e + v0, ev, l.wp - v0);
+            if (odd_columns) store_first(o + v0, od, l.wp - v0);
+          }
+        }
+      }
+    }
+}
+
+bool im2col_pack_b_phased_avx2(const Im2colGeom& g, const float* phases, int64_t k0, int64_t kc, int64_t j0,
+                               int64_t nc, int nr, float* dst) {
+  if (nr != kNr || kc <= 0 || nc <= 0) return false;
+  const Im2colPhaseLayout l = im2col_phase_layout(g);
+  const int64_t panels = (nc + kNr - 1) / kNr, taps = g.kh * g.kw;
+  // Per panel, its output-row segments (where each starts in a phase plane, relative to the
+  // row's shift) and, per 8-lane half, the lanes each fills; per block row, its plane and shift.
+  struct Run {
+    int64_t at;    // plane offset of the segment's first pixel minus its panel column
+    __m256 lanes;  // lanes of this half the segment fills (all ones), per half
+  };
+  thread_local std::vector<Run> runs;  // [panel][half][segment]
+  thread_local std::vector<int32_t> first_run;
+  thread_local std::vector<int64_t> row_at;
+  runs.clear();
+  first_run.resize(static_cast<size_t>(2 * panels + 1));
+  for (int64_t q = 0; q < panels; ++q)
+    for (int64_t h = 0; h < 2; ++h) {
+      first_run[static_cast<size_t>(2 * q + h)] = static_cast<int32_t>(runs.size());
+      int64_t p = j0 + q * kNr;
+      const int64_t pend = std::min(j0 + nc, p + kNr);
+      int64_t oy = p / g.wo, ox = p % g.wo, col = 0;
+      while (p < pend) {
+        const int64_t len = std::min(g.wo - ox, pend - p);
+        const int64_t lo = std::max(col, 8 * h), hi = std::min(col + len, 8 * h + 8);
+        if (lo < hi) {
+          const __m256i in = _mm256_andnot_si256(first_lanes8(lo - 8 * h), first_lanes8(hi - 8 * h));
+          runs.push_back({oy * l.wp + ox - col + 8 * h, _mm256_castsi256_ps(in)});
+        }
+        col += len;
+        p += len;
+        ++oy;
+        ox = 0;
+      }
+    }
+  first_run[static_cast<size_t>(2 * panels)] = static_cast<int32_t>(runs.size());
+  row_at.resize(static_cast<size_t>(kc));
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    const int64_t r = k0 + kk, c = r / taps, i = r % taps / g.kw, j = r % g.kw;
+    row_at[static_cast<size_t>(kk)] = im2col_phase_plane(l, c, i % 2, j % 2) + (i / 2) * l.wp + j / 2;
+  }
+  for (int64_t q = 0; q < panels; ++q) {
+    float* d = dst + q * kc * kNr;
+    const Run* r0 = runs.data() + first_run[static_cast<size_t>(2 * q)];
+    const Run* r1 = runs.data() + first_run[static_cast<size_t>(2 * q + 1)];
+    const Run* r2 = runs.data() + first_run[static_cast<size_t>(2 * q + 2)];
+    for (int64_t kk = 0; kk < kc; ++kk) {
+      // Lanes outside a run read neighbouring floats of the buffer (it has slack at both ends)
+      // and are blended away.
+      const float* base = phases + row_at[static_cast<size_t>(kk)];
+      __m256 v0 = _mm256_setzero_ps(), v1 = _mm256_setzero_ps();
+      for (const Run* r = r0; r < r1; ++r) v0 = _mm256_blendv_ps(v0, _mm256_loadu_ps(base + r->at), r->lanes);
+      for (const Run* r = r1; r < r2; ++r) v1 = _mm256_blendv_ps(v1, _mm256_loadu_ps(base + r->at), r->lanes);
+      _mm256_storeu_ps(d + kk * kNr, v0);
+      _mm256_storeu_ps(d + kk * kNr + 8, v1);
+    }
+  }
+  return true;
+}
+
 }  // namespace kiln::kernels
