@@ -7,7 +7,9 @@
 // what is written after them (the rest of the row, the next row of the panel), so none needs a
 // mask. Per packed float, 1 thread (ResNet shapes, 192-column blocks): gathers 0.7-0.8 ns at 28x28
 // and 14x14 outputs where segments take 1.2-1.8 and the portable packer 1.2-1.7; segments 0.6-0.8
-// ns at 56 to 112 columns where gathers take 0.8-1.5.
+// ns at 56 to 112 columns where gathers take 0.8-1.5. Stride-2 convs wider than 1x1 skip both:
+// the conv op splits the image into polyphase planes once (im2col_split_phases) and the panels
+// are packed from those with unaligned loads and blends (im2col_pack_b_phased).
 #include <immintrin.h>
 
 #include <algorithm>
