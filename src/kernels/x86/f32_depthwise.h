@@ -1,6 +1,7 @@
 // f32 depthwise 2-D convolution (NCHW, one kh x kw filter per channel) with a fused bias + clamp
-// + activation epilogue: AVX-512 and AVX2 kernels (channel-blocked for small planes and strides
-// > 1, per plane along W for large stride-1 planes) and a portable scalar kernel, run in parallel.
+// + activation epilogue: AVX-512 and AVX2 kernels (channel-blocked, per plane along W, per plane
+// at stride 2; each ISA's dispatch below says which where) and a portable scalar kernel, run in
+// parallel.
 // Tests: tests/kernels/test_depthwise.cc.
 #pragma once
 
@@ -93,7 +94,8 @@ void depthwise_conv2d_nhwc_f32_generic(const DepthwiseGeom& g, const float* x, c
 // pixels skip the taps that fall into padding. Only call when isa_supported(Isa::kAvx512).
 void depthwise_conv2d_nhwc_f32_avx512f(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
                                        const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
-// The same on 8 channels (AVX2 + FMA). Only call when isa_supported(Isa::kAvx2).
+// The same on 8 channels (AVX2 + FMA), or depthwise_conv2d_nhwc_f32_avx2_blocked where that wins
+// (stride 1, and strided planes up to 28x28). Only call when isa_supported(Isa::kAvx2).
 void depthwise_conv2d_nhwc_f32_avx2(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
                                     const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 // The NCHW _avx2_blocked kernel's tiles on NHWC tensors: per 8-channel block, the pixels copied
