@@ -1,7 +1,7 @@
 // Thread pool: jobs are published under a mutex with a generation counter; workers copy the job
-// under the mutex and claim chunks from per-thread shares (their own first, then the others').
-// The caller claims chunks too and then waits (spinning, then yielding) until every chunk is done
-// and no worker still holds the job.
+// under the mutex and claim chunks from per-thread shares (their own first, then the others'),
+// each share tagged with its job's generation. The caller claims chunks too and then waits
+// (spinning, then yielding) until every chunk is done: not for workers that claimed none.
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
@@ -60,14 +60,20 @@ void ThreadPool::run_chunks(const Job& job, int self) {
   DepthGuard depth;
   const int threads = num_threads();
   for (int k = 0; k < threads; ++k) {
-    Share& share = shares_[static_cast<size_t>((self + k) % threads)];
+    std::atomic<uint64_t>& state = shares_[static_cast<size_t>((self + k) % threads)].state;
+    uint64_t v = state.load(std::memory_order_acquire);
     for (;;) {
-      const int64_t c = share.next.fetch_add(1, std::memory_order_relaxed);
-      if (c >= share.end) break;
+      if (static_cast<uint32_t>(v >> 32) != job.tag) return;  // a newer job: this one is done
+      const int64_t c = static_cast<int64_t>((v >> 16) & 0xffff);
+      if (c >= static_cast<int64_t>(v & 0xffff)) break;
+      if (!state.compare_exchange_weak(v, v + (uint64_t{1} << 16), std::memory_order_acq_rel,
+                                       std::memory_order_acquire))
+        continue;
       const int64_t begin = c * job.chunk;
       const int64_t end = std::min(job.n, begin + job.chunk);
       job.body(begin, end, job.closure);
       done_chunks_.fetch_add(1, std::memory_order_release);
+      v = state.load(std::memory_order_acquire);
     }
   }
 }
@@ -87,10 +93,8 @@ void ThreadPool::worker_loop(int self) {
       if (stop_) return;
       seen = generation_.load(std::memory_order_relaxed);
       job = job_;
-      active_.fetch_add(1, std::memory_order_relaxed);
     }
     run_chunks(job, self);
-    active_.fetch_sub(1, std::memory_order_release);
   }
 }
 
@@ -104,31 +108,26 @@ void ThreadPool::parallel_for(int64_t n, Body body, void* closure, int64_t min_c
     return;
   }
   std::lock_guard<std::mutex> submit(submit_, std::adopt_lock);
-  // A few chunks per thread balances uneven work without much claiming overhead.
+  // A few chunks per thread balances uneven work without much claiming overhead (at most
+  // 4 * threads chunks: the shares count them in 16 bits).
   int64_t chunk = std::max(min_chunk, (n + threads * 4 - 1) / (threads * 4));
-  Job job{body, closure, n, chunk, (n + chunk - 1) / chunk};
+  Job job{body, closure, n, chunk, (n + chunk - 1) / chunk, 0};
   {
-    std::unique_lock<std::mutex> lk(mu_);
-    // Workers still holding the previous job must let go before its counters are reset.
-    while (active_.load(std::memory_order_acquire) != 0) {
-      lk.unlock();
-      std::this_thread::yield();
-      lk.lock();
-    }
+    std::lock_guard<std::mutex> lk(mu_);
+    job.tag = static_cast<uint32_t>(generation_.load(std::memory_order_relaxed) + 1);
     job_ = job;
-    for (int64_t t = 0; t < threads; ++t) {
-      Share& share = shares_[static_cast<size_t>(t)];
-      share.next.store(t * job.num_chunks / threads, std::memory_order_relaxed);
-      share.end = (t + 1) * job.num_chunks / threads;
-    }
     done_chunks_.store(0, std::memory_order_relaxed);
+    for (int64_t t = 0; t < threads; ++t) {
+      const uint64_t begin = static_cast<uint64_t>(t * job.num_chunks / threads);
+      const uint64_t end = static_cast<uint64_t>((t + 1) * job.num_chunks / threads);
+      shares_[static_cast<size_t>(t)].state.store((uint64_t{job.tag} << 32) | (begin << 16) | end,
+                                                  std::memory_order_release);
+    }
     generation_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_all();
   run_chunks(job, 0);
-  for (int i = 0; done_chunks_.load(std::memory_order_acquire) < job.num_chunks ||
-                  active_.load(std::memory_order_acquire) != 0;
-       ++i) {
+  for (int i = 0; done_chunks_.load(std::memory_order_acquire) < job.num_chunks; ++i) {
     if (i < kSpinIterations) KILN_CPU_RELAX();
     else std::this_thread::yield();
   }

@@ -48,11 +48,14 @@ class ThreadPool {
     int64_t n = 0;
     int64_t chunk = 1;
     int64_t num_chunks = 0;
+    uint32_t tag = 0;  // the job's generation, as its shares carry it
   };
-  // One thread's share of a job's chunks: [next, end), claimed by fetch_add (by its owner first).
+  // One thread's share of a job's chunks in one word: the job's tag (32 bits), the next chunk
+  // and the end (16 bits each), claimed by compare-exchange (by its owner first). A worker still
+  // holding an older job finds another tag and claims nothing, so a job waits only for the
+  // chunks actually claimed, never for a late or descheduled worker that holds none.
   struct alignas(64) Share {
-    std::atomic<int64_t> next{0};
-    int64_t end = 0;
+    std::atomic<uint64_t> state{0};
   };
   void worker_loop(int self);
   void run_chunks(const Job& job, int self);
@@ -65,7 +68,6 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   std::unique_ptr<Share[]> shares_;  // per thread (0: the caller), reset per job under mu_
   std::atomic<int64_t> done_chunks_{0};
-  std::atomic<int> active_{0};  // workers that copied the current job and have not finished
   bool stop_ = false;           // guarded by mu_
 };
 
