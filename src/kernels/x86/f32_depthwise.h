@@ -70,8 +70,9 @@ void depthwise_conv2d_f32_avx512f_planes(const DepthwiseGeom& g, const float* x,
                                          const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 
 // The AVX2 + FMA kernels (the AVX-512 designs on 8 lanes); only call them when
-// isa_supported(Isa::kAvx2). _avx2 picks _s2 for 3x3 stride 2 on planes 48 wide and more, else
-// _blocked (8 channels in the lanes); _planes serves as the blocked path's fallback for huge planes.
+// isa_supported(Isa::kAvx2). _avx2 picks _s2 for 3x3 stride 2 on planes 96 wide and more (48
+// when the output rows are whole vectors), else _blocked (8 channels in the lanes); _planes
+// serves as the blocked path's fallback for huge planes.
 void depthwise_conv2d_f32_avx2(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                                const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 void depthwise_conv2d_f32_avx2_blocked(const DepthwiseGeom& g, const float* x, const float* w, float* y,

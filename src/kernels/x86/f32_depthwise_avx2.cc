@@ -654,8 +654,13 @@ void depthwise_conv2d_f32_avx2_s2(const DepthwiseGeom& g, const float* x, const 
 // 16 channels 0.044 (0.072), 32 at 224x224 0.37 (0.54); 144 at 56x56 3x3 0.14 (0.12-0.14) with the
 // input in cache, 0.19 (0.25) with it cold; 28x28 0.044 (0.092); 5x5 at 112x112 a tie, at 56x56
 // 0.26 (0.19). Large 3x3 planes are bandwidth-bound; the s2 path reads the input once, no scratch.
+// Below 96 columns only where the output row is whole vectors: with a partial last vector (56x56
+// -> 28x28) the blocked path is ahead (1 thread, interleaved runs, input warm in L3 as after the
+// expansion conv that feeds it; the s2 time in parentheses): 144 channels 0.120-0.122 (0.139) ms,
+// 72 channels 0.062-0.063 (0.070); input cold from DRAM 0.132-0.135 (0.137-0.142). At 64x64 and
+// 48x48 (whole vectors) s2 stays ahead: 64 channels 0.068-0.069 (0.079-0.084).
 bool s2_preferred(const DepthwiseGeom& g) {
-  return g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && g.kw == 3 && g.w >= 48;
+  return g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && g.kw == 3 && (g.w >= 96 || (g.w >= 48 && g.wo % 8 == 0));
 }
 
 void depthwise_conv2d_f32_avx2(const DepthwiseGeom& g, const float* x, const float* w, float* y,
