@@ -7,12 +7,27 @@
 
 #include <algorithm>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/x86/f32_im2col.h"
 
 namespace kiln::kernels {
 namespace {
+
+// The NR-column panels of rows [k0, k0 + kb) x columns [j0, j0 + nb) of the column matrix `col`
+// (ohw columns a row) hold its values, zeros past column j0 + nb.
+void expect_panels_match(const float* packed, const float* col, int64_t ohw, int64_t k0, int64_t kb, int64_t j0,
+                         int64_t nb, int nr, const std::string& note) {
+  const int64_t panels = (nb + nr - 1) / nr;
+  for (int64_t q = 0; q < panels; ++q)
+    for (int64_t kk = 0; kk < kb; ++kk)
+      for (int64_t cc = 0; cc < nr; ++cc) {
+        const int64_t p = j0 + q * nr + cc;
+        const float want = p < j0 + nb ? col[(k0 + kk) * ohw + p] : 0.0f;
+        ASSERT_EQ(packed[(q * kb + kk) * nr + cc], want) << "nr " << nr << note << " row " << k0 + kk << " pixel " << p;
+      }
+}
 
 TEST(ConvIm2col, MatchesReference) {
   std::mt19937 rng(3);
@@ -50,13 +65,8 @@ TEST(ConvIm2col, MatchesReference) {
           const int64_t panels = (nb + nr - 1) / nr;
           std::vector<float> packed(panels * kb * nr, -1.0f);
           im2col_pack_b(g, x.data(), k0, kb, j0, nb, nr, packed.data());
-          for (int64_t q = 0; q < panels; ++q)
-            for (int64_t kk = 0; kk < kb; ++kk)
-              for (int64_t cc = 0; cc < nr; ++cc) {
-                const int64_t p = j0 + q * nr + cc;
-                const float want = p < j0 + nb ? col[(k0 + kk) * ohw + p] : 0.0f;
-                ASSERT_EQ(packed[(q * kb + kk) * nr + cc], want) << "nr " << nr << " row " << k0 + kk << " pixel " << p;
-              }
+          expect_panels_match(packed.data(), col.data(), ohw, k0, kb, j0, nb, nr, "");
+          if (HasFatalFailure()) return;
         }
     }
     ++cases;
@@ -79,14 +89,8 @@ void expect_packed_matches_rows(const Im2colGeom& g) {
       const int64_t panels = (nb + nr - 1) / nr, block = panels * kb * nr;
       std::vector<float> packed(block + 8, -1.0f);
       im2col_pack_b(g, x.data(), k0, kb, j0, nb, nr, packed.data());
-      for (int64_t q = 0; q < panels; ++q)
-        for (int64_t kk = 0; kk < kb; ++kk)
-          for (int64_t cc = 0; cc < nr; ++cc) {
-            const int64_t p = j0 + q * nr + cc;
-            const float want = p < j0 + nb ? col[(k0 + kk) * ohw + p] : 0.0f;
-            ASSERT_EQ(packed[(q * kb + kk) * nr + cc], want)
-                << "nr " << nr << " h " << g.h << " row " << k0 + kk << " pixel " << p;
-          }
+      expect_panels_match(packed.data(), col.data(), ohw, k0, kb, j0, nb, nr, " h " + std::to_string(g.h));
+      if (::testing::Test::HasFatalFailure()) return;
       for (int64_t k = block; k < block + 8; ++k) ASSERT_EQ(packed[k], -1.0f) << "nr " << nr << " past the block";
     }
 }

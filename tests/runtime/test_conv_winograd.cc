@@ -52,39 +52,13 @@ TEST(ConvWinograd, MatchesReference) {
       for (const Case& c : cases) check(c, threads, tile);
 }
 
-// The op for tile `tile` of a conv of x_dims (3x3, pad 1) with a bias, a residual and SiLU (and,
-// when `without_residual`, the same without the residual) computes what the GEMM conv op
-// computes with the same epilogue, to Winograd's rounding: 1e-5 * (1 + |want|) per input
-// channel.
+// The op for tile `tile` of a conv of x_dims (3x3, pad 1) with a bias, a residual and SiLU
+// computes what the GEMM conv op computes, to Winograd's rounding.
 void expect_epilogue_matches(int tile, const std::vector<int64_t>& x_dims, int64_t co, bool without_residual) {
   const float inf = std::numeric_limits<float>::infinity();
-  const int64_t ho = x_dims[2], wo = x_dims[3];
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  Tensor x(DType::kFloat32, x_dims), w(DType::kFloat32, {co, x_dims[1], 3, 3}), b(DType::kFloat32, {co}),
-      r(DType::kFloat32, {x_dims[0], co, ho, wo});
-  for (Tensor* t : {&x, &w, &b, &r})
-    for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = dist(rng);
-  gemm_ops::GemmDesc d = conv_test::residual_conv_desc(x, w, b, r, 1, 1);
-  d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSilu);
-  for (bool residual : {true, false}) {
-    if (!residual && !without_residual) continue;
-    gemm_ops::GemmDesc e = d;
-    if (!residual) e.epilogue_residual = -1;
-    std::unique_ptr<gemm_ops::GemmOp> got_op = conv_ops::make_winograd_conv_op(e, -inf, inf, tile),
-                                      want_op = conv_ops::make_gemm_conv_op(e);
-    ASSERT_TRUE(got_op && want_op);
-    ASSERT_TRUE(got_op->take_epilogue(e));
-    ASSERT_TRUE(want_op->take_epilogue(e));
-    RtValue xv(x), rv(r);
-    const Tensor got = got_op->run({&xv, nullptr, nullptr, &rv}), want = want_op->run({&xv, nullptr, nullptr, &rv});
-    ASSERT_EQ(got.dims(), want.dims());
-    for (int64_t i = 0; i < got.numel(); ++i) {
-      const float g = got.data<float>()[i], v = want.data<float>()[i];
-      ASSERT_NEAR(g, v, 1e-5 * (1 + std::abs(v)) * x_dims[1])
-          << i << " tile " << tile << (residual ? " with" : " without") << " residual";
-    }
-  }
+  conv_test::expect_epilogue_matches(
+      [&](const gemm_ops::GemmDesc& d) { return conv_ops::make_winograd_conv_op(d, -inf, inf, tile); }, x_dims, co, 3,
+      1, 1, without_residual, /*winograd_rounding=*/true);
 }
 
 TEST(ConvWinograd, EpilogueMatchesGemmConv) {

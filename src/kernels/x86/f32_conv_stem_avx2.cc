@@ -60,25 +60,6 @@ inline __m256 load_or(const float* row, int64_t col, int64_t n, __m256 fill) {
   return _mm256_blendv_ps(fill, _mm256_maskload_ps(row + col, m), _mm256_castsi256_ps(m));
 }
 
-// The first n (1-7) lanes of v stored to dst with plain 4-, 2- and 1-float stores: a masked
-// store costs several times more on Zen 3.
-inline void store_first(float* dst, __m256 v, int64_t n) {
-  __m128 rest = _mm256_castps256_ps128(v);
-  if (n >= 4) {
-    _mm_storeu_ps(dst, rest);
-    rest = _mm256_extractf128_ps(v, 1);
-    dst += 4;
-    n -= 4;
-  }
-  if (n >= 2) {
-    _mm_storel_pi(reinterpret_cast<__m64*>(dst), rest);
-    rest = _mm_movehl_ps(rest, rest);
-    dst += 2;
-    n -= 2;
-  }
-  if (n >= 1) _mm_store_ss(dst, rest);
-}
-
 // Phase rows of padded row pr of channel plane `xc` ([h][w]): even[u] = xpad(2u), odd[u] = xpad(2u+1).
 void fill_phase_row(const StemConvGeom& g, const PhaseLayout& l, const float* xc, int64_t pr, float* even) {
   float* odd = even + l.ur;

@@ -195,25 +195,6 @@ bool im2col_pack_b_gather_avx2(const Im2colGeom& g, const float* x, int64_t k0, 
 
 namespace {
 
-// The first n (1-7) lanes of v stored with plain 4-, 2- and 1-float stores (a masked store costs
-// several times more on Zen 3).
-inline void store_first(float* dst, __m256 v, int64_t n) {
-  __m128 rest = _mm256_castps256_ps128(v);
-  if (n >= 4) {
-    _mm_storeu_ps(dst, rest);
-    rest = _mm256_extractf128_ps(v, 1);
-    dst += 4;
-    n -= 4;
-  }
-  if (n >= 2) {
-    _mm_storel_pi(reinterpret_cast<__m64*>(dst), rest);
-    rest = _mm_movehl_ps(rest, rest);
-    dst += 2;
-    n -= 2;
-  }
-  if (n >= 1) _mm_store_ss(dst, rest);
-}
-
 // Floats [col, col + 8) of an n-float row, zero outside it (masked-off lanes are not read).
 inline __m256 load_or_zero(const float* row, int64_t col, int64_t n) {
   if (col >= 0 && col + 8 <= n) return _mm256_loadu_ps(row + col);

@@ -42,25 +42,6 @@ BlockSpan block_span(const WinogradGeom& g, const WinogradBlocking& b, int64_t b
   return s;
 }
 
-// The first n (1-7) lanes of v stored to dst with plain 4-, 2- and 1-float stores: a masked
-// store costs several times more on Zen 3.
-inline void store_first(float* dst, __m256 v, int64_t n) {
-  __m128 rest = _mm256_castps256_ps128(v);
-  if (n >= 4) {
-    _mm_storeu_ps(dst, rest);
-    rest = _mm256_extractf128_ps(v, 1);
-    dst += 4;
-    n -= 4;
-  }
-  if (n >= 2) {
-    _mm_storel_pi(reinterpret_cast<__m64*>(dst), rest);
-    rest = _mm_movehl_ps(rest, rest);
-    dst += 2;
-    n -= 2;
-  }
-  if (n >= 1) _mm_store_ss(dst, rest);
-}
-
 // out[k] = sum_i BT[k][i] d[i] (B^T of F(4x4, 3x3)).
 inline void bt6(const __m256 d[6], __m256 out[6]) {
   const __m256 two = _mm256_set1_ps(2.0f), four = _mm256_set1_ps(4.0f), five = _mm256_set1_ps(5.0f);
