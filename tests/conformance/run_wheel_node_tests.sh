@@ -8,7 +8,8 @@ out=$2
 shift 2
 py=${KILN_PYTHON:-$here/../../.venv/bin/python}
 stamp="$out.version"
-want=$("$py" -c "import onnx; print(onnx.__version__)")
+# The data depends on the generator's numpy and ml_dtypes too, so a new one of either regenerates it.
+want=$("$py" -c "import ml_dtypes, numpy, onnx; print(onnx.__version__, numpy.__version__, ml_dtypes.__version__)")
 if [ ! -d "$out" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$py" "$here/gen_wheel_node_tests.py" "$out" 2>/dev/null
   echo "$want" > "$stamp"

@@ -8,4 +8,4 @@ d=/usr/share/libonnx-testdata/data
 "$build/tools/kiln/kiln" test-onnx --write-passing tests/conformance/expected_pass_libonnx.txt \
   $d/node $d/simple $d/pytorch-converted $d/pytorch-operator | tail -1
 "$build/tools/kiln/kiln" test-onnx --write-passing tests/conformance/expected_pass_wheel.txt \
-  build/wheel_node | tail -1
+  "$build/tests/wheel_node" | tail -1
