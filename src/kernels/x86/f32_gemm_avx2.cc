@@ -25,10 +25,16 @@ void gemm_tile(int64_t nr, int64_t kc, const float* a, const float* b, float* c,
 #pragma GCC unroll 2
     for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_setzero_ps();
   const int64_t b_step = p.b_stride ? p.b_stride : 16;
+  // B rows a few steps ahead: a packed panel crosses a 4 KB page every 64 steps, where the
+  // hardware stream prefetch stops, and a weight matrix streamed from memory then stalls. A B
+  // read in place with few rows (a thin 1x1 conv's image, one row per input channel, each in its
+  // own page) is fetched one panel ahead instead: the next 16 columns of the same rows, which the
+  // hardware prefetchers lose among that many streams. MobileNetV2's 32->16 1x1 conv at 112x112,
+  // 1 thread, share of the whole run in 8 alternated profiles: 2.6-3.0% vs 3.1-3.7%; alone
+  // (interleaved reps, 16x32x12544 and 16x32x3136): 5-9% faster.
+  const int64_t prefetch_ahead = p.b_stride && kc <= 32 ? 16 : kPrefetchSteps * b_step;
   for (int64_t k = 0; k < kc; ++k) {
-    // B rows a few steps ahead: a packed panel crosses a 4 KB page every 64 steps, where the
-    // hardware stream prefetch stops, and a weight matrix streamed from memory then stalls.
-    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchSteps * b_step), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + prefetch_ahead), _MM_HINT_T0);
     __m256 bv[NV];
 #pragma GCC unroll 2
     for (int j = 0; j < NV; ++j) bv[j] = _mm256_loadu_ps(b + 8 * j);
