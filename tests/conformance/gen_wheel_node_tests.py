@@ -29,20 +29,18 @@ def to_proto(x, info):
     return numpy_helper.from_array(x, info.name)
 
 
-# (bits, signed) of ONNX's integer element types.
-INTEGER_TYPES = {
-    onnx.TensorProto.INT2: (2, True), onnx.TensorProto.UINT2: (2, False),
-    onnx.TensorProto.INT4: (4, True), onnx.TensorProto.UINT4: (4, False),
-    onnx.TensorProto.INT8: (8, True), onnx.TensorProto.UINT8: (8, False),
-    onnx.TensorProto.INT16: (16, True), onnx.TensorProto.UINT16: (16, False),
-    onnx.TensorProto.INT32: (32, True), onnx.TensorProto.UINT32: (32, False),
-    onnx.TensorProto.INT64: (64, True), onnx.TensorProto.UINT64: (64, False),
-}
-FLOAT_TYPES = {
-    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
-    onnx.TensorProto.FLOAT8E4M3FN, onnx.TensorProto.FLOAT8E4M3FNUZ, onnx.TensorProto.FLOAT8E5M2,
-    onnx.TensorProto.FLOAT8E5M2FNUZ, onnx.TensorProto.FLOAT8E8M0, onnx.TensorProto.FLOAT4E2M1,
-}
+# (bits, signed) of ONNX's integer element types, and its floating-point types (names an older
+# onnx lacks are left out).
+def _types(names):
+    return {getattr(onnx.TensorProto, n): v for n, v in names.items() if hasattr(onnx.TensorProto, n)}
+
+
+INTEGER_TYPES = _types({"INT2": (2, True), "UINT2": (2, False), "INT4": (4, True), "UINT4": (4, False),
+                        "INT8": (8, True), "UINT8": (8, False), "INT16": (16, True), "UINT16": (16, False),
+                        "INT32": (32, True), "UINT32": (32, False), "INT64": (64, True), "UINT64": (64, False)})
+FLOAT_TYPES = set(_types({n: None for n in ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "FLOAT8E4M3FN",
+                                            "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT8E8M0",
+                                            "FLOAT4E2M1")}))
 
 
 def elem_type(info):
