@@ -3,8 +3,61 @@
 #include "kernels/x86/f32_depthwise.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
 
 namespace kiln::kernels {
+
+namespace {
+
+DepthwiseBlockedLayout make_blocked_layout(const DepthwiseGeom& g, int64_t lanes) {
+  DepthwiseBlockedLayout l;
+  l.hq = (g.ho - 1) * g.sh + (g.kh - 1) * g.dh + 1;
+  l.wp = (g.wo - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+  l.in_floats = l.hq * l.wp * lanes;
+  // + a chunk: row parts start unaligned
+  l.out_floats = ((g.ho * g.wo + lanes - 1) / lanes * lanes + lanes) * lanes;
+  for (int64_t i = 0; i < g.kh; ++i)
+    for (int64_t j = 0; j < g.kw; ++j) l.tap_off.push_back((i * g.dh * l.wp + j * g.dw) * lanes);
+  l.dst.resize(static_cast<size_t>(g.h * g.w));
+  for (int64_t iy = 0; iy < g.h; ++iy)
+    for (int64_t ix = 0; ix < g.w; ++ix) {
+      const int64_t yq = iy + g.pt, xq = ix + g.pl;
+      l.dst[iy * g.w + ix] = static_cast<int32_t>(yq < l.hq && xq < l.wp ? (yq * l.wp + xq) * lanes : -1);
+    }
+  l.run.resize(static_cast<size_t>(g.h * g.w));
+  for (int64_t iy = 0; iy < g.h; ++iy)
+    for (int64_t ix = 0; ix < g.w; ++ix) {
+      const int64_t f = iy * g.w + ix;
+      l.run[f] = ix + lanes <= g.w && l.dst[f] >= 0 && l.dst[f + lanes - 1] >= 0;
+    }
+  return l;
+}
+
+}  // namespace
+
+const DepthwiseBlockedLayout& depthwise_blocked_layout(const DepthwiseGeom& g, int64_t lanes) {
+  using Key = std::array<int64_t, 13>;
+  thread_local std::map<Key, DepthwiseBlockedLayout> built;
+  const Key key{g.h, g.w, g.kh, g.kw, g.ho, g.wo, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, lanes};
+  auto it = built.find(key);
+  if (it != built.end()) return it->second;
+  if (built.size() >= 64) built.clear();  // a bound for programs that see many shapes
+  return built.emplace(key, make_blocked_layout(g, lanes)).first->second;
+}
+
+void depthwise_zero_border(const DepthwiseGeom& g, const DepthwiseBlockedLayout& l, int64_t lanes, float* s) {
+  const int64_t row = l.wp * lanes;
+  const int64_t y0 = std::min(g.pt, l.hq), y1 = std::min(g.pt + g.h, l.hq);
+  const int64_t x0 = std::min(g.pl, l.wp), x1 = std::min(g.pl + g.w, l.wp);
+  std::memset(s, 0, sizeof(float) * y0 * row);
+  std::memset(s + y1 * row, 0, sizeof(float) * (l.hq - y1) * row);
+  for (int64_t yq = y0; yq < y1; ++yq) {
+    std::memset(s + yq * row, 0, sizeof(float) * x0 * lanes);
+    std::memset(s + yq * row + x1 * lanes, 0, sizeof(float) * (l.wp - x1) * lanes);
+  }
+}
 
 bool depthwise_geom_ok(const DepthwiseGeom& g) {
   if (g.n <= 0 || g.c <= 0 || g.h <= 0 || g.w <= 0 || g.kh <= 0 || g.kw <= 0 || g.ho <= 0 || g.wo <= 0) return false;

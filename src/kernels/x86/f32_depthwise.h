@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "kernels/x86/f32_gemm.h"
 
@@ -29,6 +30,35 @@ struct DepthwiseEpilogue {
   float hi = std::numeric_limits<float>::infinity();
   Activation act = Activation::kNone;  // applied while the output is still in cache
 };
+
+// The channel-blocked kernels' scratch geometry, `lanes` channels per block (AVX2 8, AVX-512
+// 16): a block's input planes transposed into a zero-bordered [hq][wp][lanes] scratch, so that
+// every tap of every output is one contiguous vector load.
+struct DepthwiseBlockedLayout {
+  int64_t hq = 0, wp = 0;        // scratch rows / columns actually read
+  int64_t in_floats = 0;         // hq * wp * lanes
+  int64_t out_floats = 0;        // [ho * wo][lanes] plus slack for a last lanes-row transpose
+  std::vector<int64_t> tap_off;  // per tap: scratch floats from an output's first input
+  std::vector<int32_t> dst;      // per input pixel: its scratch offset, -1 when outside the scratch
+  std::vector<uint8_t> run;      // per input pixel f: 1 when pixels f .. f + lanes - 1 land consecutively
+};
+// Built once per geometry and lane count on each calling thread and kept (a model runs the same
+// convs every inference); valid until the thread's next call.
+const DepthwiseBlockedLayout& depthwise_blocked_layout(const DepthwiseGeom& g, int64_t lanes);
+// Zeroes the scratch cells no input lands in (the padding border); the rest is rewritten per block.
+void depthwise_zero_border(const DepthwiseGeom& g, const DepthwiseBlockedLayout& l, int64_t lanes, float* s);
+
+// The channels-last kernels' row plan in tiles of 8 output pixels (the last one shorter): the
+// pixels whose taps all fall inside the input row, [in_lo, in_hi), and per tile k and filter column
+// j the tile's pixels whose tap j does, inside[k * kw + j] (tile-relative [lo, hi)).
+struct DepthwiseNhwcRowPlan {
+  struct Inside {
+    int64_t lo, hi;
+  };
+  int64_t tiles = 0, in_lo = 0, in_hi = 0;
+  std::vector<Inside> inside;
+};
+DepthwiseNhwcRowPlan depthwise_nhwc_row_plan(const DepthwiseGeom& g);
 
 // True when the geometry is one the kernels handle (positive sizes, strides, dilations;
 // non-negative pads).

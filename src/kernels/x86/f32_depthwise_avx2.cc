@@ -197,51 +197,6 @@ void plane(const PlaneTile& a, int64_t ho) {
 // one contiguous vector load + FMA with a [tap][8] weight vector, for any stride, padding or
 // dilation. The [ho*wo][8] result (epilogue applied) is transposed back into the 8 output planes.
 
-struct BlockedLayout {
-  int64_t hq = 0, wp = 0;        // scratch rows / columns actually read
-  int64_t in_floats = 0;         // hq * wp * 8
-  int64_t out_floats = 0;        // [ho * wo][8] plus slack for a last 8-row transpose
-  std::vector<int64_t> tap_off;  // per tap: scratch floats from an output's first input
-  std::vector<int32_t> dst;      // per input pixel: its scratch offset, -1 when outside the scratch
-  std::vector<uint8_t> run8;     // per input pixel f: 1 when pixels f..f+7 land consecutively
-};
-
-BlockedLayout make_blocked_layout(const DepthwiseGeom& g) {
-  BlockedLayout l;
-  l.hq = (g.ho - 1) * g.sh + (g.kh - 1) * g.dh + 1;
-  l.wp = (g.wo - 1) * g.sw + (g.kw - 1) * g.dw + 1;
-  l.in_floats = l.hq * l.wp * 8;
-  l.out_floats = (round_up(g.ho * g.wo, 8) + 8) * 8;  // + a chunk: row parts start unaligned
-  for (int64_t i = 0; i < g.kh; ++i)
-    for (int64_t j = 0; j < g.kw; ++j) l.tap_off.push_back((i * g.dh * l.wp + j * g.dw) * 8);
-  l.dst.resize(static_cast<size_t>(g.h * g.w));
-  for (int64_t iy = 0; iy < g.h; ++iy)
-    for (int64_t ix = 0; ix < g.w; ++ix) {
-      const int64_t yq = iy + g.pt, xq = ix + g.pl;
-      l.dst[iy * g.w + ix] = static_cast<int32_t>(yq < l.hq && xq < l.wp ? (yq * l.wp + xq) * 8 : -1);
-    }
-  l.run8.resize(static_cast<size_t>(g.h * g.w));
-  for (int64_t iy = 0; iy < g.h; ++iy)
-    for (int64_t ix = 0; ix < g.w; ++ix) {
-      const int64_t f = iy * g.w + ix;
-      l.run8[f] = ix + 8 <= g.w && l.dst[f] >= 0 && l.dst[f + 7] >= 0;
-    }
-  return l;
-}
-
-// Zeroes the scratch cells no input lands in (the padding border); the rest is rewritten per block.
-void zero_border(const DepthwiseGeom& g, const BlockedLayout& l, float* s) {
-  const int64_t row = l.wp * 8;
-  const int64_t y0 = std::min(g.pt, l.hq), y1 = std::min(g.pt + g.h, l.hq);
-  const int64_t x0 = std::min(g.pl, l.wp), x1 = std::min(g.pl + g.w, l.wp);
-  std::memset(s, 0, sizeof(float) * y0 * row);
-  std::memset(s + y1 * row, 0, sizeof(float) * (l.hq - y1) * row);
-  for (int64_t yq = y0; yq < y1; ++yq) {
-    std::memset(s + yq * row, 0, sizeof(float) * x0 * 8);
-    std::memset(s + yq * row + x1 * 8, 0, sizeof(float) * (l.wp - x1) * 8);
-  }
-}
-
 // Planes [0, nc) of xb (plane stride hw), pixels f0 .. f0 + nv - 1, transposed: r[k] is pixel k's
 // 8 channels (zero past nc).
 __attribute__((always_inline)) inline void load_pixels(const float* xb, int64_t hw, int64_t nc, int64_t f0,
@@ -258,7 +213,7 @@ __attribute__((always_inline)) inline void load_pixels(const float* xb, int64_t 
 }
 
 // Transposes pixels [f_begin, f_end) of planes [0, nc) of xb into the scratch interior.
-void fill_blocked(const DepthwiseGeom& g, const BlockedLayout& l, const float* xb, int64_t nc, float* s,
+void fill_blocked(const DepthwiseGeom& g, const DepthwiseBlockedLayout& l, const float* xb, int64_t nc, float* s,
                   int64_t f_begin, int64_t f_end) {
   const int64_t hw = g.h * g.w;
   const int32_t* dst = l.dst.data();
@@ -266,7 +221,7 @@ void fill_blocked(const DepthwiseGeom& g, const BlockedLayout& l, const float* x
     const int64_t nv = std::min<int64_t>(8, f_end - f0);
     __m256 r[8];
     load_pixels(xb, hw, nc, f0, nv, r);
-    if (nv == 8 && l.run8[f0]) {
+    if (nv == 8 && l.run[f0]) {
       float* d = s + dst[f0];
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) _mm256_storeu_ps(d + 8 * k, r[k]);
@@ -507,7 +462,7 @@ struct NchwIo {
     for (int64_t t = 0; t < ntaps; ++t)
       for (int64_t c = 0; c < 8; ++c) wt[t * 8 + c] = c < nc ? w[(c0 + c) * ntaps + t] : 0.0f;
   }
-  static void fill(const DepthwiseGeom& g, const BlockedLayout& l, const float* x, int64_t img, int64_t c0,
+  static void fill(const DepthwiseGeom& g, const DepthwiseBlockedLayout& l, const float* x, int64_t img, int64_t c0,
                    int64_t nc, float* s, int64_t f_begin, int64_t f_end) {
     fill_blocked(g, l, x + (img * g.c + c0) * g.h * g.w, nc, s, f_begin, f_end);
   }
@@ -523,7 +478,7 @@ struct NhwcIo {
     const __m256i m = first_lanes8(nc);
     for (int64_t t = 0; t < g.kh * g.kw; ++t) _mm256_store_ps(wt + t * 8, _mm256_maskload_ps(taps + t * g.c + c0, m));
   }
-  static void fill(const DepthwiseGeom& g, const BlockedLayout& l, const float* x, int64_t img, int64_t c0,
+  static void fill(const DepthwiseGeom& g, const DepthwiseBlockedLayout& l, const float* x, int64_t img, int64_t c0,
                    int64_t nc, float* s, int64_t f_begin, int64_t f_end) {
     const float* xb = x + img * g.h * g.w * g.c + c0;
     const int32_t* dst = l.dst.data();
@@ -553,7 +508,7 @@ struct NhwcIo {
 template <class Io>
 void blocked(const DepthwiseGeom& g, const float* x, const float* w, float* y, const DepthwiseEpilogue& ep,
              const ParallelFor& parallel) {
-  const BlockedLayout l = make_blocked_layout(g);
+  const DepthwiseBlockedLayout& l = depthwise_blocked_layout(g, 8);
   const Epilogue8 e = make_epilogue8(ep);
   const int64_t blocks = (g.c + 7) / 8, ntaps = g.kh * g.kw;
   // Few channel blocks: split the output rows too, so that two threads (or more) get work.
@@ -563,7 +518,7 @@ void blocked(const DepthwiseGeom& g, const float* x, const float* w, float* y, c
     float* s = thread_scratch(static_cast<size_t>(l.in_floats + l.out_floats + ntaps * 8));
     float* out = s + l.in_floats;
     float* wt = out + l.out_floats;  // 32-byte aligned: in_floats and out_floats are multiples of 8
-    zero_border(g, l, s);
+    depthwise_zero_border(g, l, 8, s);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t part = task % parts, img = task / parts / blocks, c0 = (task / parts % blocks) * 8;
       const int64_t nc = std::min<int64_t>(8, g.c - c0);

@@ -162,54 +162,9 @@ void plane(const TileArgs& a, int64_t ho) {
 // where the per-plane path's per-row scratch fill and short rows dominate, and on strided convs.
 // With fewer than 8 channel blocks the output rows are split into parts too (parallelism).
 
-struct BlockedLayout {
-  int64_t hq = 0, wp = 0;       // scratch rows / columns actually read
-  int64_t in_floats = 0;        // hq * wp * 16
-  int64_t out_floats = 0;       // [ho * wo][16] plus slack for a last 16-row transpose
-  std::vector<int64_t> tap_off; // per tap: scratch floats from an output's first input
-  std::vector<int32_t> dst;     // per input pixel: its scratch offset, -1 when outside the scratch
-  std::vector<uint8_t> run16;   // per input pixel f: 1 when pixels f..f+15 land consecutively
-};
-
-BlockedLayout make_blocked_layout(const DepthwiseGeom& g) {
-  BlockedLayout l;
-  l.hq = (g.ho - 1) * g.sh + (g.kh - 1) * g.dh + 1;
-  l.wp = (g.wo - 1) * g.sw + (g.kw - 1) * g.dw + 1;
-  l.in_floats = l.hq * l.wp * 16;
-  l.out_floats = (round_up(g.ho * g.wo, 16) + 16) * 16;  // + a chunk: row parts start unaligned
-  for (int64_t i = 0; i < g.kh; ++i)
-    for (int64_t j = 0; j < g.kw; ++j) l.tap_off.push_back((i * g.dh * l.wp + j * g.dw) * 16);
-  l.dst.resize(static_cast<size_t>(g.h * g.w));
-  for (int64_t iy = 0; iy < g.h; ++iy)
-    for (int64_t ix = 0; ix < g.w; ++ix) {
-      const int64_t yq = iy + g.pt, xq = ix + g.pl;
-      l.dst[iy * g.w + ix] = static_cast<int32_t>(yq < l.hq && xq < l.wp ? (yq * l.wp + xq) * 16 : -1);
-    }
-  l.run16.resize(static_cast<size_t>(g.h * g.w));
-  for (int64_t iy = 0; iy < g.h; ++iy)
-    for (int64_t ix = 0; ix < g.w; ++ix) {
-      const int64_t f = iy * g.w + ix;
-      l.run16[f] = ix + 16 <= g.w && l.dst[f] >= 0 && l.dst[f + 15] >= 0;
-    }
-  return l;
-}
-
-// Zeroes the scratch cells no input lands in (the padding border); the rest is rewritten per block.
-void zero_border(const DepthwiseGeom& g, const BlockedLayout& l, float* s) {
-  const int64_t row = l.wp * 16;
-  const int64_t y0 = std::min(g.pt, l.hq), y1 = std::min(g.pt + g.h, l.hq);
-  const int64_t x0 = std::min(g.pl, l.wp), x1 = std::min(g.pl + g.w, l.wp);
-  std::memset(s, 0, sizeof(float) * y0 * row);
-  std::memset(s + y1 * row, 0, sizeof(float) * (l.hq - y1) * row);
-  for (int64_t yq = y0; yq < y1; ++yq) {
-    std::memset(s + yq * row, 0, sizeof(float) * x0 * 16);
-    std::memset(s + yq * row + x1 * 16, 0, sizeof(float) * (l.wp - x1) * 16);
-  }
-}
-
 // Transposes pixels [f_begin, f_end) of planes [0, nc) of xb (plane stride hw) into the scratch
 // interior; dst[f] is the scratch offset of input pixel f (-1: not read by any output).
-void fill_blocked(const DepthwiseGeom& g, const BlockedLayout& l, const float* xb, int64_t nc, float* s,
+void fill_blocked(const DepthwiseGeom& g, const DepthwiseBlockedLayout& l, const float* xb, int64_t nc, float* s,
                   int64_t f_begin, int64_t f_end) {
   const int64_t hw = g.h * g.w;
   const int32_t* dst = l.dst.data();
@@ -218,7 +173,7 @@ void fill_blocked(const DepthwiseGeom& g, const BlockedLayout& l, const float* x
     const __mmask16 m = first_lanes(nv);
     __m512 r[16];
     load_transposed16(xb + f0, hw, nc, m, r);
-    if (nv == 16 && l.run16[f0]) {
+    if (nv == 16 && l.run[f0]) {
       // All 16 pixels in one row, inside the scratch.
       float* d = s + dst[f0];
 #pragma GCC unroll 16
@@ -368,7 +323,7 @@ void depthwise_conv2d_f32_avx512f_blocked(const DepthwiseGeom& g, const float* x
   // Scratch offsets are int32 (and the scratch must stay modest): huge planes go per plane.
   if ((g.h + g.pt + (g.kh - 1) * g.dh) * (g.w + g.pl + (g.kw - 1) * g.dw) * 16 > (int64_t(1) << 28))
     return depthwise_conv2d_f32_avx512f_planes(g, x, w, y, ep, parallel);
-  const BlockedLayout l = make_blocked_layout(g);
+  const DepthwiseBlockedLayout& l = depthwise_blocked_layout(g, 16);
   const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
   const int64_t blocks = (g.c + 15) / 16, ntaps = g.kh * g.kw;
   // Few channel blocks: split the output rows too, so that two threads (or more) get work.
@@ -377,7 +332,7 @@ void depthwise_conv2d_f32_avx512f_blocked(const DepthwiseGeom& g, const float* x
     float* s = thread_scratch(static_cast<size_t>(l.in_floats + l.out_floats + ntaps * 16));
     float* out = s + l.in_floats;
     float* wt = out + l.out_floats;
-    zero_border(g, l, s);
+    depthwise_zero_border(g, l, 16, s);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t part = task % parts, img = task / parts / blocks, c0 = (task / parts % blocks) * 16;
       const int64_t nc = std::min<int64_t>(16, g.c - c0);

@@ -7,6 +7,23 @@
 
 namespace kiln::kernels {
 
+DepthwiseNhwcRowPlan depthwise_nhwc_row_plan(const DepthwiseGeom& g) {
+  DepthwiseNhwcRowPlan p;
+  p.in_lo = std::min(g.wo, (g.pl + g.sw - 1) / g.sw);
+  const int64_t last = g.w - 1 + g.pl - (g.kw - 1) * g.dw;  // the largest ox * sw that fits
+  p.in_hi = std::max(p.in_lo, std::min(g.wo, last < 0 ? 0 : last / g.sw + 1));
+  p.tiles = (g.wo + 7) / 8;
+  p.inside.resize(static_cast<size_t>(p.tiles * g.kw));
+  for (int64_t k = 0; k < p.tiles; ++k)
+    for (int64_t j = 0; j < g.kw; ++j) {
+      const int64_t ix0 = k * 8 * g.sw - g.pl + j * g.dw, count = std::min<int64_t>(8, g.wo - k * 8);
+      DepthwiseNhwcRowPlan::Inside& in = p.inside[static_cast<size_t>(k * g.kw + j)];
+      in.lo = std::min(count, ix0 >= 0 ? 0 : (-ix0 + g.sw - 1) / g.sw);
+      in.hi = std::max(in.lo, ix0 > g.w - 1 ? 0 : std::min(count, (g.w - 1 - ix0) / g.sw + 1));
+    }
+  return p;
+}
+
 void depthwise_nhwc_taps(const DepthwiseGeom& g, const float* w, float* taps) {
   const int64_t k = g.kh * g.kw;
   for (int64_t ch = 0; ch < g.c; ++ch)

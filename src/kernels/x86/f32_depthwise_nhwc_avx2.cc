@@ -49,9 +49,7 @@ __attribute__((always_inline)) inline void store(const RowTask& t, int64_t ox0, 
 }
 
 // Per tile and filter column j: the tile's pixels whose tap j falls inside the row.
-struct Inside {
-  int64_t lo, hi;
-};
+using Inside = DepthwiseNhwcRowPlan::Inside;
 
 // Bias-initialized accumulators for output pixels ox0 .. ox0 + TW - 1 of the row; for each filter
 // row i inside the image, row(i, input row at the channel block, acc) adds its taps; then the store.
@@ -186,20 +184,12 @@ void depthwise_conv2d_nhwc_f32_avx2(const DepthwiseGeom& g, const float* x, cons
   if ((g.sh == 1 || g.h * g.w <= 28 * 28) && depthwise_nhwc_avx2_blocked_fits(g))
     return depthwise_conv2d_nhwc_f32_avx2_blocked(g, x, taps, y, ep, parallel);
   const int64_t blocks = (g.c + 7) / 8;
-  // Output pixels whose taps all fall inside the row: [in_lo, in_hi).
-  const int64_t in_lo = std::min(g.wo, (g.pl + g.sw - 1) / g.sw);
-  const int64_t last = g.w - 1 + g.pl - (g.kw - 1) * g.dw;  // the largest ox * sw that fits
-  const int64_t in_hi = std::max(in_lo, std::min(g.wo, last < 0 ? 0 : last / g.sw + 1));
+  // The output pixels whose taps all fall inside the row, [in_lo, in_hi), and per 8-pixel tile
+  // those of each filter column.
+  const DepthwiseNhwcRowPlan rp = depthwise_nhwc_row_plan(g);
+  const int64_t in_lo = rp.in_lo, in_hi = rp.in_hi, tiles = rp.tiles;
+  const std::vector<Inside>& inside = rp.inside;
   const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
-  const int64_t tiles = (g.wo + 7) / 8;
-  std::vector<Inside> inside(static_cast<size_t>(tiles * g.kw));
-  for (int64_t k = 0; k < tiles; ++k)
-    for (int64_t j = 0; j < g.kw; ++j) {
-      const int64_t ix0 = k * 8 * g.sw - g.pl + j * g.dw, count = std::min<int64_t>(8, g.wo - k * 8);
-      Inside& in = inside[static_cast<size_t>(k * g.kw + j)];
-      in.lo = std::min(count, ix0 >= 0 ? 0 : (-ix0 + g.sw - 1) / g.sw);
-      in.hi = std::max(in.lo, ix0 > g.w - 1 ? 0 : std::min(count, (g.w - 1 - ix0) / g.sw + 1));
-    }
   const RowPlan plan{tiles, in_lo, in_hi, inside.data(), (g.sw == 1 || g.sw == 2) && g.dw == 1};
   // Rows inner when an 8-channel column of the image stays in L2, so that the next row finds its
   // input rows in L1; else blocks inner (the AVX-512 kernel's measured choice, at half the lanes).

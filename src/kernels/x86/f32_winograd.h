@@ -13,6 +13,7 @@
 // Tests: tests/runtime/test_conv_winograd.cc.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -43,6 +44,25 @@ struct WinogradBlocking {
   int64_t count() const { return blocks_y * blocks_x; }
 };
 WinogradBlocking winograd_blocking(const WinogradGeom& g);
+
+// The tiles of one block: its tile rows, first tile column and tile columns, and the groups of
+// `group` tiles (the transforms' vector width: AVX2 8, AVX-512 16) per tile row.
+struct WinogradBlockSpan {
+  int64_t ty0, ty1;
+  int64_t tx0, ncol;
+  int64_t groups;
+};
+inline WinogradBlockSpan winograd_block_span(const WinogradGeom& g, const WinogradBlocking& b, int64_t block,
+                                             int64_t group) {
+  WinogradBlockSpan s;
+  const int64_t by = block / b.blocks_x, bx = block % b.blocks_x;
+  s.ty0 = by * b.rows;
+  s.ty1 = std::min(g.tiles_h(), s.ty0 + b.rows);
+  s.tx0 = bx * b.cols;
+  s.ncol = std::min(g.tiles_w(), s.tx0 + b.cols) - s.tx0;
+  s.groups = (s.ncol + group - 1) / group;
+  return s;
+}
 
 // Floats from one point's [C, panel] to the next in a block's transformed input: C * panel on
 // AVX-512; on AVX2 one cache line more where C * panel is an even number of lines, so that the

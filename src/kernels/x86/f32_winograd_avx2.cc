@@ -25,23 +25,6 @@ constexpr int64_t kStrip = 144;
 // (it is read from L1 by all of them; their outputs, points x 24 rows x panel, stay in L2).
 constexpr int64_t kPanelGroup = 4;
 
-struct BlockSpan {
-  int64_t ty0, ty1;   // tile rows
-  int64_t tx0, ncol;  // first tile column, tile columns
-  int64_t groups;     // 8-tile groups per tile row
-};
-
-BlockSpan block_span(const WinogradGeom& g, const WinogradBlocking& b, int64_t block) {
-  BlockSpan s;
-  const int64_t by = block / b.blocks_x, bx = block % b.blocks_x;
-  s.ty0 = by * b.rows;
-  s.ty1 = std::min(g.tiles_h(), s.ty0 + b.rows);
-  s.tx0 = bx * b.cols;
-  s.ncol = std::min(g.tiles_w(), s.tx0 + b.cols) - s.tx0;
-  s.groups = (s.ncol + 7) / 8;
-  return s;
-}
-
 // out[k] = sum_i BT[k][i] d[i] (B^T of F(4x4, 3x3)).
 inline void bt6(const __m256 d[6], __m256 out[6]) {
   const __m256 two = _mm256_set1_ps(2.0f), four = _mm256_set1_ps(4.0f), five = _mm256_set1_ps(5.0f);
@@ -201,7 +184,7 @@ template <int M>
 void input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block, int64_t c0,
                  int64_t c1, float* v) {
   constexpr int A = M + 2;
-  const BlockSpan s = block_span(g, b, block);
+  const WinogradBlockSpan s = winograd_block_span(g, b, block, 8);
   const int64_t xbase = M * s.tx0 - g.pl;
   const int nx = static_cast<int>((M * s.ncol + 2 + 7) / 8);
   ColumnLoad loads[kStrip / 8];
@@ -265,7 +248,7 @@ template <int M>
 void gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u, const float* v,
                        int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep, float* y) {
   constexpr int A = M + 2, E = A * A;
-  const BlockSpan s = block_span(g, b, block);
+  const WinogradBlockSpan s = winograd_block_span(g, b, block, 8);
   const int64_t mr = u.mr, panel = b.panel, halves = panel / 16;
   // Floats per point of the GEMM outputs, plus a cache line: an odd number of lines puts the
   // output transform's 36 (16) loads of one tile in different L1 sets.

@@ -22,23 +22,6 @@ namespace {
 // whole vectors, plus the two columns past the last 16-tile group that the column pass reads.
 constexpr int64_t kStrip = 144;
 
-struct BlockSpan {
-  int64_t ty0, ty1;  // tile rows
-  int64_t tx0, ncol;  // first tile column, tile columns
-  int64_t groups;     // 16-tile groups per tile row
-};
-
-BlockSpan block_span(const WinogradGeom& g, const WinogradBlocking& b, int64_t block) {
-  BlockSpan s;
-  const int64_t by = block / b.blocks_x, bx = block % b.blocks_x;
-  s.ty0 = by * b.rows;
-  s.ty1 = std::min(g.tiles_h(), s.ty0 + b.rows);
-  s.tx0 = bx * b.cols;
-  s.ncol = std::min(g.tiles_w(), s.tx0 + b.cols) - s.tx0;
-  s.groups = (s.ncol + 15) / 16;
-  return s;
-}
-
 // out[k] = sum_i BT[k][i] d[i] (B^T of F(4x4, 3x3)).
 inline void bt6(const __m512 d[6], __m512 out[6]) {
   const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f);
@@ -166,7 +149,7 @@ template <int M>
 void input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block, int64_t c0,
                  int64_t c1, float* v) {
   constexpr int A = M + 2;
-  const BlockSpan s = block_span(g, b, block);
+  const WinogradBlockSpan s = winograd_block_span(g, b, block, 16);
   const int64_t xbase = M * s.tx0 - g.pl;
   const int nx = static_cast<int>((M * s.ncol + 2 + 15) / 16);
   __mmask16 masks[kStrip / 16];
@@ -217,7 +200,7 @@ template <int M>
 void gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u, const float* v,
                        int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep, float* y) {
   constexpr int A = M + 2, E = A * A;
-  const BlockSpan s = block_span(g, b, block);
+  const WinogradBlockSpan s = winograd_block_span(g, b, block, 16);
   const int64_t mr = u.mr, panel = b.panel, estride = mr * panel;
   // (+ one panel: a tile row's 16-tile loads may run past its last column.)
   thread_local std::vector<float> mbuf;
