@@ -24,6 +24,23 @@ struct StemConvGeom {
 // Output channels per register block (the weights are packed per block of this many).
 inline constexpr int64_t kStemChannelBlock = 8;
 
+// The kernels' input copy: each padded input row split into its even and odd columns (phase
+// rows of `ur` floats each, ur a multiple of the vector width `lanes`), so that the stride-2
+// taps are contiguous vector loads.
+struct StemPhaseLayout {
+  int64_t rows = 0;  // padded input rows read: 2 * (ho - 1) + kh
+  int64_t ur = 0;    // floats per phase row
+  int64_t row_floats() const { return 2 * ur; }
+  int64_t channel_floats() const { return rows * row_floats(); }
+};
+inline StemPhaseLayout stem_phase_layout(const StemConvGeom& g, int64_t lanes) {
+  StemPhaseLayout l;
+  l.rows = 2 * (g.ho - 1) + g.kh;
+  const int64_t wo_r = (g.wo + lanes - 1) / lanes * lanes;
+  l.ur = (wo_r + (g.kw - 1) / 2 + lanes - 1) / lanes * lanes;
+  return l;
+}
+
 // True when a kernel runs this geometry (the default f32 microkernel is AVX-512 or AVX2): 1-4 input
 // channels, a 1x1 to 7x7 filter, stride 2 (given), consistent sizes.
 bool conv_stem_supported(const StemConvGeom& g);

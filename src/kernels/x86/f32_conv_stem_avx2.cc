@@ -23,21 +23,6 @@ constexpr int64_t kCb = kStemChannelBlock;
 constexpr int kTileChannels = 4;
 constexpr int kChunkVectors = 3;  // 24 output columns per register tile
 
-struct PhaseLayout {
-  int64_t rows = 0;  // padded input rows read: 2 * (ho - 1) + kh
-  int64_t ur = 0;    // floats per phase row (a multiple of 8)
-  int64_t row_floats() const { return 2 * ur; }
-  int64_t channel_floats() const { return rows * row_floats(); }
-};
-
-PhaseLayout phase_layout(const StemConvGeom& g) {
-  PhaseLayout l;
-  l.rows = 2 * (g.ho - 1) + g.kh;
-  const int64_t wo_r = (g.wo + 7) / 8 * 8;
-  l.ur = (wo_r + (g.kw - 1) / 2 + 7) / 8 * 8;
-  return l;
-}
-
 // Lanes l with 0 <= lo + l < n.
 inline __m256i lanes_in_range8(int64_t lo, int64_t n) {
   return _mm256_andnot_si256(first_lanes8(-lo), first_lanes8(n - lo));
@@ -61,7 +46,7 @@ inline __m256 load_or(const float* row, int64_t col, int64_t n, __m256 fill) {
 }
 
 // Phase rows of padded row pr of channel plane `xc` ([h][w]): even[u] = xpad(2u), odd[u] = xpad(2u+1).
-void fill_phase_row(const StemConvGeom& g, const PhaseLayout& l, const float* xc, int64_t pr, float* even) {
+void fill_phase_row(const StemConvGeom& g, const StemPhaseLayout& l, const float* xc, int64_t pr, float* even) {
   float* odd = even + l.ur;
   const int64_t iy = pr - g.pt;
   if (iy < 0 || iy >= g.h) {
@@ -194,7 +179,7 @@ void pool_row(const float* conv, int64_t r0, int64_t rows, int64_t ld, int64_t c
 
 void conv_stem_f32__avx2(const StemConvGeom& g, const float* x, const float* packed_w, float* y,
                          const DepthwiseEpilogue& ep, const ParallelFor& parallel, StemMaxPool pool) {
-  const PhaseLayout l = phase_layout(g);
+  const StemPhaseLayout l = stem_phase_layout(g, 8);
   // The calling thread's buffer, grown and never shrunk (tasks on other threads get the pointer).
   thread_local std::vector<float> phase_buf;
   const size_t need = static_cast<size_t>(g.c * l.channel_floats());

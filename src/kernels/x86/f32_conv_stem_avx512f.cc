@@ -23,23 +23,8 @@ namespace {
 constexpr int64_t kCb = kStemChannelBlock;
 constexpr int kChunkVectors = 3;  // 48 output columns per register tile
 
-struct PhaseLayout {
-  int64_t rows = 0;  // padded input rows read: 2 * (ho - 1) + kh
-  int64_t ur = 0;    // floats per phase row (a multiple of 16)
-  int64_t row_floats() const { return 2 * ur; }
-  int64_t channel_floats() const { return rows * row_floats(); }
-};
-
-PhaseLayout phase_layout(const StemConvGeom& g) {
-  PhaseLayout l;
-  l.rows = 2 * (g.ho - 1) + g.kh;
-  const int64_t wo_r = (g.wo + 15) / 16 * 16;
-  l.ur = (wo_r + (g.kw - 1) / 2 + 15) / 16 * 16;
-  return l;
-}
-
 // Phase rows of padded row pr of channel plane `xc` ([h][w]): even[u] = xpad(2u), odd[u] = xpad(2u+1).
-void fill_phase_row(const StemConvGeom& g, const PhaseLayout& l, const float* xc, int64_t pr, float* even) {
+void fill_phase_row(const StemConvGeom& g, const StemPhaseLayout& l, const float* xc, int64_t pr, float* even) {
   float* odd = even + l.ur;
   const int64_t iy = pr - g.pt;
   if (iy < 0 || iy >= g.h) {
@@ -169,7 +154,7 @@ void pool_row(const float* conv, int64_t r0, int64_t rows, int64_t ld, int64_t c
 
 void conv_stem_f32__avx512f(const StemConvGeom& g, const float* x, const float* packed_w, float* y,
                             const DepthwiseEpilogue& ep, const ParallelFor& parallel, StemMaxPool pool) {
-  const PhaseLayout l = phase_layout(g);
+  const StemPhaseLayout l = stem_phase_layout(g, 16);
   // The calling thread's buffer, grown and never shrunk (tasks on other threads get the pointer).
   thread_local std::vector<float> phase_buf;
   const size_t need = static_cast<size_t>(g.c * l.channel_floats());

@@ -12,7 +12,8 @@
 namespace kiln::kernels {
 namespace {
 
-constexpr int kMr = 6;  // rows of a packed A micro-panel
+constexpr int kMr = 6;       // rows of a packed A micro-panel
+constexpr int64_t kNr = 16;  // columns of a packed B panel
 constexpr int64_t kPrefetchSteps = 12;
 
 // The store of a whole tile (no lane masks) with each epilogue step chosen once per tile, not
@@ -70,7 +71,7 @@ void gemm_tile(int64_t nr, int64_t kc, const float* a, const float* b, float* c,
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 2
     for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_setzero_ps();
-  const int64_t b_step = p.b_stride ? p.b_stride : 16;
+  const int64_t b_step = p.b_stride ? p.b_stride : kNr;
   // B rows a few steps ahead: a packed panel crosses a 4 KB page every 64 steps, where the
   // hardware stream prefetch stops, and a weight matrix streamed from memory then stalls. A B
   // read in place with few rows (a thin 1x1 conv's image, one row per input channel, each in its
@@ -78,7 +79,7 @@ void gemm_tile(int64_t nr, int64_t kc, const float* a, const float* b, float* c,
   // hardware prefetchers lose among that many streams. MobileNetV2's 32->16 1x1 conv at 112x112,
   // 1 thread, share of the whole run in 8 alternated profiles: 2.6-3.0% vs 3.1-3.7%; alone
   // (interleaved reps, 16x32x12544 and 16x32x3136): 5-9% faster.
-  const int64_t prefetch_ahead = p.b_stride && kc <= 32 ? 16 : kPrefetchSteps * b_step;
+  const int64_t prefetch_ahead = p.b_stride && kc <= 32 ? kNr : kPrefetchSteps * b_step;
   for (int64_t k = 0; k < kc; ++k) {
     _mm_prefetch(reinterpret_cast<const char*>(b + prefetch_ahead), _MM_HINT_T0);
     __m256 bv[NV];
