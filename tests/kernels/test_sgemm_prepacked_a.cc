@@ -61,6 +61,11 @@ TEST(SgemmPrepackedA, SplitsOverThreads) {
   for (int threads : {1, 2, 3})
     for (int64_t m : {int64_t{600}, int64_t{2 * uk.mc + 3}})
       for (int64_t n : {1, 49, 1100}) check(m, n, 300, true, threads == 2, uk, true, threads);
+  // Thin K (a 1x1 conv's few input channels): column panels run in groups of up to 16 with the
+  // micro-panel rows outside; groups cut by column chunks and ending in a partial panel.
+  for (int threads : {1, 2})
+    for (int64_t k : {16, 24})
+      for (int64_t n : {500, 2051}) check(96, n, k, true, k == 24, uk, true, threads);
   const double a_cost = gemm_split_stream_ns(4.0 * 512 * 4608), b_cost = 4.0 * 4608 * 49 / 8.0;
   const GemmSplit one = choose_gemm_split(512, 49, 4608, uk, 1, a_cost, b_cost);
   EXPECT_EQ(one.chunks, 1);

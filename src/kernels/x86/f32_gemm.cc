@@ -12,6 +12,7 @@
 #include <string>
 
 #include <unistd.h>
+#include <xmmintrin.h>
 
 #include "core/error.h"
 
@@ -417,7 +418,24 @@ void sgemm_blocked(bool trans_a, int64_t M, int64_t N, int64_t K, const float* A
             const float* b_panel = packed_b ? packed_b->data.data() + packed_b->panel_offset(k0, q)
                                             : chunk_b.data() + (q - q0) * kc * nr;
             params.bias = last && epilogue.bias ? epilogue.bias + j0 : nullptr;
+            // The next pre-packed panel this task reads (the next column panel, or the chunk's
+            // first of the next K block), fetched into L2 a slice per micro-panel row: a weight
+            // matrix streamed from memory (BERT's 340 MB) then waits on memory only at the panel
+            // the task starts with. BERT-like, alternated runs (6 pairs): median 2% lower on 1
+            // and on 2 threads.
+            const char* next = nullptr;
+            int64_t next_lines = 0, lines_per_call = 0;
+            if (packed_b && i0 == m_begin / mc * mc) {
+              if (q + 1 < q1) next = reinterpret_cast<const char*>(packed_b->data.data() + packed_b->panel_offset(k0, q + 1));
+              else if (!last) next = reinterpret_cast<const char*>(packed_b->data.data() + packed_b->panel_offset(k0 + kc, q0));
+              if (next) {
+                next_lines = std::min<int64_t>(uk.kc, K - (q + 1 < q1 ? k0 : k0 + kc)) * nr * 4 / 64;
+                lines_per_call = ceil_div(next_lines, ceil_div(rows - r_begin, mr));
+              }
+            }
             for (int64_t ii = r_begin; ii < rows; ii += mr) {
+              for (int64_t l = 0; l < lines_per_call && next_lines > 0; ++l, --next_lines, next += 64)
+                _mm_prefetch(next, _MM_HINT_T1);
               if (last && epilogue.residual) params.residual = epilogue.residual + (i0 + ii) * epilogue.ldr + j0;
               uk.fn(std::min(mr, rows - ii), cols, kc, a_block + ii * kc, b_panel, C + (i0 + ii) * ldc + j0, ldc,
                     params);
