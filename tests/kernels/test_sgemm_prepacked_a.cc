@@ -16,7 +16,7 @@ namespace kiln::kernels {
 namespace {
 
 void check(int64_t m, int64_t n, int64_t k, bool bias, bool clamp, const F32GemmUkernel& uk, bool threaded,
-           int threads = 0) {
+           int threads = 0, Activation act = Activation::kNone) {
   std::mt19937 rng(static_cast<unsigned>(m * 1009 + n * 31 + k));
   std::uniform_real_distribution<float> dist(-1, 1);
   const int64_t lda = k + 3, ldb = n + 5, ldc = n + 2;
@@ -32,6 +32,7 @@ void check(int64_t m, int64_t n, int64_t k, bool bias, bool clamp, const F32Gemm
   if (bias) ep.bias = bv.data();
   if (clamp) ep.lo = -0.5f, ep.hi = 1.0f;
   if (residual) ep.residual = res.data(), ep.ldr = ldr;
+  ep.act = act;
   sgemm_prepacked_a(pa, n, b.data(), ldb, c.data(), ldc, ep, threaded ? testing::two_threads() : ParallelFor(),
                     threads);
   for (int64_t i = 0; i < m; ++i)
@@ -39,8 +40,9 @@ void check(int64_t m, int64_t n, int64_t k, bool bias, bool clamp, const F32Gemm
       double s = (bias ? bv[i] : 0.0) + (residual ? res[i * ldr + j] : 0.0);
       for (int64_t p = 0; p < k; ++p) s += double(a[i * lda + p]) * b[p * ldb + j];
       if (clamp) s = std::min(std::max(s, -0.5), 1.0);
+      s = apply_activation(act, static_cast<float>(s));
       ASSERT_NEAR(c[i * ldc + j], s, 1e-4 * (1 + std::abs(s)) + 1e-4 * k / 64.0)
-          << uk.name << " m=" << m << " n=" << n << " k=" << k << " at " << i << "," << j;
+          << uk.name << " act=" << static_cast<int>(act) << " m=" << m << " n=" << n << " k=" << k << " at " << i << "," << j;
     }
 }
 
@@ -52,6 +54,18 @@ TEST(SgemmPrepackedA, MatchesReference) {
         for (int64_t k : {int64_t{1}, int64_t{27}, int64_t{257}, int64_t{uk.kc} + 5})  // the last: two K blocks
           check(m, n, k, (m + n) % 2 == 0, n % 3 == 0, uk, (m + k) % 2 == 1);
     check(37, 41, 0, true, true, uk, false);
+  }
+}
+
+// Every fused activation through whole tiles (each kind its own store instantiation) and the
+// masked tails, with and without clamp and residual.
+TEST(SgemmPrepackedA, FusedActivations) {
+  for (const auto& uk : f32_gemm_ukernels()) {
+    if (!isa_supported(uk.isa)) continue;
+    for (Activation act : {Activation::kNone, Activation::kSilu, Activation::kHardSwish, Activation::kSigmoid,
+                           Activation::kTanh})
+      for (int64_t n : {40, 35})
+        for (int64_t k : {16, 300}) check(13, n, k, true, k == 16, uk, false, 0, act);
   }
 }
 

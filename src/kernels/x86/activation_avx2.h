@@ -5,6 +5,8 @@
 
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "kernels/x86/f32_gemm.h"
 
 namespace kiln::kernels {
@@ -45,6 +47,29 @@ inline __m256 activate8(Activation a, __m256 v) {
     }
   }
   return v;
+}
+
+// The activation as a compile-time constant where a kernel instantiates its store per kind:
+// straight-line code over several vectors with no branch between them, which the compiler
+// interleaves (a runtime switch per vector keeps each one's long dependency chain apart). The
+// common kinds are constants; kRuntimeActivation keeps the runtime switch for the rest.
+constexpr int kRuntimeActivation = -1;
+
+template <int kAct>
+__attribute__((always_inline)) inline __m256 activate8_fixed(Activation runtime, __m256 v) {
+  if constexpr (kAct == kRuntimeActivation) return activate8(runtime, v);
+  else return activate8(static_cast<Activation>(kAct), v);
+}
+
+// fn(std::integral_constant<int, kAct>{}) with kAct the activation for activate8_fixed.
+template <class Fn>
+__attribute__((always_inline)) inline decltype(auto) with_fixed_activation(Activation a, Fn&& fn) {
+  switch (a) {
+    case Activation::kNone: return fn(std::integral_constant<int, static_cast<int>(Activation::kNone)>{});
+    case Activation::kSilu: return fn(std::integral_constant<int, static_cast<int>(Activation::kSilu)>{});
+    case Activation::kHardSwish: return fn(std::integral_constant<int, static_cast<int>(Activation::kHardSwish)>{});
+    default: return fn(std::integral_constant<int, kRuntimeActivation>{});
+  }
 }
 
 }  // namespace kiln::kernels

@@ -119,21 +119,25 @@ __attribute__((noinline)) void tile(const TileArgs& a, int64_t kw_rt, const Stor
 #pragma GCC unroll 3
       for (int v = 0; v < V; ++v) acc[o][v] = _mm256_setzero_ps();
     accumulate<KW, V>(a, kw_rt, ox0, o0, acc);
+    // The activation a template argument: the tile's vectors then run it as one straight-line
+    // block (see with_fixed_activation).
+    with_fixed_activation(s.act, [&](auto act) __attribute__((always_inline)) {
 #pragma GCC unroll 4
-    for (int o = 0; o < kTileChannels; ++o) {
-      if (o0 + o >= s.channels) break;
-      const __m256 b = s.bias ? _mm256_set1_ps(s.bias[o0 + o]) : _mm256_setzero_ps();
-      float* out = s.y + (o0 + o) * s.plane + ox0;
+      for (int o = 0; o < kTileChannels; ++o) {
+        if (o0 + o >= s.channels) break;
+        const __m256 b = s.bias ? _mm256_set1_ps(s.bias[o0 + o]) : _mm256_setzero_ps();
+        float* out = s.y + (o0 + o) * s.plane + ox0;
 #pragma GCC unroll 3
-      for (int v = 0; v < V; ++v) {
-        __m256 r = _mm256_add_ps(acc[o][v], b);
-        // max(lo, r) / min(hi, r) return r when it is NaN, like the reference clamp.
-        if (s.clamp) r = _mm256_min_ps(s.hi, _mm256_max_ps(s.lo, r));
-        r = activate8(s.act, r);
-        if (v == V - 1 && last < 8) store_first(out + 8 * v, r, last);
-        else _mm256_storeu_ps(out + 8 * v, r);
+        for (int v = 0; v < V; ++v) {
+          __m256 r = _mm256_add_ps(acc[o][v], b);
+          // max(lo, r) / min(hi, r) return r when it is NaN, like the reference clamp.
+          if (s.clamp) r = _mm256_min_ps(s.hi, _mm256_max_ps(s.lo, r));
+          r = activate8_fixed<decltype(act)::value>(s.act, r);
+          if (v == V - 1 && last < 8) store_first(out + 8 * v, r, last);
+          else _mm256_storeu_ps(out + 8 * v, r);
+        }
       }
-    }
+    });
   }
 }
 
