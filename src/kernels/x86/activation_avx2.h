@@ -72,4 +72,16 @@ __attribute__((always_inline)) inline decltype(auto) with_fixed_activation(Activ
   }
 }
 
+// v[0, N) = activation(v) with one switch for all N vectors (a kernel's tile of accumulators).
+template <int N>
+__attribute__((always_inline)) inline void activate8_all(Activation a, __m256 (&v)[N]) {
+  with_fixed_activation(a, [&](auto act) __attribute__((always_inline)) {
+    constexpr int kAct = decltype(act)::value;
+    if constexpr (kAct != static_cast<int>(Activation::kNone)) {
+#pragma GCC unroll 32
+      for (int i = 0; i < N; ++i) v[i] = activate8_fixed<kAct>(a, v[i]);
+    }
+  });
+}
+
 }  // namespace kiln::kernels

@@ -37,10 +37,14 @@ struct Epilogue8 {
   __m256 lo, hi;
   bool clamp;
   Activation act;
-  __attribute__((always_inline)) inline __m256 operator()(__m256 o) const {
-    if (clamp) o = _mm256_min_ps(hi, _mm256_max_ps(lo, o));
-    if (act != Activation::kNone) o = activate8(act, o);
-    return o;
+  // On a whole tile, the activation switched on once for all of it (see activate8_all).
+  template <int N>
+  __attribute__((always_inline)) inline void apply(__m256 (&o)[N]) const {
+    if (clamp) {
+#pragma GCC unroll 32
+      for (int i = 0; i < N; ++i) o[i] = _mm256_min_ps(hi, _mm256_max_ps(lo, o[i]));
+    }
+    activate8_all(act, o);
   }
 };
 
@@ -157,14 +161,19 @@ inline void plane_tile(const PlaneTile& a, int64_t oy0, int64_t ox0, int64_t las
       for (int v = 0; v < V; ++v)
         acc[r][v] = _mm256_fmadd_ps(_mm256_loadu_ps(src + r * a.row_step + 8 * v), wv, acc[r][v]);
   }
+  __m256 o[R * V];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) o[r * V + v] = acc[r][v];
+  a.ep.apply(o);
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     float* dst = a.y + (oy0 + r) * a.wo + ox0;
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
-      const __m256 o = a.ep(acc[r][v]);
-      if (v == V - 1) store_first(dst + 8 * v, o, last);
-      else _mm256_storeu_ps(dst + 8 * v, o);
+      if (v == V - 1) store_first(dst + 8 * v, o[r * V + v], last);
+      else _mm256_storeu_ps(dst + 8 * v, o[r * V + v]);
     }
   }
 }
@@ -245,8 +254,12 @@ struct BlockedArgs {
 
 template <int V>
 __attribute__((always_inline)) inline void blocked_store(const BlockedArgs& a, const __m256 (&acc)[V], float* out) {
+  __m256 o[V];
 #pragma GCC unroll 8
-  for (int v = 0; v < V; ++v) _mm256_storeu_ps(out + 8 * v, a.ep(acc[v]));
+  for (int v = 0; v < V; ++v) o[v] = acc[v];
+  a.ep.apply(o);
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) _mm256_storeu_ps(out + 8 * v, o[v]);
 }
 
 // Square K x K filter, stride S, dilation 1: the taps unrolled, offsets constant.
@@ -397,11 +410,14 @@ void s2_row(const S2Plane& p, const S2Chunk& c, int64_t oy) {
     }
   }
   float* dst = p.y + oy * p.wo + c.ox0;
+  __m256 o[V];
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) o[v] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(acc[v]), 0xD8));
+  p.ep.apply(o);
 #pragma GCC unroll 8
   for (int v = 0; v < V; ++v) {
-    const __m256 o = p.ep(_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(acc[v]), 0xD8)));
-    if (v == V - 1) store_first(dst + 8 * v, o, c.last);
-    else _mm256_storeu_ps(dst + 8 * v, o);
+    if (v == V - 1) store_first(dst + 8 * v, o[v], c.last);
+    else _mm256_storeu_ps(dst + 8 * v, o[v]);
   }
 }
 

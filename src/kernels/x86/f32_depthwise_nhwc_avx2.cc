@@ -36,15 +36,19 @@ __attribute__((always_inline)) inline __m256 load(const RowTask& t, const float*
 
 template <int TW, bool kTail>
 __attribute__((always_inline)) inline void store(const RowTask& t, int64_t ox0, const __m256 (&acc)[TW]) {
+  __m256 v[TW];
 #pragma GCC unroll 8
   for (int p = 0; p < TW; ++p) {
-    __m256 v = acc[p];
+    v[p] = acc[p];
     // max/min return the accumulator when it is NaN, so NaN propagates like the reference.
-    if (t.clamp) v = _mm256_min_ps(t.hi, _mm256_max_ps(t.lo, v));
-    if (t.act != Activation::kNone) v = activate8(t.act, v);
+    if (t.clamp) v[p] = _mm256_min_ps(t.hi, _mm256_max_ps(t.lo, v[p]));
+  }
+  activate8_all(t.act, v);  // one switch for the tile
+#pragma GCC unroll 8
+  for (int p = 0; p < TW; ++p) {
     float* dst = t.y + (ox0 + p) * t.g->c;
-    if (kTail) _mm256_maskstore_ps(dst, t.m, v);
-    else _mm256_storeu_ps(dst, v);
+    if (kTail) _mm256_maskstore_ps(dst, t.m, v[p]);
+    else _mm256_storeu_ps(dst, v[p]);
   }
 }
 
