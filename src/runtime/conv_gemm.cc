@@ -86,7 +86,7 @@ class GemmConvOp : public gemm_ops::GemmOp {
         run_pixel_rows(ins, img, xi, yi, ep, par, threads);
         continue;
       }
-      const kernels::PackedA& weight = scale_operand_ >= 0 ? scaled_weight(ins, img) : weight_;
+      const kernels::PackedA& weight = scale_operand_ >= 0 ? scaled_weight(ins, img, par) : weight_;
       if (direct_) {
         kernels::sgemm_prepacked_a(weight, ohw, xi, ohw, yi, ohw, ep, par, threads);
       } else if (phased_) {
@@ -117,14 +117,15 @@ class GemmConvOp : public gemm_ops::GemmOp {
  private:
   // W * diag(s) for image `img`: conv(x * s, W) = conv(x, W * s) per input channel, and the
   // weights (Co * C * kh * kw) are fewer than the input (C * H * W) where the executor fuses.
-  const kernels::PackedA& scaled_weight(const std::vector<const RtValue*>& ins, int64_t img) {
+  const kernels::PackedA& scaled_weight(const std::vector<const RtValue*>& ins, int64_t img,
+                                        const kernels::ParallelFor& par) {
     const float* s = ins[static_cast<size_t>(scale_operand_)]->tensor.data<float>() + (scale_per_image_ ? img * g_.c : 0);
     if (!col_scale_.empty()) {  // one scale per channel, kh * kw weight columns each
       const int64_t taps = g_.kh * g_.kw;
       for (int64_t c = 0; c < g_.c; ++c) std::fill_n(col_scale_.data() + c * taps, taps, s[c]);
       s = col_scale_.data();
     }
-    kernels::scale_packed_a_columns(weight_, s, scaled_weight_);
+    kernels::scale_packed_a_columns(weight_, s, scaled_weight_, par);
     return scaled_weight_;
   }
 

@@ -96,7 +96,7 @@ TEST(SgemmPrepackedA, ScaleColumns) {
   for (const auto& uk : f32_gemm_ukernels()) {
     if (!isa_supported(uk.isa)) continue;
     for (int64_t m : {int64_t{1}, int64_t{13}, int64_t{2 * uk.mc + 5}})
-      for (int64_t k : {int64_t{1}, int64_t{40}, int64_t{uk.kc} + 7}) {
+      for (int64_t k : {int64_t{1}, int64_t{40}, int64_t{uk.kc} + 7, int64_t{2 * uk.kc} + 70}) {
         std::mt19937 rng(static_cast<unsigned>(m * 7 + k));
         std::uniform_real_distribution<float> dist(-2, 2);
         std::vector<float> a(m * k), s(k), as(m * k);
@@ -105,10 +105,12 @@ TEST(SgemmPrepackedA, ScaleColumns) {
         for (int64_t i = 0; i < m; ++i)
           for (int64_t p = 0; p < k; ++p) as[i * k + p] = a[i * k + p] * s[p];
         const PackedA pa = pack_a(m, k, a.data(), k, &uk), want = pack_a(m, k, as.data(), k, &uk);
-        PackedA got = pa;
-        std::fill(got.data.begin(), got.data.end(), 1e30f);
-        scale_packed_a_columns(pa, s.data(), got);
-        ASSERT_EQ(got.data, want.data) << uk.name << " m=" << m << " k=" << k;
+        for (bool threaded : {false, true}) {  // threaded: micro-panels spread over two threads
+          PackedA got = pa;
+          std::fill(got.data.begin(), got.data.end(), 1e30f);
+          scale_packed_a_columns(pa, s.data(), got, threaded ? testing::two_threads() : ParallelFor());
+          ASSERT_EQ(got.data, want.data) << uk.name << " m=" << m << " k=" << k << " threaded=" << threaded;
+        }
       }
   }
 }

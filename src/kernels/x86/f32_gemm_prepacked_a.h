@@ -26,8 +26,10 @@ PackedA pack_a(int64_t M, int64_t K, const float* A, int64_t lda, const F32GemmU
 
 // out = A with column k scaled by col_scale[k], k in [0, K): A * diag(col_scale) without
 // repacking. `out` must have A's geometry (a copy of A); only its data is rewritten. For a conv
-// whose input arrives scaled per channel (a fused squeeze-and-excitation Mul).
-void scale_packed_a_columns(const PackedA& a, const float* col_scale, PackedA& out);
+// whose input arrives scaled per channel (a fused squeeze-and-excitation Mul). `parallel`
+// spreads the micro-panels over threads.
+void scale_packed_a_columns(const PackedA& a, const float* col_scale, PackedA& out,
+                            const ParallelFor& parallel = nullptr);
 
 // C = act(clamp(A*B + bias + residual, lo, hi)), applied in the store of each tile's last K block.
 struct RowEpilogue {
