@@ -132,8 +132,8 @@ void sgemm_prepacked_a_impl(const PackedA& A, int64_t N, const PackBFn& pack_b, 
             for (int64_t ii = r_begin; ii < rows; ii += mr)
               for (int64_t q = 0; q * nr < nc; ++q) tile(ii, q);
           } else {
-            // Column panels in groups whose B (qb x kc x nr) stays in half of L1, micro-panel rows
-            // outside: each of C's rows then gets qb x NR consecutive columns per visit instead of
+            // Column panels in groups whose B (group_panels x kc x NR) stays in half of L1, micro-panel
+            // rows outside: each of C's rows then gets a group's columns per visit instead of
             // one 64-byte line, so a thin-K conv's many output rows (96 at 112x112, 4.8 MB) are
             // written in runs the prefetchers follow. MobileNetV2, share of the run (6 alternated
             // profiles): 32->16 at 112x112 2.9-3.4% -> 2.3-2.5% (1 thread), 2.8-3.9% -> 1.8-2.3%
@@ -192,6 +192,8 @@ void scale_micro_panel(int64_t mr, int64_t kc, const float* scale, const float* 
     case 4: return scale_micro_panel<4>(kc, scale, src, dst);
     case 6: return scale_micro_panel<6>(kc, scale, src, dst);
     case 8: return scale_micro_panel<8>(kc, scale, src, dst);
+    case 10: return scale_micro_panel<10>(kc, scale, src, dst);
+    case 12: return scale_micro_panel<12>(kc, scale, src, dst);
     case 14: return scale_micro_panel<14>(kc, scale, src, dst);
     default:
       for (int64_t k = 0; k < kc; ++k)
