@@ -1,5 +1,6 @@
 // `kiln bench MODEL... [--threads N] [--batch B] [--dim name=V]... [--engine E]
-//              [--compare onnxruntime] [--warmup W] [--min-time S] [--min-runs R] [--rounds K] [--json]`
+//              [--compare onnxruntime] [--warmup W] [--min-time S] [--min-runs R] [--rounds K]
+//              [--settle-ms MS] [--json]`
 // Per model: seeded random inputs (symbolic dims resolved by bench_common.h), warm-up runs,
 // then timed runs until --min-time seconds and at least --min-runs runs; median and min
 // latency. With --compare onnxruntime the same inputs go (as .npy files) to
@@ -8,7 +9,10 @@
 // or the working directory), which loads ONNX Runtime (intra-op threads = --threads, inter-op 1,
 // sequential), warms it up and writes its outputs back (kiln checks that they agree); then the
 // timed runs alternate in --rounds rounds, kiln's share then ORT's, so that a noisy shared
-// machine slows both alike.
+// machine slows both alike. Each share starts after --settle-ms of idle time: the other engine's
+// pool threads spin for a while after its last run, and on a 2-core machine they would otherwise
+// take a core from the first runs of the next share (ResNet-50 on 2 threads, 3 alternated pairs:
+// kiln/ORT 1.06-1.13 without the pause, 0.99-1.02 with 50 ms).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -49,6 +53,7 @@ struct BenchArgs {
   double min_time = 2.0;
   int min_runs = 10;
   int rounds = 4;
+  int settle_ms = 50;
   uint64_t seed = 0;
   bool optimize = false;
   bool json = false;
@@ -320,7 +325,11 @@ Result bench_one(const std::string& model, const BenchArgs& a, const InputShapeO
   const double round_ms = a.min_time * 1000.0 / rounds;
   const int round_runs = (a.min_runs + rounds - 1) / rounds;
   std::vector<double> times, ort_times;
+  const auto settle = [&] {
+    if (ort && a.settle_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.settle_ms));
+  };
   for (int round = 0; round < rounds; ++round) {
+    settle();
     auto start = Clock::now();
     for (int n = 0; n < round_runs || ms_since(start) < round_ms; ++n) {
       auto t = Clock::now();
@@ -328,6 +337,7 @@ Result bench_one(const std::string& model, const BenchArgs& a, const InputShapeO
       times.push_back(ms_since(t));
     }
     if (ort) {
+      settle();
       std::vector<double> t = ort->time_runs(round_ms / 1000.0, round_runs);
       if (t.empty()) {
         r.outputs_match = false;
@@ -472,6 +482,10 @@ void add_bench_command(CLI::App& app, Action& action) {
       ->capture_default_str()->check(CLI::Range(1, 1000000));
   cmd->add_option("--rounds", a->rounds, "with --compare: kiln and ONNX Runtime alternate in this many timing rounds")
       ->capture_default_str()->check(CLI::Range(1, 1000));
+  cmd->add_option("--settle-ms", a->settle_ms,
+                  "with --compare: idle milliseconds before each engine's share of a round, so the other engine's "
+                  "spinning pool threads have gone quiet")
+      ->capture_default_str()->check(CLI::Range(0, 10000));
   cmd->add_option("--seed", a->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_flag("--optimize", a->optimize, "run the default graph-pass pipeline before execution");
   cmd->add_option("--rtol", a->rtol, "relative tolerance of the output check")->capture_default_str();
