@@ -43,8 +43,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=12, help="kiln bench --rounds of the runs")
     ap.add_argument("--min-runs", type=int, default=24, help="kiln bench --min-runs of the runs")
     ap.add_argument("--min-time", type=float, default=2.0, help="kiln bench --min-time of the runs")
+    ap.add_argument("--settle-ms", type=int, default=50, help="kiln bench --settle-ms of the runs")
     a = ap.parse_args()
-    rounds, min_runs, min_time = a.rounds, a.min_runs, a.min_time
+    rounds, min_runs, min_time, settle_ms = a.rounds, a.min_runs, a.min_time, a.settle_ms
 
     runs = []
     for p in a.results:
@@ -82,7 +83,7 @@ def main():
                "for both; each side warms up (3 runs, the first includes any compilation), then the timed runs "
                f"alternate in {rounds} rounds (kiln's share, then ORT's) until each side has run {min_time:g} s "
                f"and at least {min_runs} times, so that load from other tenants of a shared machine hits both "
-               "alike; each share starts after 50 ms idle (`--settle-ms`), so that the other side's spinning "
+               f"alike; each share starts after {settle_ms} ms idle (`--settle-ms`), so that the other side's spinning "
                "pool threads have gone quiet; latency is "
                "the median (min in parentheses), batch as listed. ONNX Runtime (CPU execution provider, "
                "default graph optimizations) stays loaded in a helper process (bench/ort_runner.py "

@@ -7,7 +7,7 @@
 #
 # Environment: KILN (the kiln binary, default build/release/tools/kiln/kiln), ENGINE (interp or
 # compiled, default compiled if it runs, else interp), THREADS (default "1 2"), BATCH (default 1),
-# MIN_TIME (seconds per model and engine, default 2), MODEL_DIR (default build/bench-models),
+# MIN_TIME (seconds per model and engine, default 2), SETTLE_MS (kiln bench --settle-ms, default 50), MODEL_DIR (default build/bench-models),
 # TORCH_PYTHON (default /usr/bin/python3, needs torch + torchvision), KILN_PYTHON (the Python with
 # onnxruntime, default .venv/bin/python), NO_DOC=1 to skip docs/performance.md. Lines of
 # bench/results/NOTES (if any) become the notes section of docs/performance.md.
@@ -21,6 +21,7 @@ MIN_TIME="${MIN_TIME:-2}"
 # tenants hits kiln and ONNX Runtime alike even for the 200-300 ms models.
 ROUNDS="${ROUNDS:-12}"
 MIN_RUNS="${MIN_RUNS:-24}"
+SETTLE_MS="${SETTLE_MS:-50}"
 MODEL_DIR="${MODEL_DIR:-$ROOT/build/bench-models}"
 TORCH_PYTHON="${TORCH_PYTHON:-/usr/bin/python3}"
 export KILN_PYTHON="${KILN_PYTHON:-$ROOT/.venv/bin/python}"
@@ -47,7 +48,7 @@ for t in $THREADS; do
   tmp="$(mktemp -d)"
   for m in "${MODELS[@]}"; do
     if ! "$KILN" bench "$MODEL_DIR/$m.onnx" --engine "$ENGINE" --threads "$t" --batch "$BATCH" \
-         --min-time "$MIN_TIME" --min-runs "$MIN_RUNS" --rounds "$ROUNDS" --compare onnxruntime --json > "$tmp/$m.json" 2> "$tmp/$m.err"; then
+         --min-time "$MIN_TIME" --min-runs "$MIN_RUNS" --rounds "$ROUNDS" --settle-ms "$SETTLE_MS" --compare onnxruntime --json > "$tmp/$m.json" 2> "$tmp/$m.err"; then
       echo "run_bench.sh: $m: kiln bench failed or outputs differ: $(tail -c 300 "$tmp/$m.err")" >&2
       status=1
     fi
@@ -72,6 +73,6 @@ PY
 done
 
 [ "${NO_DOC:-0}" = 1 ] || "$KILN_PYTHON" "$ROOT/bench/make_performance_md.py" "$RESULTS"/*.json \
-  --notes-file "$RESULTS/NOTES" --rounds "$ROUNDS" --min-runs "$MIN_RUNS" --min-time "$MIN_TIME" \
+  --notes-file "$RESULTS/NOTES" --rounds "$ROUNDS" --settle-ms "$SETTLE_MS" --min-runs "$MIN_RUNS" --min-time "$MIN_TIME" \
   -o "$ROOT/docs/performance.md"
 exit $status

@@ -84,4 +84,16 @@ __attribute__((always_inline)) inline void activate8_all(Activation a, __m256 (&
   });
 }
 
+// The fused epilogue of a kernel's tile: v = act(clamp(v, lo, hi)) when `clamp` (max/min return
+// v when it is NaN, so NaN propagates like the reference clamp), the activation switched on once.
+template <int N>
+__attribute__((always_inline)) inline void clamp_activate8_all(bool clamp, __m256 lo, __m256 hi, Activation a,
+                                                               __m256 (&v)[N]) {
+  if (clamp) {
+#pragma GCC unroll 32
+    for (int i = 0; i < N; ++i) v[i] = _mm256_min_ps(hi, _mm256_max_ps(lo, v[i]));
+  }
+  activate8_all(a, v);
+}
+
 }  // namespace kiln::kernels

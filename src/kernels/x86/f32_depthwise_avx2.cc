@@ -31,20 +31,14 @@ inline void store_first(float* dst, __m256 v, int64_t n) {
 
 using avx2::transpose8;
 
-// The epilogue on one accumulator vector: clamp (max/min return the accumulator when it is NaN,
-// so NaN propagates like the reference), then the activation.
+// The fused epilogue (clamp, then the activation) of a tile, see clamp_activate8_all.
 struct Epilogue8 {
   __m256 lo, hi;
   bool clamp;
   Activation act;
-  // On a whole tile, the activation switched on once for all of it (see activate8_all).
   template <int N>
   __attribute__((always_inline)) inline void apply(__m256 (&o)[N]) const {
-    if (clamp) {
-#pragma GCC unroll 32
-      for (int i = 0; i < N; ++i) o[i] = _mm256_min_ps(hi, _mm256_max_ps(lo, o[i]));
-    }
-    activate8_all(act, o);
+    clamp_activate8_all(clamp, lo, hi, act, o);
   }
 };
 

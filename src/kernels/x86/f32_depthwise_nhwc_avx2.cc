@@ -38,12 +38,8 @@ template <int TW, bool kTail>
 __attribute__((always_inline)) inline void store(const RowTask& t, int64_t ox0, const __m256 (&acc)[TW]) {
   __m256 v[TW];
 #pragma GCC unroll 8
-  for (int p = 0; p < TW; ++p) {
-    v[p] = acc[p];
-    // max/min return the accumulator when it is NaN, so NaN propagates like the reference.
-    if (t.clamp) v[p] = _mm256_min_ps(t.hi, _mm256_max_ps(t.lo, v[p]));
-  }
-  activate8_all(t.act, v);  // one switch for the tile
+  for (int p = 0; p < TW; ++p) v[p] = acc[p];
+  clamp_activate8_all(t.clamp, t.lo, t.hi, t.act, v);
 #pragma GCC unroll 8
   for (int p = 0; p < TW; ++p) {
     float* dst = t.y + (ox0 + p) * t.g->c;

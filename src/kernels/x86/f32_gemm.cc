@@ -425,13 +425,13 @@ void sgemm_blocked(bool trans_a, int64_t M, int64_t N, int64_t K, const float* A
             // and on 2 threads.
             const char* next = nullptr;
             int64_t next_lines = 0, lines_per_call = 0;
-            if (packed_b && i0 == m_begin / mc * mc) {
-              if (q + 1 < q1) next = reinterpret_cast<const char*>(packed_b->data.data() + packed_b->panel_offset(k0, q + 1));
-              else if (!last) next = reinterpret_cast<const char*>(packed_b->data.data() + packed_b->panel_offset(k0 + kc, q0));
-              if (next) {
-                next_lines = std::min<int64_t>(uk.kc, K - (q + 1 < q1 ? k0 : k0 + kc)) * nr * 4 / 64;
-                lines_per_call = ceil_div(next_lines, ceil_div(rows - r_begin, mr));
-              }
+            const bool same_k_block = q + 1 < q1;
+            if (packed_b && i0 == m_begin / mc * mc && (same_k_block || !last)) {
+              const int64_t next_k0 = same_k_block ? k0 : k0 + kc;
+              next = reinterpret_cast<const char*>(packed_b->data.data() +
+                                                   packed_b->panel_offset(next_k0, same_k_block ? q + 1 : q0));
+              next_lines = std::min<int64_t>(uk.kc, K - next_k0) * nr * 4 / 64;
+              lines_per_call = ceil_div(next_lines, ceil_div(rows - r_begin, mr));
             }
             for (int64_t ii = r_begin; ii < rows; ii += mr) {
               for (int64_t l = 0; l < lines_per_call && next_lines > 0; ++l, --next_lines, next += 64)
