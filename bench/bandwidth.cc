@@ -20,7 +20,7 @@
 
 #include "ir/text.h"
 #include "pass/pass.h"
-#include "runtime/compiled_executor.h"
+#include "driver/compiled_executor.h"
 
 namespace {
 

@@ -189,7 +189,8 @@ def load(
 
     engine: "compiled" (generated kernels) or "interp" (the reference interpreter).
     threads: worker threads of the compiled engine (default: the CPUs this process may use).
-    optimize: run the default graph-pass pipeline first (as ``kiln run --optimize``).
+    optimize: with engine="interp", run the default graph-pass pipeline first (the compiled
+        engine always runs it, as the CLI, ``kiln bench`` and the C API do).
     profile: record per-node / per-kernel timings (:meth:`Session.profile`).
     seed: seed of random ops (RandomNormal, Dropout in training mode, ...).
     """

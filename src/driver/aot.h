@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "runtime/compiled_executor.h"
+#include "driver/compiled_executor.h"
 
 namespace kiln {
 

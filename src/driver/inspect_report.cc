@@ -143,6 +143,7 @@ std::string inspect_report_json(const InspectReport& r, bool passes, int indent)
     j["fallback_ops"] = compiled.stats.fallback_ops;
     j["kernels"] = compiled.stats.kernels;
     j["compile_ms"] = compiled.stats.total_ms;
+    j["shapes"] = compiled.stats.shapes;
   }
   if (passes) {
     nlohmann::json list = nlohmann::json::array();

@@ -22,17 +22,13 @@ std::unique_ptr<Session> Session::load(const std::string& path, const SessionOpt
 
 Session::Session(Model model, const SessionOptions& opts) : model_(std::move(model)), opts_(opts) {
   if (opts.threads < 1) throw Error(ErrorKind::kUsage, "--threads must be at least 1");
+  // The compiled engine always runs the default pipeline (it needs the fusion groups), so the
+  // CLI, `kiln bench`, Python and the C API all run the same graph; the interpreter runs the
+  // model as given unless asked to optimize.
   if (opts.optimize || opts.engine == Engine::kCompiled) {
     PassContext ctx;
-    // The compiled engine needs the fusion groups; without --optimize it runs only the analyses
-    // and the rewrites that lead Einsums, 1-D/3-D Convs and small-plane conv chains (channels
-    // last) to its fast paths.
-    std::vector<std::string> passes =
-        opts.optimize ? default_pipeline()
-                      : std::vector<std::string>{"shape-inference", "einsum-to-matmul", "conv1d-to-conv2d",
-                                                 "conv3d-to-conv2d", "assign-layouts", "fusion"};
     try {
-      run_passes(model_, passes, ctx);
+      run_passes(model_, default_pipeline(), ctx);
     } catch (const Error& e) {
       ErrorLocation loc;
       loc.file = model_.path;

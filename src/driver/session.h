@@ -9,7 +9,7 @@
 
 #include "core/value.h"
 #include "ir/graph.h"
-#include "runtime/compiled_executor.h"
+#include "driver/compiled_executor.h"
 #include "runtime/interpreter.h"
 
 namespace kiln {
@@ -23,7 +23,7 @@ struct SessionOptions {
   int threads = 1;
   uint64_t seed = 0;
   bool profile = false;
-  bool optimize = false;  // run the default graph-pass pipeline before execution
+  bool optimize = false;  // interp engine: run the default pass pipeline first (compiled: always)
 };
 
 // An input read from a file: the embedded name (.pb) or empty (.npy binds by position).

@@ -101,6 +101,12 @@ class Node {
   // "Conv" or "com.microsoft::Attention"; with the node name for messages.
   std::string qualified_op() const { return domain.empty() ? op_type : domain + "::" + op_type; }
   std::string display_name() const;
+  // True when an attribute holds a graph (If/Loop/Scan bodies, ...).
+  bool has_subgraphs() const {
+    for (const auto& [k, a] : attrs)
+      if (a.g || !a.graphs.empty()) return true;
+    return false;
+  }
 };
 
 class Graph {

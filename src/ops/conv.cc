@@ -464,6 +464,11 @@ void infer_conv_common(InferContext& ctx, bool transpose) {
   std::vector<int64_t> kernel = ctx.attr_ints("kernel_shape");
   if (wt.shape && wt.shape->rank() == in.size() + 2) {
     const int64_t group = ctx.attr_int("group", 1);
+    // The kernels' channel check, so that a plan made from these shapes never runs a bad conv.
+    const Dim &c = xt.shape->dims[1], &wc = wt.shape->dims[transpose ? 0 : 1];
+    if (c.known() && wc.known() && (transpose ? wc.value != c.value : c.value != wc.value * group))
+      ctx.fail(ErrorKind::kInvalidModel, "channels do not match: X " + to_string(*xt.shape) + ", W " +
+                                             to_string(*wt.shape) + ", group " + std::to_string(group));
     const Dim& d = wt.shape->dims[transpose ? 1 : 0];
     if (d.known()) m = transpose ? Dim(d.value * group) : d;
     if (kernel.empty()) {

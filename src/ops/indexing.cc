@@ -239,6 +239,10 @@ void gather_infer(InferContext& ctx) {
   }
   const int64_t axis =
       normalize_axis(ctx, ctx.attr_int("axis", 0), static_cast<int64_t>(x->rank()));
+  // Constant indices are checked here (the generated kernel clamps run-time ones).
+  const Dim& extent = x->dims[static_cast<size_t>(axis)];
+  if (const Tensor* idx = ctx.constant_input(1); idx && extent.known() && is_integer(idx->dtype()))
+    for (int64_t k = 0; k < idx->numel(); ++k) wrap_index(ctx, idx->get_int(k), extent.value, "Gather");
   Shape out;
   out.dims.assign(x->dims.begin(), x->dims.begin() + axis);
   out.dims.insert(out.dims.end(), ind->dims.begin(), ind->dims.end());
@@ -780,8 +784,8 @@ void register_indexing_ops(OpRegistry& r) {
       .kind(opq)
       .run(scatter_elements_kernel)
       .shape(infer_same_as_input0);
-  r.add("NonZero").since(9).inputs(1).outputs(1).kind(opq).run(nonzero_kernel).shape(nonzero_infer);
-  r.add("Compress").since(9).inputs(2).outputs(1).kind(opq).run(compress_kernel);
+  r.add("NonZero").since(9).inputs(1).outputs(1).kind(opq).run(nonzero_kernel).shape(nonzero_infer).dynamic_shape();
+  r.add("Compress").since(9).inputs(2).outputs(1).kind(opq).run(compress_kernel).dynamic_shape();
   r.add("ReverseSequence")
       .since(10)
       .inputs(2)
@@ -795,7 +799,8 @@ void register_indexing_ops(OpRegistry& r) {
       .outputs(1, 4)
       .kind(opq)
       .run(unique_kernel)
-      .shape(unique_infer);
+      .shape(unique_infer)
+      .dynamic_shape();
   register_resize_ops(r);
 }
 

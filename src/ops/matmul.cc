@@ -104,6 +104,10 @@ std::optional<Shape> matmul_shape(const Type& a, const Type& b) {
   const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
   if (a_vec) ad.insert(ad.begin(), Dim(1));
   if (b_vec) bd.push_back(Dim(1));
+  const Dim &ka = ad.back(), &kb = bd[bd.size() - 2];
+  if (ka.known() && kb.known() && ka.value != kb.value)
+    throw Error(ErrorKind::kBadInput, "MatMul inner dimensions differ: " + to_string(*a.shape) + " and " +
+                                          to_string(*b.shape));
   std::vector<Dim> ab(ad.begin(), ad.end() - 2), bb(bd.begin(), bd.end() - 2);
   const size_t rank = std::max(ab.size(), bb.size());
   std::vector<Dim> batch(rank, Dim(1));

@@ -436,7 +436,7 @@ void infer_grid_sample(InferContext& ctx) {
 }  // namespace
 
 void register_misc_ops(OpRegistry& r) {
-  r.add("NonMaxSuppression").since(10).inputs(2, 5).outputs(1).run(nms_kernel).shape(infer_nms);
+  r.add("NonMaxSuppression").since(10).inputs(2, 5).outputs(1).run(nms_kernel).shape(infer_nms).dynamic_shape();
   r.add("RoiAlign")
       .since(10)
       .inputs(3)

@@ -168,10 +168,10 @@ void register_nn_ops(OpRegistry& r) {
         .run(space_to_depth_kernel).shape(infer_space_to_depth);
   for (int v : {1, 6, 7, 10})
     r.add("Dropout").since(v).inputs(1).outputs(1, 2).kind(PatternKind::kElementwise)
-        .run(dropout_kernel).shape(infer_dropout);
+        .run(dropout_kernel).shape(infer_dropout).nondeterministic();
   for (int v : {12, 13, 22})
     r.add("Dropout").since(v).inputs(1, 3).outputs(1, 2).kind(PatternKind::kElementwise)
-        .run(dropout_kernel).shape(infer_dropout);
+        .run(dropout_kernel).shape(infer_dropout).nondeterministic();
 }
 
 }  // namespace kiln

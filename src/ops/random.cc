@@ -189,27 +189,27 @@ void register_random_ops(OpRegistry& r) {
       .inputs(0)
       .outputs(1)
       .run(random_uniform_kernel)
-      .shape(infer_random);
-  r.add("RandomNormal").since(1).inputs(0).outputs(1).run(random_normal_kernel).shape(infer_random);
+      .shape(infer_random).nondeterministic();
+  r.add("RandomNormal").since(1).inputs(0).outputs(1).run(random_normal_kernel).shape(infer_random).nondeterministic();
   r.add("RandomUniformLike")
       .since(1)
       .inputs(1)
       .outputs(1)
       .run(random_uniform_like_kernel)
-      .shape(infer_random_like);
+      .shape(infer_random_like).nondeterministic();
   r.add("RandomNormalLike")
       .since(1)
       .inputs(1)
       .outputs(1)
       .run(random_normal_like_kernel)
-      .shape(infer_random_like);
+      .shape(infer_random_like).nondeterministic();
   r.add("Multinomial")
       .since(7)
       .inputs(1)
       .outputs(1)
       .run(multinomial_kernel)
-      .shape(infer_multinomial);
-  r.add("Bernoulli").since(15).inputs(1).outputs(1).run(bernoulli_kernel).shape(infer_random_like);
+      .shape(infer_multinomial).nondeterministic();
+  r.add("Bernoulli").since(15).inputs(1).outputs(1).run(bernoulli_kernel).shape(infer_random_like).nondeterministic();
 }
 
 }  // namespace kiln

@@ -141,11 +141,13 @@ std::vector<RtValue> KernelContext::run_subgraph(const Graph& g,
 
 const Type& InferContext::input_type(int i) const {
   if (!has_input(i)) fail(ErrorKind::kInvalidModel, "missing required input #" + std::to_string(i));
+  if (bound_) return input_types_.at(static_cast<size_t>(i));
   return node().inputs[i]->type;
 }
 
 const Tensor* InferContext::constant_input(int i) const {
   if (!has_input(i)) return nullptr;
+  if (bound_) return input_constants_.at(static_cast<size_t>(i));
   const Value* v = node().inputs[i];
   return v->is_constant() ? &v->initializer : nullptr;
 }
@@ -208,6 +210,16 @@ bool OpRegistry::knows(const std::string& domain, const std::string& name) const
 int OpRegistry::first_version(const std::string& domain, const std::string& name) const {
   auto it = ops_.find({canonical_domain(domain), name});
   return it == ops_.end() || it->second.empty() ? 0 : it->second.front().since_version;
+}
+
+bool OpRegistry::has_data_dependent_shape(const Node& n) const {
+  auto it = ops_.find({canonical_domain(n.domain), n.op_type});
+  return it != ops_.end() && !it->second.empty() && it->second.front().data_dependent_shape;
+}
+
+bool OpRegistry::is_random(const Node& n) const {
+  auto it = ops_.find({canonical_domain(n.domain), n.op_type});
+  return it != ops_.end() && !it->second.empty() && it->second.front().random;
 }
 
 std::vector<std::string> OpRegistry::op_names() const {

@@ -75,10 +75,17 @@ class KernelContext : public AttrReader {
   std::mt19937_64* rng_;
 };
 
-// Static inference: input types and, where known at compile time, constant input values.
+// Static inference: input types and, where known at compile time, constant input values. By
+// default both come from the graph (declared types, initializers); the compile pipeline binds
+// them instead (pass/bind_shapes.h: input dims bound, values folded) without touching the graph.
 class InferContext : public AttrReader {
  public:
   InferContext(const Node& node, int64_t opset) : AttrReader(node), opset_(opset) {}
+  // Bound types and values, parallel to node.inputs (a null constant: not known).
+  InferContext(const Node& node, int64_t opset, std::vector<Type> input_types,
+               std::vector<const Tensor*> input_constants)
+      : AttrReader(node), opset_(opset), bound_(true), input_types_(std::move(input_types)),
+        input_constants_(std::move(input_constants)) {}
   int64_t opset() const { return opset_; }
   int num_inputs() const { return static_cast<int>(node().inputs.size()); }
   bool has_input(int i) const { return i < num_inputs() && node().inputs[i] != nullptr; }
@@ -91,6 +98,9 @@ class InferContext : public AttrReader {
 
  private:
   int64_t opset_;
+  bool bound_ = false;
+  std::vector<Type> input_types_;
+  std::vector<const Tensor*> input_constants_;
   std::vector<Type> outputs_;
 };
 
@@ -109,6 +119,11 @@ struct OpSchema {
   // The interpreter converts f16/bf16 tensor inputs to f32, runs the kernel, and converts f32
   // outputs back, so kernels of pure float math need only f32/f64 code.
   bool half_via_float = false;
+  // Output shapes depend on input values, not only on input shapes (NonZero, Unique, ...): the
+  // compile pipeline cannot plan past such a node before it runs.
+  bool data_dependent_shape = false;
+  // Outputs come from a random generator: never folded, merged or fixed at compile time.
+  bool random = false;
 
   // Fluent setters used by the registration tables.
   OpSchema& since(int v) { since_version = v; return *this; }
@@ -120,6 +135,8 @@ struct OpSchema {
   OpSchema& run(KernelFn f) { kernel = f; return *this; }
   OpSchema& shape(InferFn f) { infer = f; return *this; }
   OpSchema& via_float() { half_via_float = true; return *this; }
+  OpSchema& dynamic_shape() { data_dependent_shape = true; return *this; }
+  OpSchema& nondeterministic() { random = true; return *this; }
 };
 
 class OpRegistry {
@@ -134,6 +151,9 @@ class OpRegistry {
   // Smallest since_version registered for the op (0 if unknown).
   int first_version(const std::string& domain, const std::string& name) const;
   std::vector<std::string> op_names() const;
+  // The schema flags of node n's op (any opset; the flags do not change across versions).
+  bool has_data_dependent_shape(const Node& n) const;
+  bool is_random(const Node& n) const;
 
  private:
   std::map<std::pair<std::string, std::string>, std::vector<OpSchema>> ops_;

@@ -248,8 +248,8 @@ void tfidf_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_string_ops(OpRegistry& r) {
-  r.add("StringNormalizer").since(10).inputs(1).outputs(1).run(string_normalizer_kernel);
-  r.add("StringSplit").since(20).inputs(1).outputs(2).run(string_split_kernel);
+  r.add("StringNormalizer").since(10).inputs(1).outputs(1).run(string_normalizer_kernel).dynamic_shape();
+  r.add("StringSplit").since(20).inputs(1).outputs(2).run(string_split_kernel).dynamic_shape();
   r.add("StringConcat").since(20).inputs(2).outputs(1).kind(PatternKind::kBroadcast)
       .run(string_concat_kernel).shape(infer_broadcast);
   r.add("RegexFullMatch").since(20).inputs(1).outputs(1).kind(PatternKind::kElementwise)

@@ -75,4 +75,17 @@ std::optional<std::vector<int64_t>> static_ints(const InferContext& ctx, const c
   return c->to_int64_vector();
 }
 
+// The [start, end) range of dims that Shape (opset 15 start/end attributes) returns.
+std::pair<int64_t, int64_t> shape_range(const AttrReader& at, int64_t opset, int64_t rank) {
+  int64_t start = 0, end = rank;
+  if (opset >= 15) {
+    start = at.attr_int("start", 0);
+    end = at.attr_int("end", rank);
+  }
+  auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank); };
+  start = clamp(start);
+  end = clamp(end);
+  return {start, std::max(start, end)};
+}
+
 }  // namespace kiln

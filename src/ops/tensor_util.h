@@ -11,6 +11,9 @@
 
 namespace kiln {
 
+// The [start, end) range of dims a Shape node returns for an input of rank `rank`.
+std::pair<int64_t, int64_t> shape_range(const AttrReader& at, int64_t opset, int64_t rank);
+
 // Calls f(TypeTag<T>{}) with an unsigned integer type of the element's width (or std::string),
 // so kernels that only move elements compile once per width instead of once per dtype.
 template <class F>

@@ -19,23 +19,12 @@
 #include "ir/rewrite.h"
 #include "ops/evaluate.h"
 #include "ops/registry.h"
+#include "ops/tensor_util.h"
 #include "pass/passes.h"
 #include "pass/shape_inference.h"
 
 namespace kiln {
 namespace {
-
-bool is_random(const Node& n) {
-  if (n.op_type.rfind("Random", 0) == 0 || n.op_type == "Bernoulli" || n.op_type == "Multinomial")
-    return true;
-  return n.op_type == "Dropout" && n.inputs.size() > 2 && n.inputs[2] != nullptr;
-}
-
-bool has_subgraph(const Node& n) {
-  for (const auto& [k, a] : n.attrs)
-    if (a.g || !a.graphs.empty()) return true;
-  return false;
-}
 
 // A computed tensor may replace a value of this declared type.
 bool fits_declared(const Type& t, const Tensor& x) {
@@ -50,19 +39,6 @@ bool fits_declared(const Type& t, const Tensor& x) {
   return true;
 }
 
-// The [start, end) range of dims a Shape node returns for an input of rank `rank`.
-std::pair<int64_t, int64_t> shape_range(const Node& shape, int64_t opset, int64_t rank) {
-  AttrReader at(shape);
-  int64_t start = 0, end = rank;
-  if (opset >= 15) {
-    start = at.attr_int("start", 0);
-    end = at.attr_int("end", rank);
-  }
-  auto clamp = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank); };
-  start = clamp(start);
-  return {start, std::max(start, clamp(end))};
-}
-
 // S2: Shape/Size of a value whose type fixes its shape (not a subgraph input: those are bound
 // per call). Returns an undefined tensor when not foldable.
 Tensor fold_static_shape(const Node& n, int64_t opset) {
@@ -73,17 +49,7 @@ Tensor fold_static_shape(const Node& n, int64_t opset) {
   if (x->is_graph_input && x->owner && x->owner->parent) return {};
   const Type& t = x->type;
   if (t.kind != Type::Kind::kTensor || !t.shape || !t.shape->is_static()) return {};
-  std::vector<int64_t> dims = t.shape->sizes();
-  const int64_t rank = static_cast<int64_t>(dims.size());
-  if (n.op_type == "Size") {
-    int64_t numel = 1;
-    for (int64_t d : dims) numel *= d;
-    return Tensor::scalar(DType::kInt64, numel);
-  }
-  auto [start, end] = shape_range(n, opset, rank);
-  Tensor y(DType::kInt64, {end - start});
-  for (int64_t i = start; i < end; ++i) y.data<int64_t>()[i - start] = dims[static_cast<size_t>(i)];
-  return y;
+  return shape_op_value(n, opset, t.shape->sizes());
 }
 
 // S2b: Gather(Shape(x), constant indices) along axis 0 when x's type fixes the gathered dims
@@ -102,7 +68,7 @@ Tensor fold_shape_gather(const Node& n, int64_t opset) {
   const Type& t = x->type;
   if (t.kind != Type::Kind::kTensor || !t.shape) return {};
   const int64_t rank = static_cast<int64_t>(t.shape->rank());
-  auto [start, end] = shape_range(*shape, opset, rank);
+  auto [start, end] = shape_range(AttrReader(*shape), opset, rank);
   const int64_t len = end - start;
   const Tensor& ix = idx->initializer;
   Tensor y(DType::kInt64, ix.dims());
@@ -138,7 +104,7 @@ bool known_too_large(const Node& n, const OpSchema& s, int64_t opset, int64_t li
 
 // S4: evaluates a node with constant inputs; empty when it cannot or should not be folded.
 std::vector<Tensor> evaluate_constant(const Node& n, const Model& m, int64_t limit) {
-  if (is_random(n) || has_subgraph(n)) return {};
+  if (OpRegistry::global().is_random(n) || n.has_subgraphs()) return {};
   for (const Value* v : n.inputs)
     if (v && !v->is_constant()) return {};
   const int64_t opset = m.opset(n.domain);

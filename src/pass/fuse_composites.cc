@@ -6,13 +6,15 @@
 //   HardSwish  x*HardSigmoid(x){1/6,0.5}, x*Clip(x+3,0,6)/6 (or *1/6)          -> kiln::HardSwish
 //   LayerNorm  ReduceMean, Sub, Pow 2 | Mul self, ReduceMean, Add eps, Sqrt, Div,
 //              [Mul gamma], [Add beta], over trailing axes                   -> kiln::LayerNorm
+// fuse-attention (same matcher, not in the default pipeline: kiln::Attention has only a reference
+// kernel, slower than the compiled engine's GEMM + softmax path for the unfused pattern):
 //   Attention  MatMul(Q, K^T) [* or / scalar] [+ mask] -> Softmax(last axis) -> MatMul(., V)
 //                                                                             -> kiln::Attention
 // Requires: nothing beyond a verified model; shapes (from shape inference) enable LayerNorm with
 // gamma/beta and Attention, which need ranks. Every constant of a pattern is checked (within
 // float rounding of its dtype) and every intermediate must have no other consumer.
 // Guarantees: outputs unchanged up to rounding; the final value keeps its name and type.
-// Tests: tests/pass/golden/fuse-composites/*.kir
+// Tests: tests/pass/golden/fuse-composites/*.kir, tests/pass/golden/fuse-attention/*.kir
 #include <cmath>
 #include <set>
 
@@ -23,15 +25,20 @@
 namespace kiln {
 namespace {
 
+// Which patterns a run matches: the elementwise/normalization composites, or attention.
+enum class Patterns { kComposites, kAttention };
+
 struct Fuser {
   Graph& g;
   int64_t opset;
+  Patterns patterns;
   GraphEditor ed;
   UseMap uses;
   std::set<const Node*> dead;
   int fused = 0;
 
-  Fuser(Graph& graph, int64_t op) : g(graph), opset(op), ed(graph), uses(compute_uses(graph)) {}
+  Fuser(Graph& graph, int64_t op, Patterns p)
+      : g(graph), opset(op), patterns(p), ed(graph), uses(compute_uses(graph)) {}
 
   // ---- matching helpers ----
 
@@ -486,13 +493,13 @@ struct Fuser {
   bool try_node(Node* n) {
     if (dead.count(n) || !n->domain.empty()) return false;
     const std::string& op = n->op_type;
+    if (patterns == Patterns::kAttention) return op == "Softmax" && attention(n);
     if (op == "Erf") return gelu_erf(n);
     if (op == "Tanh") return gelu_tanh(n);
     if (op == "Sigmoid") return silu(n);
     if (op == "HardSigmoid") return hard_sigmoid_swish(n);
     if (op == "Clip") return clip_swish(n);
     if (op == "ReduceMean") return layer_norm(n);
-    if (op == "Softmax") return attention(n);
     return false;
   }
 
@@ -509,29 +516,36 @@ struct Fuser {
   }
 };
 
-int fuse_in(Graph& g, int64_t opset) {
+int fuse_in(Graph& g, int64_t opset, Patterns patterns) {
   int fused = 0;
   for (auto& n : g.nodes)
     for (auto& [k, a] : n->attrs) {
-      if (a.g) fused += fuse_in(*a.g, opset);
-      for (auto& sg : a.graphs) fused += fuse_in(*sg, opset);
+      if (a.g) fused += fuse_in(*a.g, opset, patterns);
+      for (auto& sg : a.graphs) fused += fuse_in(*sg, opset, patterns);
     }
-  Fuser f(g, opset);
+  Fuser f(g, opset, patterns);
   f.run();
   return fused + f.fused;
 }
 
-bool run(Model& m, PassContext&) {
-  const int fused = fuse_in(*m.graph, m.opset(""));
+bool fuse(Model& m, Patterns patterns) {
+  const int fused = fuse_in(*m.graph, m.opset(""), patterns);
   if (fused) m.opsets["kiln"] = 1;
   return fused > 0;
 }
 
+bool run(Model& m, PassContext&) { return fuse(m, Patterns::kComposites); }
+bool run_attention(Model& m, PassContext&) { return fuse(m, Patterns::kAttention); }
+
 }  // namespace
 
 PassInfo fuse_composites_pass() {
-  return {"fuse-composites",
-          "replace exported GELU/LayerNorm/SiLU/HardSwish/attention patterns by kiln ops", run};
+  return {"fuse-composites", "replace exported GELU/LayerNorm/SiLU/HardSwish patterns by kiln ops", run};
+}
+
+PassInfo fuse_attention_pass() {
+  return {"fuse-attention", "replace exported attention (MatMul, scale, mask, Softmax, MatMul) by kiln::Attention",
+          run_attention, /*in_default_pipeline=*/false};
 }
 
 }  // namespace kiln

@@ -37,12 +37,15 @@ struct PassInfo {
   std::string summary;
   // Rewrites the model in place; returns true when it changed something.
   bool (*run)(Model& m, PassContext& ctx) = nullptr;
+  // Part of default_pipeline(); off for passes whose result no engine runs faster yet.
+  bool in_default_pipeline = true;
 };
 
 // Every registered pass, in default-pipeline order first.
 const std::vector<PassInfo>& all_passes();
 const PassInfo* find_pass(const std::string& name);
-// The default optimization pipeline (names), in order.
+// The default optimization pipeline (names), in order: what every entry point (CLI, bench,
+// Python, C API, AOT) runs before the compiled engine.
 std::vector<std::string> default_pipeline();
 // Runs the named passes in order (unknown name -> kUsage error listing the passes).
 void run_passes(Model& m, const std::vector<std::string>& names, PassContext& ctx);

@@ -16,6 +16,7 @@ std::vector<PassInfo> registered_passes() {
       fold_batchnorm_pass(),
       fold_scale_bias_pass(),
       fuse_composites_pass(),
+      fuse_attention_pass(),
       assign_layouts_pass(),
       fusion_pass(),
   };
@@ -23,7 +24,8 @@ std::vector<PassInfo> registered_passes() {
 
 std::vector<std::string> default_pipeline() {
   std::vector<std::string> names;
-  for (const auto& p : registered_passes()) names.push_back(p.name);
+  for (const auto& p : registered_passes())
+    if (p.in_default_pipeline) names.push_back(p.name);
   return names;
 }
 

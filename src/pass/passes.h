@@ -20,6 +20,7 @@ PassInfo conv3d_to_conv2d_pass();    // pass/conv3d_to_conv2d.cc
 PassInfo fold_batchnorm_pass();      // pass/fold_batchnorm.cc
 PassInfo fold_scale_bias_pass();     // pass/fold_scale_bias.cc
 PassInfo fuse_composites_pass();     // pass/fuse_composites.cc
+PassInfo fuse_attention_pass();      // pass/fuse_composites.cc (same matcher; not in the default pipeline)
 PassInfo assign_layouts_pass();      // pass/assign_layouts.cc
 PassInfo fusion_pass();              // pass/fusion.cc
 

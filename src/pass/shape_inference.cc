@@ -13,9 +13,13 @@
 // without `infer`, or whose inference fails (the kernel will report it at run time), keep their
 // declared output types.
 // Tests: tests/pass/golden/shape-inference/*.kir
-#include "ops/registry.h"
-#include "pass/passes.h"
 #include "pass/shape_inference.h"
+
+#include <algorithm>
+
+#include "ops/registry.h"
+#include "ops/tensor_util.h"
+#include "pass/passes.h"
 
 namespace kiln {
 namespace {
@@ -147,6 +151,18 @@ ErrorLocation where(const Node& n) {
 }
 
 }  // namespace
+
+Tensor shape_op_value(const Node& n, int64_t opset, const std::vector<int64_t>& dims) {
+  if (n.op_type == "Size") {
+    int64_t numel = 1;
+    for (int64_t d : dims) numel *= d;
+    return Tensor::scalar(DType::kInt64, numel);
+  }
+  auto [start, end] = shape_range(AttrReader(n), opset, static_cast<int64_t>(dims.size()));
+  Tensor y(DType::kInt64, {end - start});
+  for (int64_t i = start; i < end; ++i) y.data<int64_t>()[i - start] = dims[static_cast<size_t>(i)];
+  return y;
+}
 
 bool infer_node_types(Node& n, const Model& m) {
   const int64_t opset = m.opset(n.domain);

@@ -23,7 +23,7 @@
 #include "ir/text.h"
 #include "kiln/c_api.h"
 #include "pass/pass.h"
-#include "runtime/compiled_executor.h"
+#include "driver/compiled_executor.h"
 #include "../common/random_const.h"
 
 namespace kiln {

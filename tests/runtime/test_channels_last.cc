@@ -16,7 +16,7 @@
 #include "../common/random_const.h"
 #include "ir/text.h"
 #include "pass/pass.h"
-#include "runtime/compiled_executor.h"
+#include "driver/compiled_executor.h"
 #include "runtime/interpreter.h"
 
 namespace kiln {

@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "ir/text.h"
+#include "driver/compiled_executor.h"
 #include "pass/pass.h"
-#include "runtime/compiled_executor.h"
 #include "runtime/interpreter.h"
 
 namespace kiln {
@@ -80,6 +80,37 @@ TEST(CompiledExecutor, ElementwiseChain) {
   EXPECT_EQ(s.generated_nodes, 5);
   EXPECT_EQ(s.fallback_nodes, 0);
   EXPECT_EQ(s.kernels, 1);
+}
+
+// The default pipeline turns x*Sigmoid(x) and the HardSwish pattern into kiln::Silu /
+// kiln::HardSwish; a GEMM step still takes them into its epilogue (no separate kernel).
+TEST(CompiledExecutor, CompositeActivationsJoinTheGemmEpilogue) {
+  const char* text = R"(graph @g(%x: f32[4,64], %w: f32[64,32], %w2: f32[32,32]) -> (%y: f32[4,32]) {
+    %three = const f32[] [3]
+    %zero = const f32[] [0]
+    %six = const f32[] [6]
+    %m = MatMul(%x, %w) : f32[4,32]
+    %s = Sigmoid(%m) : f32[4,32]
+    %a = Mul(%m, %s) : f32[4,32]
+    %m2 = MatMul(%a, %w2) : f32[4,32]
+    %p = Add(%m2, %three) : f32[4,32]
+    %c = Clip(%p, %zero, %six) : f32[4,32]
+    %h = Mul(%m2, %c) : f32[4,32]
+    %y = Div(%h, %six) : f32[4,32]
+    return %y
+  })";
+  Model m = parse_model(text);
+  PassContext ctx;
+  run_passes(m, default_pipeline(), ctx);
+  EXPECT_EQ(op_histogram(*m.graph)["kiln::Silu"], 1);
+  EXPECT_EQ(op_histogram(*m.graph)["kiln::HardSwish"], 1);
+  Model ref = parse_model(text);
+  Interpreter interp(ref);
+  CompiledExecutor exec(m);
+  auto feeds = random_feeds(ref, 7);
+  expect_close(exec.run(feeds), interp.run(feeds), text);
+  EXPECT_EQ(exec.stats().gemm_nodes, 4);  // two MatMuls, each with its activation
+  EXPECT_EQ(exec.stats().kernels, 0);
 }
 
 TEST(CompiledExecutor, LargeParallelVectorized) {

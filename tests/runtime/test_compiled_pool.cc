@@ -8,7 +8,7 @@
 
 #include "ir/text.h"
 #include "pass/pass.h"
-#include "runtime/compiled_executor.h"
+#include "driver/compiled_executor.h"
 #include "runtime/interpreter.h"
 
 namespace kiln {

@@ -10,7 +10,7 @@
 
 #include "ir/text.h"
 #include "pass/pass.h"
-#include "runtime/compiled_executor.h"
+#include "driver/compiled_executor.h"
 #include "runtime/conv_depthwise.h"
 #include "runtime/interpreter.h"
 #include "../common/random_const.h"

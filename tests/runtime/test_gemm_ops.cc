@@ -9,7 +9,7 @@
 
 #include "ir/text.h"
 #include "pass/pass.h"
-#include "runtime/compiled_executor.h"
+#include "driver/compiled_executor.h"
 #include "runtime/interpreter.h"
 #include "../common/random_const.h"
 #include "../common/engines_agree.h"

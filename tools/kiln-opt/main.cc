@@ -159,7 +159,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (list) {
-      for (const auto& p : kiln::all_passes()) std::cout << p.name << ": " << p.summary << "\n";
+      for (const auto& p : kiln::all_passes())
+        std::cout << p.name << ": " << p.summary << (p.in_default_pipeline ? "" : " (not in the default pipeline)")
+                  << "\n";
       return 0;
     }
     for (const auto& d : kiln::split_list(disable)) ctx.disabled.insert(d);

@@ -487,7 +487,7 @@ void add_bench_command(CLI::App& app, Action& action) {
                   "spinning pool threads have gone quiet")
       ->capture_default_str()->check(CLI::Range(0, 10000));
   cmd->add_option("--seed", a->seed, "seed of the random inputs")->capture_default_str();
-  cmd->add_flag("--optimize", a->optimize, "run the default graph-pass pipeline before execution");
+  cmd->add_flag("--optimize", a->optimize, "with --engine interp: run the default graph-pass pipeline first (the compiled engine always runs it)");
   cmd->add_option("--rtol", a->rtol, "relative tolerance of the output check")->capture_default_str();
   cmd->add_option("--atol", a->atol, "absolute tolerance of the output check")->capture_default_str();
   cmd->add_flag("--json", a->json, "print machine-readable results");

@@ -94,7 +94,7 @@ int compile_command(const CompileArgs& a) {
     std::cout << "time (ms):\n";
     std::cout << "  load      " << ms(t0, t1) << "\n";
     std::cout << "  passes    " << r.passes_ms << "\n";
-    std::cout << "  shapes    " << s.shapes_ms << "  (reference run to learn shapes)\n";
+    std::cout << "  shapes    " << s.shapes_ms << "  (" << s.shapes << ")\n";
     std::cout << "  lowering  " << s.lowering_ms << "  (TE, schedules, TIR passes)\n";
     std::cout << "  llvm      " << s.llvm_ms << "  (optimization and JIT)\n";
     std::cout << "  plan      " << s.total_ms << "\n";

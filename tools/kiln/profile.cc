@@ -298,7 +298,7 @@ void add_profile_command(CLI::App& app, Action& action) {
   cmd->add_option("--seed", a->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_option("--by", a->by, "tables to print: op, node or both")
       ->capture_default_str()->check(CLI::IsMember({"op", "node", "both"}));
-  cmd->add_flag("--optimize", a->optimize, "run the default graph-pass pipeline before execution");
+  cmd->add_flag("--optimize", a->optimize, "with --engine interp: run the default graph-pass pipeline first (the compiled engine always runs it)");
   cmd->callback([a, &action] { action = [a] { return profile_command(*a); }; });
 }
 

@@ -24,7 +24,7 @@ struct RunArgs {
   int threads = 1;
   uint64_t seed = 0;
   int repeat = 1;
-  bool optimize = false;  // the default pass pipeline first, as `kiln compile` does
+  bool optimize = false;  // interp engine: the default pass pipeline first
   int64_t batch = 1;               // symbolic dims of random inputs, as `kiln bench` resolves them
   std::vector<std::string> dims;  // NAME=VALUE
 };
@@ -172,7 +172,7 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("--dim", args->dims,
                   "random inputs: NAME=VALUE for a symbolic dim (seq-like dims default to 128, others to 1); repeatable");
   cmd->add_flag("--optimize", args->optimize,
-                "run the default graph-pass pipeline first, as `kiln compile` (and its -o libraries) do");
+                "with --engine interp: run the default graph-pass pipeline first (the compiled engine always runs it)");
   cmd->callback([args, &action] { action = [args] { return run_command(*args); }; });
 }
 

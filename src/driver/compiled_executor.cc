@@ -1,8 +1,9 @@
 // Compiled executor: plan building (shapes, grouping into kernels, lowering, JIT, arena) and
 // plan execution. See compiled_executor.h for the steps.
-#include "runtime/compiled_executor.h"
+#include "driver/compiled_executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,11 +15,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kernels/x86/f32_conv_stem.h"
+#include "kernels/x86/f32_gemm.h"
 #include "ops/evaluate.h"
 #include "ops/lowering.h"
 #include "ops/op_util.h"
-#include "kernels/x86/f32_conv_stem.h"
-#include "kernels/x86/f32_gemm.h"
+#include "pass/bind_shapes.h"
 #include "runtime/gemm_ops.h"
 #include "te/te.h"
 #include "tir/printer.h"
@@ -32,8 +34,7 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 
 bool has_subgraphs(const Graph& g) {
   for (const auto& n : g.nodes)
-    for (const auto& [k, a] : n->attrs)
-      if (a.g || !a.graphs.empty()) return true;
+    if (n->has_subgraphs()) return true;
   return false;
 }
 
@@ -118,6 +119,30 @@ int count_divmods(const tir::PrimFunc& f) {
 
 constexpr int64_t kArenaAlign = 64;
 
+std::atomic<int64_t> g_reference_runs{0};
+
+// KILN_VERIFY_PLAN_SHAPES=1: every plan whose shapes came from inference also runs the reference
+// interpreter and compares (tests run the conformance suites and models this way).
+bool verify_plan_shapes() {
+  static const bool on = [] {
+    const char* e = std::getenv("KILN_VERIFY_PLAN_SHAPES");
+    return e && *e && std::string(e) != "0";
+  }();
+  return on;
+}
+
+void check_against_run(Interpreter& reference, const std::vector<RtValue>& feeds, const BoundShapes& bound) {
+  reference.run(feeds, [&](const Value& v, const RtValue& r) {
+    auto it = bound.values.find(&v);
+    if (it == bound.values.end() || !r.is_tensor()) return;
+    const BoundValue& b = it->second;
+    if (b.dtype != r.tensor.dtype() || b.dims != r.tensor.dims())
+      throw Error(ErrorKind::kInternal, "shape inference gave '" + v.name + "' " + std::string(dtype_name(b.dtype)) +
+                                            dims_to_string(b.dims) + ", a run gives " +
+                                            std::string(dtype_name(r.tensor.dtype())) + dims_to_string(r.tensor.dims()));
+  });
+}
+
 // TIR buffers need at least one dim: rank-0 values are lowered as shape [1].
 std::vector<int64_t> te_dims(const std::vector<int64_t>& d) { return d.empty() ? std::vector<int64_t>{1} : d; }
 
@@ -149,6 +174,8 @@ CompiledExecutor::CompiledExecutor(const Model& model, CompiledOptions opts) : m
 }
 
 CompiledExecutor::~CompiledExecutor() = default;
+
+int64_t CompiledExecutor::reference_runs_while_compiling() { return g_reference_runs.load(); }
 
 std::string CompiledExecutor::kernels_text() const {
   std::string out;
@@ -290,31 +317,50 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     return out;
   };
 
-  // S1: a reference run learns every value's dtype and dims (same errors as the interpreter).
+  // S1: every value's dtype and dims from shape inference with the input dims bound
+  // (pass/bind_shapes.h); a reference run only where inference cannot know them.
   auto t0 = Clock::now();
   for (const auto& n : g.nodes) {
     const OpSchema* schema = reg.find(n->domain, n->op_type, model_.opset(n->domain));
     KILN_CHECK(schema != nullptr);
     plan->schemas.push_back(schema);
   }
-  auto learn = [&](const Value* v, const RtValue& r) {
+  auto learn_type = [&](const Value* v, DType dtype, const std::vector<int64_t>& dims) {
     auto it = slot_of.find(v);
-    if (it == slot_of.end() || !r.is_tensor()) return;
+    if (it == slot_of.end()) return;
     PlanSlot& ps = ex.slots[static_cast<size_t>(it->second)];
     ps.tensor = true;
-    ps.dims = r.tensor.dims();
-    ps.dtype = r.tensor.dtype();
+    ps.dims = dims;
+    ps.dtype = dtype;
+  };
+  auto learn = [&](const Value* v, const RtValue& r) {
+    if (r.is_tensor()) learn_type(v, r.tensor.dtype(), r.tensor.dims());
   };
   for (size_t i = 0; i < g.inputs.size(); ++i) learn(g.inputs[i], feeds[i]);
   for (size_t s = 0; s < nslots; ++s)
     if (values[s]->is_constant()) learn(values[s], RtValue(values[s]->initializer));
-  // Small values, kept for the folding below (the plan depends on the input shapes only).
+  // Small values that the input shapes and constants decide, kept for the folding below.
   constexpr int64_t kFoldMaxElements = 1 << 16;
   std::unordered_map<const Value*, Tensor> small_values;
-  reference_->run(feeds, [&](const Value& v, const RtValue& r) {
-    learn(&v, r);
-    if (r.is_tensor() && r.tensor.numel() <= kFoldMaxElements) small_values[&v] = r.tensor;
-  });
+  BoundShapes bound = bind_shapes(model_, feeds, kFoldMaxElements);
+  if (bound.complete) {
+    for (const auto& [v, b] : bound.values) {
+      learn_type(v, b.dtype, b.dims);
+      if (b.value.defined()) small_values[v] = b.value;
+    }
+    plan->stats.shapes = "inference";
+    if (verify_plan_shapes()) check_against_run(*reference_, feeds, bound);
+  } else {
+    // Shape inference stopped (a value-dependent op, an op without inference, sequences): a
+    // reference run learns the shapes (and reports input errors the way the interpreter does).
+    log("shapes by a reference run: " + bound.stopped_at);
+    plan->stats.shapes = "reference run (" + bound.stopped_at + ")";
+    g_reference_runs.fetch_add(1);
+    reference_->run(feeds, [&](const Value& v, const RtValue& r) {
+      learn(&v, r);
+      if (r.is_tensor() && r.tensor.numel() <= kFoldMaxElements) small_values[&v] = r.tensor;
+    });
+  }
   plan->stats.shapes_ms = ms_since(t0);
 
   // Values the input shapes alone decide (Shape/Size and what is computed from them and from
@@ -324,13 +370,10 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
   std::unordered_set<int> folded_nodes;
   {
     std::unordered_set<const Value*> outputs_set(g.outputs.begin(), g.outputs.end());
-    static const std::unordered_set<std::string> kVarying = {"RandomNormal", "RandomUniform", "RandomNormalLike",
-                                                             "RandomUniformLike", "Multinomial", "Bernoulli",
-                                                             "Dropout", "If", "Loop", "Scan"};
     for (int i = 0; i < static_cast<int>(g.nodes.size()); ++i) {
       const Node& n = *g.nodes[static_cast<size_t>(i)];
-      if ((!n.domain.empty() && n.domain != "ai.onnx") || kVarying.count(n.op_type) || n.inputs.empty() ||
-          n.outputs.empty())
+      if ((!n.domain.empty() && n.domain != "ai.onnx") || reg.is_random(n) || n.has_subgraphs() ||
+          n.inputs.empty() || n.outputs.empty())
         continue;
       bool ok = true;
       if (n.op_type == "Shape" || n.op_type == "Size") {
@@ -701,11 +744,13 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       out = c->data<float>()[0];
       return true;
     };
-    // A node that may join the chain: ai.onnx, one f32 output with the GEMM's dims, after the
-    // GEMM in the execution order and not taken yet.
+    // A node that may join the chain: ai.onnx (or kiln's SiLU/HardSwish composites), one f32
+    // output with the GEMM's dims, after the GEMM in the execution order and not taken yet.
     auto joinable = [&](int c) {
       const Node& cn = *g.nodes[static_cast<size_t>(c)];
-      if ((!cn.domain.empty() && cn.domain != "ai.onnx") || cn.outputs.size() != 1 || !cn.outputs[0]) return false;
+      if ((!cn.domain.empty() && cn.domain != "ai.onnx" && cn.domain != "kiln") || cn.outputs.size() != 1 ||
+          !cn.outputs[0])
+        return false;
       if (pos_in_order[static_cast<size_t>(c)] < pos_in_order[static_cast<size_t>(i)] || absorbed.count(c) ||
           deferred_muls.count(c))
         return false;
@@ -744,7 +789,16 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
       const Node& cn = *g.nodes[static_cast<size_t>(c)];
       const Value* out = cn.outputs[0];
       const int opset = model_.opset(cn.domain);
-      if (cn.op_type == "Add" && cn.inputs.size() == 2 && opset >= 7) {
+      const bool composite = cn.domain == "kiln";  // fuse-composites' ops (ops/kiln_composites.cc)
+      if (composite && cn.op_type == "Silu") {
+        d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSilu);
+        stage = 3;
+      } else if (composite && cn.op_type == "HardSwish") {
+        d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kHardSwish);
+        stage = 3;
+      } else if (composite) {
+        break;
+      } else if (cn.op_type == "Add" && cn.inputs.size() == 2 && opset >= 7) {
         const Value* other = cn.inputs[0] == cur ? cn.inputs[1] : cn.inputs[0];
         if (!other) break;
         const PlanSlot& vs = ex.slots[static_cast<size_t>(slot_of[other])];

@@ -1,6 +1,8 @@
 // The compiled executor: runs a Model (after the pass pipeline with `fusion`, so nodes carry
 // `kiln.group`) with generated kernels. Per concrete input-shape signature it builds a Plan:
-//   S1 a reference run (node by node through the registry's kernels) learns every value's shape;
+//   S1 shape inference with the input dims bound (pass/bind_shapes.h) gives every value's dtype
+//      and dims, and the small values the shapes decide; only where it cannot (an op whose output
+//      shape depends on input values, an op without inference) a reference run learns them;
 //   S2 float32 MatMul/Gemm/Conv nodes that runtime/gemm_ops.h covers run through sgemm (constant
 //      weights packed here, once); then each fused group, in group order, is cut into runs of
 //      nodes that have TE lowerings (ops/lowering.h); a run's TE tensors are composed (external inputs are placeholders,
@@ -53,7 +55,8 @@ struct CompileStats {
   int kernels = 0;
   std::map<std::string, int> fallback_ops;  // op -> nodes run through the reference kernel
   int64_t arena_bytes = 0;
-  double shapes_ms = 0;     // S1: reference run to learn shapes
+  std::string shapes;       // S1: where shapes came from: "inference" or "reference run (why)"
+  double shapes_ms = 0;     // S1: shape inference with the input dims bound (or the run)
   double lowering_ms = 0;   // S2: TE composition, schedules, lowering and the TIR passes
   double llvm_ms = 0;       // S3: LLVM optimization and JIT
   std::string llvm_cache;   // S3's disk cache: "hit (DIR)", "miss (DIR)", "off", or "" (no kernels)
@@ -77,6 +80,8 @@ class CompiledExecutor {
   // The loop nests of the last plan's kernels (TIR text), for inspection.
   std::string kernels_text() const;
   size_t cached_plans() const { return cache_.size(); }
+  // Plans (of any executor in this process) whose shapes needed a reference run (tests).
+  static int64_t reference_runs_while_compiling();
   // The plan used by the last run and its kernels' TIR (for ahead-of-time export); null before
   // the first run and for models that run through the interpreter.
   const ExecPlan* last_exec_plan() const;

@@ -1,0 +1,135 @@
+// bind-shapes (pass/bind_shapes.h): shapes from inference with the input dims bound, values the
+// shapes decide evaluated, stops at value-dependent ops and inconsistent bindings; and the
+// compiled executor plans without a reference run whenever bind-shapes is complete.
+#include <gtest/gtest.h>
+
+#include "ir/text.h"
+#include "pass/bind_shapes.h"
+#include "pass/pass.h"
+#include "driver/compiled_executor.h"
+#include "runtime/interpreter.h"
+
+namespace kiln {
+namespace {
+
+// Symbolic batch and sequence; the Reshape target is computed from Shape at run time, as
+// exporters write attention heads.
+const char* kHeads = R"(
+graph @main(%x: f32[N,S,8]) -> (%y: f32[N,S,2,4]) {
+  %zero = const i64[] [0]
+  %one = const i64[] [1]
+  %axes = const i64[1] [0]
+  %tail = const i64[2] [2, 4]
+  %s = Shape(%x) : i64[3]
+  %b = Gather(%s, %zero) {axis=0} : i64[]
+  %t = Gather(%s, %one) {axis=0} : i64[]
+  %bu = Unsqueeze(%b, %axes) : i64[1]
+  %tu = Unsqueeze(%t, %axes) : i64[1]
+  %c = Concat(%bu, %tu, %tail) {axis=0} : i64[4]
+  %r = Reshape(%x, %c) : f32[?,?,2,4]
+  %y = Relu(%r) : f32[N,S,2,4]
+  return %y
+}
+)";
+
+RtValue zeros(std::vector<int64_t> dims) { return RtValue(Tensor(DType::kFloat32, std::move(dims))); }
+
+const Value* named(const Model& m, const std::string& name) { return m.graph->find_local(name); }
+
+TEST(BindShapes, ReshapeTargetFromShapeChain) {
+  Model m = parse_model(kHeads);
+  BoundShapes b = bind_shapes(m, {zeros({3, 5, 8})}, 1 << 16);
+  ASSERT_TRUE(b.complete) << b.stopped_at;
+  EXPECT_EQ(b.values.at(named(m, "r")).dims, (std::vector<int64_t>{3, 5, 2, 4}));
+  EXPECT_EQ(b.values.at(named(m, "y")).dims, (std::vector<int64_t>{3, 5, 2, 4}));
+  const Tensor& target = b.values.at(named(m, "c")).value;
+  ASSERT_TRUE(target.defined());
+  EXPECT_EQ(target.get_int(0), 3);
+  EXPECT_EQ(target.get_int(1), 5);
+  // The input's data is the caller's: never a compile-time value.
+  EXPECT_FALSE(b.values.at(named(m, "x")).value.defined());
+}
+
+TEST(BindShapes, StopsAtValueDependentOp) {
+  Model m = parse_model(R"(
+graph @main(%x: f32[4]) -> (%y: i64[1,?]) {
+  %y = NonZero(%x) : i64[1,?]
+  return %y
+}
+)");
+  BoundShapes b = bind_shapes(m, {zeros({4})}, 1 << 16);
+  EXPECT_FALSE(b.complete);
+  EXPECT_NE(b.stopped_at.find("NonZero"), std::string::npos) << b.stopped_at;
+  EXPECT_NE(b.stopped_at.find("depends on input values"), std::string::npos) << b.stopped_at;
+}
+
+TEST(BindShapes, StopsWhenASymbolIsBoundTwice) {
+  Model m = parse_model(R"(
+graph @main(%a: f32[S,4], %b: f32[S,4]) -> (%y: f32[S,4]) {
+  %y = Add(%a, %b) : f32[S,4]
+  return %y
+}
+)");
+  BoundShapes b = bind_shapes(m, {zeros({2, 4}), zeros({3, 4})}, 1 << 16);
+  EXPECT_FALSE(b.complete);
+  EXPECT_NE(b.stopped_at.find("'S' is 2 in one input and 3"), std::string::npos) << b.stopped_at;
+}
+
+TEST(BindShapes, StopsAtMismatchedMatMul) {
+  Model m = parse_model(R"(
+graph @main(%a: f32[2,K], %b: f32[3,5]) -> (%y: f32[2,5]) {
+  %y = MatMul(%a, %b) : f32[2,5]
+  return %y
+}
+)");
+  BoundShapes b = bind_shapes(m, {zeros({2, 4}), zeros({3, 5})}, 1 << 16);
+  EXPECT_FALSE(b.complete);
+  EXPECT_NE(b.stopped_at.find("inner dimensions differ"), std::string::npos) << b.stopped_at;
+}
+
+Model fused(const char* text) {
+  Model m = parse_model(text);
+  PassContext ctx;
+  run_passes(m, default_pipeline(), ctx);
+  return m;
+}
+
+TEST(BindShapes, CompiledExecutorPlansWithoutAReferenceRun) {
+  Model m = fused(kHeads);
+  CompiledExecutor ex(m);
+  const int64_t before = CompiledExecutor::reference_runs_while_compiling();
+  for (std::vector<int64_t> dims : {std::vector<int64_t>{1, 7, 8}, {2, 3, 8}, {4, 16, 8}}) {
+    Tensor x(DType::kFloat32, dims);
+    for (int64_t i = 0; i < x.numel(); ++i) x.set_double(i, static_cast<double>(i % 5) - 2.0);
+    std::vector<RtValue> out = ex.run({RtValue(x)});
+    EXPECT_EQ(ex.stats().shapes, "inference");
+    ASSERT_EQ(out[0].tensor.dims(), (std::vector<int64_t>{dims[0], dims[1], 2, 4}));
+    for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(out[0].tensor.get_double(i), std::max(0.0, x.get_double(i)));
+  }
+  EXPECT_EQ(CompiledExecutor::reference_runs_while_compiling(), before);
+  EXPECT_EQ(ex.cached_plans(), 3u);
+}
+
+TEST(BindShapes, ValueDependentModelsStillPlanByARun) {
+  Model m = fused(R"(
+graph @main(%x: f32[6]) -> (%y: f32[?]) {
+  %minus1 = const i64[1] [-1]
+  %i = NonZero(%x) : i64[1,?]
+  %f = Reshape(%i, %minus1) : i64[?]
+  %y = Gather(%x, %f) {axis=0} : f32[?]
+  return %y
+}
+)");
+  CompiledExecutor ex(m);
+  const int64_t before = CompiledExecutor::reference_runs_while_compiling();
+  Tensor x(DType::kFloat32, {6});
+  for (int64_t i = 0; i < 6; ++i) x.set_double(i, i % 2 ? 1.5 : 0.0);
+  std::vector<RtValue> out = ex.run({RtValue(x)});
+  EXPECT_EQ(CompiledExecutor::reference_runs_while_compiling(), before + 1);
+  EXPECT_NE(ex.stats().shapes.find("NonZero"), std::string::npos) << ex.stats().shapes;
+  ASSERT_EQ(out[0].tensor.dims(), (std::vector<int64_t>{3}));
+  EXPECT_EQ(out[0].tensor.get_double(0), 1.5);
+}
+
+}  // namespace
+}  // namespace kiln
