@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # AOT end to end on ResNet-50: `kiln compile -o` (timed), the C example (tests its load time),
-# and a byte comparison of its output .npy with `kiln run --engine compiled --optimize` (the
+# and a byte comparison of its output .npy with `kiln run --engine compiled` (the
 # same pass pipeline, JIT) on the same input. Prints compile time, .so size and load time.
 # Usage: run_aot_resnet50.sh KILN RUN_MODEL OUT_DIR. Exit 77 (skipped) without the model.
 set -euo pipefail
@@ -33,7 +33,7 @@ end=$(date +%s.%N)
 echo "compile -o wall time: $(echo "$end - $start" | bc) s; library size: $(stat -c %s "$out/resnet50.so") bytes"
 "$example" "$out/resnet50.so" "$out/input.npy" "$out/aot_output.npy"
 rm -rf "$out/jit"
-"$kiln" run "$model" --engine compiled --optimize --input "$out/input.npy" --output-dir "$out/jit" >/dev/null
+"$kiln" run "$model" --engine compiled --input "$out/input.npy" --output-dir "$out/jit" >/dev/null
 jit=$(ls "$out"/jit/*.npy | head -n 1)
 if cmp "$out/aot_output.npy" "$jit"; then
   echo "aot_resnet50: AOT output is byte-identical to the JIT compiled engine's ($jit)"
