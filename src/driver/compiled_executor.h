@@ -1,17 +1,7 @@
 // The compiled executor: runs a Model (after the pass pipeline with `fusion`, so nodes carry
-// `kiln.group`) with generated kernels. Per concrete input-shape signature it builds a Plan:
-//   S1 shape inference with the input dims bound (pass/bind_shapes.h) gives every value's dtype
-//      and dims, and the small values the shapes decide; only where it cannot (an op whose output
-//      shape depends on input values, an op without inference) a reference run learns them;
-//   S2 float32 MatMul/Gemm/Conv nodes that runtime/gemm_ops.h covers run through sgemm (constant
-//      weights packed here, once); then each fused group, in group order, is cut into runs of
-//      nodes that have TE lowerings (ops/lowering.h); a run's TE tensors are composed (external inputs are placeholders,
-//      values used outside the run are kernel outputs, the rest inlined), scheduled by default
-//      rules and lowered to one TIR PrimFunc; nodes without a lowering run their reference kernel;
-//   S3 all PrimFuncs are compiled into one JitModule (codegen/llvm);
-//   S4 kernel outputs get offsets in one arena (intervals over steps, greedy best fit), so the
-//      compiled steps allocate nothing per inference (graph outputs get fresh tensors, or the
-//      caller's memory).
+// `kiln.group`) with generated kernels. Per concrete input-shape signature it builds a Plan with
+// the compile steps of driver/compile/plan_builder.h (shapes by inference, microkernel steps with
+// fused epilogues, generated kernels, reference-kernel fallbacks, one LLVM module, the arena).
 // The result is an ExecPlan (runtime/exec_plan.h: plain data, no IR) run by execute_plan, the
 // same executor that ahead-of-time compiled models use (driver/aot.h exports the last plan).
 // Plans are cached in memory per shape signature (bounded LRU). Models with nested graphs

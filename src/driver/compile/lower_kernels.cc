@@ -1,0 +1,177 @@
+// S2 of the compile steps (plan_builder.h), generated kernels: consecutive nodes of a fusion
+// group that have TE lowerings (ops/lowering.h) form a segment; at the segment's end its TE
+// tensors are composed (external inputs are placeholders, scalar constants immediates, values
+// used outside the segment kernel outputs, the rest inlined) and lowered to one TIR PrimFunc.
+#include <algorithm>
+#include <set>
+
+#include "driver/compile/plan_builder.h"
+#include "ops/lowering.h"
+
+namespace kiln::compile {
+namespace {
+
+// TIR buffers need at least one dim: rank-0 values are lowered as shape [1].
+std::vector<int64_t> te_dims(const std::vector<int64_t>& d) { return d.empty() ? std::vector<int64_t>{1} : d; }
+
+}  // namespace
+
+bool PlanBuilder::tensor_ok(const Value* v) {
+  int s = slot_of.at(v);
+  return ex.slots[static_cast<size_t>(s)].tensor && lower::supported_dtype(ex.slots[static_cast<size_t>(s)].dtype);
+}
+
+// Adds node i to the current segment when it lowers; else ends the segment and adds a fallback
+// step (the node's reference kernel).
+void PlanBuilder::lower_node(int i) {
+  const Node& n = *g.nodes[static_cast<size_t>(i)];
+  LowerFn fn = find_lowering(n.domain, n.op_type);
+  bool ok = fn != nullptr;
+  for (const Value* v : n.inputs) ok = ok && (!v || tensor_ok(v));
+  for (const Value* v : n.outputs) ok = ok && (!v || tensor_ok(v));
+  LowerResult res;
+  if (ok) {
+    LowerContext ctx(n, model_.opset(n.domain), "n" + std::to_string(i));
+    for (const Value* v : n.inputs) {
+      if (!v) {
+        ctx.inputs.push_back(nullptr);
+        ctx.input_shapes.emplace_back();
+        ctx.input_dtypes.push_back(DType::kUndefined);
+        ctx.constants.push_back(nullptr);
+        continue;
+      }
+      size_t s = static_cast<size_t>(slot_of[v]);
+      auto it = seg.tensors.find(v);
+      te::Tensor t;
+      if (it != seg.tensors.end()) {
+        t = it->second;
+      } else {
+        auto pit = std::find_if(seg.placeholders.begin(), seg.placeholders.end(),
+                                [&](const auto& p) { return p.first == v; });
+        if (pit != seg.placeholders.end()) {
+          t = pit->second;
+        } else if (const Tensor* k = constant_of(v); k && k->numel() == 1 && k->dtype() != DType::kBool) {
+          // Scalar constants fold into the kernel as immediates.
+          double c = k->get_double(0);
+          DType dt = ex.slots[s].dtype;
+          t = te::compute("c" + std::to_string(seg.next_placeholder++), lower::to_exprs(te_dims(ex.slots[s].dims)),
+                          [&](const std::vector<tir::Expr>&) { return lower::constant(dt, c); });
+          seg.tensors[v] = t;
+        } else {
+          t = te::placeholder("p" + std::to_string(seg.next_placeholder++), ex.slots[s].dtype,
+                              lower::to_exprs(te_dims(ex.slots[s].dims)));
+          seg.placeholders.emplace_back(v, t);
+        }
+      }
+      ctx.inputs.push_back(t);
+      ctx.input_shapes.push_back(te_dims(ex.slots[s].dims));
+      ctx.input_dtypes.push_back(ex.slots[s].dtype);
+      ctx.constants.push_back(constant_of(v));
+    }
+    for (const Value* v : n.outputs) {
+      size_t s = v ? static_cast<size_t>(slot_of[v]) : 0;
+      ctx.output_shapes.push_back(v ? te_dims(ex.slots[s].dims) : std::vector<int64_t>{});
+      ctx.output_dtypes.push_back(v ? ex.slots[s].dtype : DType::kUndefined);
+    }
+    try {
+      res = fn(ctx);
+      if (!res) log("lowering of " + n.display_name() + " (" + n.qualified_op() + ") declined");
+    } catch (const Error& e) {
+      log("lowering of " + n.display_name() + " failed: " + e.what());
+      res = std::nullopt;
+    }
+    if (res) {
+      for (size_t k = 0; k < n.outputs.size(); ++k)
+        if (n.outputs[k] && (k >= res->size() || !(*res)[k])) res = std::nullopt;
+    }
+  }
+  if (!res) {
+    flush();
+    add_fallback(i);
+    return;
+  }
+  for (size_t k = 0; k < n.outputs.size(); ++k)
+    if (n.outputs[k]) seg.tensors[n.outputs[k]] = (*res)[k];
+  seg.nodes.push_back(i);
+}
+
+// Turns the current segment into a kernel step (or fallback steps if lowering fails).
+void PlanBuilder::flush() {
+  if (seg.nodes.empty()) return;
+  std::set<int> in_seg(seg.nodes.begin(), seg.nodes.end());
+  std::vector<std::pair<const Value*, te::Tensor>> outputs;
+  for (int i : seg.nodes)
+    for (const Value* v : g.nodes[static_cast<size_t>(i)]->outputs) {
+      if (!v || !seg.tensors.count(v)) continue;
+      bool outside = graph_outputs.count(v) > 0;
+      for (int c : consumers[v]) outside |= !in_seg.count(c);
+      if (outside) outputs.emplace_back(v, seg.tensors[v]);
+    }
+  PlanStep st;
+  for (int i : seg.nodes) st.op += (st.op.empty() ? "" : "+") + g.nodes[static_cast<size_t>(i)]->op_type;
+  bool empty = false;
+  for (auto& [v, t] : outputs)
+    empty |= lower::numel_of(ex.slots[static_cast<size_t>(slot_of[v])].dims) == 0;
+  if (outputs.empty()) {
+    // Nothing leaves the segment: its nodes are dead.
+    plan->stats.generated_nodes += static_cast<int>(seg.nodes.size());
+    seg = Segment();
+    return;
+  }
+  if (empty) {
+    st.kind = PlanStep::Kind::kEmpty;
+    for (auto& [v, t] : outputs) st.args.push_back(make_out_arg(v));
+    ex.steps.push_back(std::move(st));
+    plan->stats.generated_nodes += static_cast<int>(seg.nodes.size());
+    seg = Segment();
+    return;
+  }
+  try {
+    // Placeholders reached from the outputs, in creation order.
+    std::unordered_set<const te::TensorNode*> reached;
+    std::vector<te::Tensor> stack;
+    std::vector<te::Tensor> out_tensors;
+    for (auto& [v, t] : outputs) {
+      stack.push_back(t);
+      out_tensors.push_back(t);
+    }
+    std::vector<te::Tensor> computes;
+    while (!stack.empty()) {
+      te::Tensor t = stack.back();
+      stack.pop_back();
+      if (!reached.insert(t.get()).second) continue;
+      if (t->kind == te::OpKind::kCompute) computes.push_back(t);
+      for (const auto& in : t->inputs) stack.push_back(in);
+    }
+    std::vector<te::Tensor> args;
+    for (auto& [v, t] : seg.placeholders) {
+      if (!reached.count(t.get())) continue;
+      args.push_back(t);
+      PlanArg a;
+      if (constant_of(v)) a.constant = ex.slots[static_cast<size_t>(slot_of[v])].constant;
+      else a.slot = slot_of[v];
+      st.args.push_back(std::move(a));
+    }
+    for (auto& [v, t] : outputs) {
+      args.push_back(t);
+      st.args.push_back(make_out_arg(v));
+    }
+    std::string name = "k" + std::to_string(kernel_count);
+      tir::PrimFunc f = lower_with_default_schedule(out_tensors, computes, args, name, opts_.schedule);
+    plan->funcs.push_back(std::move(f));
+    st.kind = PlanStep::Kind::kKernel;
+    st.name = name;
+    st.kernel = static_cast<int32_t>(ex.kernel_names.size());
+    ex.kernel_names.push_back(name);
+    ++kernel_count;
+    ex.steps.push_back(std::move(st));
+    plan->stats.generated_nodes += static_cast<int>(seg.nodes.size());
+  } catch (const Error& e) {
+    log("kernel of nodes starting at " + g.nodes[static_cast<size_t>(seg.nodes[0])]->display_name() +
+        " failed: " + e.what());
+    for (int i : seg.nodes) add_fallback(i);
+  }
+  seg = Segment();
+}
+
+}  // namespace kiln::compile

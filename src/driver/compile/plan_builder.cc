@@ -1,0 +1,180 @@
+// The compile steps in order (plan_builder.h): slots, shapes, steps, codegen, arena.
+#include "driver/compile/plan_builder.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+namespace kiln::compile {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+const std::string kGroupAttr = "kiln.group";
+
+bool log_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("KILN_LOG_COMPILED");
+    return e && *e && std::string(e) != "0";
+  }();
+  return on;
+}
+
+}  // namespace
+
+void log(const std::string& msg) {
+  if (log_enabled()) std::fprintf(stderr, "kiln compiled: %s\n", msg.c_str());
+}
+
+PlanBuilder::PlanBuilder(const Model& model, const CompiledOptions& opts, Interpreter& reference, BuiltPlan& built)
+    : model_(model), g(*model.graph), opts_(opts), reference_(&reference), plan(&built), ex(built.exec) {}
+
+void PlanBuilder::build(const std::vector<RtValue>& feeds) {
+  const auto t_total = Clock::now();
+  plan_slots();
+  plan_shapes(feeds);
+  fold_shape_values();
+  index_graph();
+  const auto t1 = Clock::now();
+  plan_steps();
+  plan->stats.lowering_ms = ms_since(t1);
+  plan_codegen();
+  plan_arena();
+  plan->stats.total_ms = ms_since(t_total);
+}
+
+// ---- S0: a slot per value of the main graph -------------------------------------------------
+
+void PlanBuilder::add_slot(const Value* v) {
+  if (!v || slot_of.count(v)) return;
+  slot_of[v] = static_cast<int>(values.size());
+  values.push_back(v);
+}
+
+std::vector<int32_t> PlanBuilder::slot_list(const std::vector<Value*>& vs) {
+  std::vector<int32_t> out;
+  for (const Value* v : vs) out.push_back(v ? slot_of.at(v) : -1);
+  return out;
+}
+
+void PlanBuilder::plan_slots() {
+  for (const Value* v : g.inputs) add_slot(v);
+  for (const Value* v : g.constants) add_slot(v);
+  for (const auto& n : g.nodes) {
+    for (const Value* v : n->inputs) add_slot(v);
+    for (const Value* v : n->outputs) add_slot(v);
+  }
+  for (const Value* v : g.outputs) add_slot(v);
+  const size_t nslots = values.size();
+  ex.slots.resize(nslots);
+  for (size_t s = 0; s < nslots; ++s)
+    if (values[s]->is_constant()) {
+      ex.slots[s].constant = static_cast<int32_t>(ex.constants.size());
+      ex.constants.push_back(values[s]->initializer);
+    }
+  for (const Value* v : g.inputs) {
+    ex.inputs.push_back(slot_of[v]);
+    ex.input_names.push_back(v->name);
+  }
+  for (const Value* v : g.outputs) {
+    ex.outputs.push_back(slot_of[v]);
+    ex.output_names.push_back(v->name);
+  }
+}
+
+// ---- consumers, producers and the execution order ------------------------------------------
+
+int64_t PlanBuilder::group_of(int i) {
+  const Attribute* a = g.nodes[static_cast<size_t>(i)]->attr(kGroupAttr);
+  return a && a->kind == Attribute::Kind::kInt ? a->i : -1;
+}
+
+void PlanBuilder::index_graph() {
+  nnodes = static_cast<int>(g.nodes.size());
+  for (int i = 0; i < nnodes; ++i) {
+    for (const Value* v : g.nodes[static_cast<size_t>(i)]->inputs)
+      if (v) consumers[v].push_back(i);
+    for (const Value* v : g.nodes[static_cast<size_t>(i)]->outputs)
+      if (v) producer[v] = i;
+  }
+  graph_outputs.insert(g.outputs.begin(), g.outputs.end());
+  // Groups in id order, nodes of a group in node order.
+  order.resize(static_cast<size_t>(nnodes));
+  for (int i = 0; i < nnodes; ++i) order[static_cast<size_t>(i)] = i;
+  grouped = true;
+  for (int i = 0; i < nnodes; ++i) grouped &= group_of(i) >= 0;
+  if (grouped)
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return group_of(a) < group_of(b); });
+  pos_in_order.resize(static_cast<size_t>(nnodes));
+  for (size_t k = 0; k < order.size(); ++k) pos_in_order[static_cast<size_t>(order[k])] = k;
+}
+
+// ---- S2: steps --------------------------------------------------------------------------------
+
+PlanStep PlanBuilder::node_step(int i, PlanStep::Kind kind) {
+  const Node& n = *g.nodes[static_cast<size_t>(i)];
+  PlanStep st;
+  st.kind = kind;
+  st.node = i;
+  st.name = n.display_name();
+  st.op = n.qualified_op();
+  st.inputs = slot_list(n.inputs);
+  st.outputs = slot_list(n.outputs);
+  return st;
+}
+
+void PlanBuilder::add_fallback(int i) {
+  ex.steps.push_back(node_step(i, PlanStep::Kind::kFallback));
+  plan->stats.fallback_nodes++;
+  plan->stats.fallback_ops[g.nodes[static_cast<size_t>(i)]->qualified_op()]++;
+}
+
+// A step's output argument: written into the arena unless it is a graph output.
+PlanArg PlanBuilder::make_out_arg(const Value* v) {
+  PlanArg a;
+  a.slot = slot_of[v];
+  a.output = true;
+  a.graph_output = graph_outputs.count(v) > 0;
+  a.dtype = ex.slots[static_cast<size_t>(a.slot)].dtype;
+  a.dims = ex.slots[static_cast<size_t>(a.slot)].dims;
+  return a;
+}
+
+// In execution order: folded nodes and nodes fused into a GEMM step run no step of their own;
+// GEMM-like nodes become microkernel steps where covered; the rest join generated kernels or
+// fall back to their reference kernels. A kernel never spans two fusion groups.
+void PlanBuilder::plan_steps() {
+  find_input_scales();
+  for (int i : order) {
+    if (absorbed.count(i)) continue;  // runs in an earlier GEMM step's epilogue
+    if (folded_nodes.count(i)) continue;  // its outputs are plan constants
+    if (deferred_muls.count(i)) continue;  // an input scale of a later conv step
+    int64_t grp = grouped ? group_of(i) : -3 - i;
+    if (grp != seg_group) {
+      flush();
+      seg_group = grp;
+    }
+    if (add_gemm_step(i)) continue;
+    lower_node(i);
+  }
+  flush();
+}
+
+// ---- S3: one LLVM module for all kernels ----------------------------------------------------
+
+void PlanBuilder::plan_codegen() {
+auto t2 = Clock::now();
+if (!plan->funcs.empty()) {
+  codegen::SymbolMap symbols{{"kiln_parallel_for", reinterpret_cast<void*>(&kiln_parallel_for)}};
+  plan->module = codegen::JitModule::compile(plan->funcs, opts_.target, symbols);
+  const std::string& dir = plan->module->cache_dir();
+  plan->stats.llvm_cache = dir.empty() ? "off" : (plan->module->from_cache() ? "hit (" : "miss (") + dir + ")";
+  for (const auto& name : ex.kernel_names) ex.kernels.push_back(plan->module->lookup(name));
+}
+plan->stats.llvm_ms = ms_since(t2);
+plan->stats.kernels = kernel_count;
+}
+
+}  // namespace kiln::compile

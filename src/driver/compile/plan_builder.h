@@ -1,0 +1,137 @@
+// The compile steps of the compiled executor: a Model (after the pass pipeline, nodes carrying
+// `kiln.group`) and one input-shape signature become an ExecPlan plus its kernels. One member
+// function per step, in the order build() runs them, each step in its own file:
+//   S0 slots: one per value of the main graph, constants bound              plan_builder.cc
+//   S1 shapes: inference with the input dims bound (pass/bind_shapes.h), a
+//      reference run only where it stops; shape-only values become constants plan_shapes.cc
+//   S2 steps, per node in group order:
+//      GEMM-like nodes on the microkernels, with fused epilogues, input
+//      scales and the stem's MaxPool                                          gemm_steps.cc
+//      runs of lowerable nodes composed into one TE kernel each, scheduled
+//      by the default rules (default_schedule.cc) and lowered to TIR          lower_kernels.cc
+//      everything else a reference-kernel (fallback) step
+//   S3 codegen: every kernel in one LLVM module (codegen/llvm)               plan_builder.cc
+//   S4 arena: lifetimes, concats in place, offsets in one arena             arena.cc
+// Tests: tests/runtime/test_compiled_executor.cc and the suites that run the compiled engine.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "codegen/llvm/codegen.h"
+#include "driver/compiled_executor.h"
+#include "ops/registry.h"
+#include "runtime/exec_plan.h"
+#include "runtime/gemm_ops.h"
+#include "runtime/interpreter.h"
+#include "te/te.h"
+#include "tir/ir.h"
+
+namespace kiln::compile {
+
+// What build() makes: the plan, its kernels and how it was made.
+struct BuiltPlan {
+  ExecPlan exec;
+  std::vector<const OpSchema*> schemas;  // node index -> schema (fallback steps)
+  std::vector<tir::PrimFunc> funcs;
+  std::unique_ptr<codegen::JitModule> module;
+  CompileStats stats;
+};
+
+// KILN_LOG_COMPILED=1: why nodes fall back (lowering declined or failed, kernel build errors).
+void log(const std::string& msg);
+// Plans whose shapes needed a reference run (process-wide; tests assert on it).
+int64_t reference_runs();
+
+class PlanBuilder {
+ public:
+  // `reference`: the interpreter of the same model, for the shape run where inference stops.
+  PlanBuilder(const Model& model, const CompiledOptions& opts, Interpreter& reference, BuiltPlan& plan);
+  void build(const std::vector<RtValue>& feeds);
+
+ private:
+  // A run of consecutive lowerable nodes being composed into one kernel.
+  struct Segment {
+    std::vector<int> nodes;
+    std::unordered_map<const Value*, te::Tensor> tensors;  // values computed in the segment
+    std::vector<std::pair<const Value*, te::Tensor>> placeholders;
+    int next_placeholder = 0;
+  };
+  // A Mul deferred to the conv after it as its input scale (gemm_steps.cc).
+  struct ScaledInput {
+    gemm_ops::GemmDesc desc;               // the conv's, reading x and the scale
+    std::vector<int32_t> inputs;           // the step's input slots, parallel to desc.operands
+    std::shared_ptr<gemm_ops::GemmOp> op;  // made from desc (without an epilogue)
+  };
+
+  // S0 (plan_builder.cc)
+  void plan_slots();
+  void add_slot(const Value* v);
+  std::vector<int32_t> slot_list(const std::vector<Value*>& vs);
+  // S1 (plan_shapes.cc)
+  void plan_shapes(const std::vector<RtValue>& feeds);
+  void fold_shape_values();
+  const Tensor* constant_of(const Value* v);
+  // Consumers, producers, execution order (plan_builder.cc).
+  void index_graph();
+  int64_t group_of(int i);
+  // S2 (plan_builder.cc: the walk; gemm_steps.cc; lower_kernels.cc)
+  void plan_steps();
+  PlanStep node_step(int i, PlanStep::Kind kind);
+  PlanArg make_out_arg(const Value* v);
+  void add_fallback(int i);
+  void find_input_scales();
+  bool add_gemm_step(int i);
+  gemm_ops::Operand operand_of(const Value* v, bool& known);
+  int32_t add_operand(gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs, const Value* v);
+  const Value* absorb_epilogue(int i, gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs, std::vector<int>& chain);
+  int max_pool_after(const Value* v, int i);
+  int step_output(const Node& n);
+  std::optional<gemm_ops::GemmDesc> desc_of(const Node& n);
+  bool tensor_ok(const Value* v);
+  void lower_node(int i);
+  void flush();
+  // S3, S4
+  void plan_codegen();
+  void plan_arena();  // arena.cc
+
+  const Model& model_;
+  const Graph& g;
+  const CompiledOptions& opts_;
+  Interpreter* reference_;
+  BuiltPlan* plan;
+  ExecPlan& ex;
+
+  std::vector<const Value*> values;               // slot -> value
+  std::unordered_map<const Value*, int> slot_of;  // value -> slot
+  std::unordered_map<const Value*, Tensor> small_values;  // S1: values the shapes decide
+  std::unordered_map<const Value*, const Tensor*> folded;  // of those, the plan constants
+  std::unordered_set<int> folded_nodes;
+  int nnodes = 0;
+  std::unordered_map<const Value*, std::vector<int>> consumers;  // value -> consuming nodes
+  std::unordered_map<const Value*, int> producer;
+  std::unordered_set<const Value*> graph_outputs;
+  std::vector<int> order;  // execution order: groups in id order, nodes of a group in node order
+  std::vector<size_t> pos_in_order;
+  bool grouped = false;
+  // S2 state
+  Segment seg;
+  int64_t seg_group = -2;
+  int kernel_count = 0;
+  std::unordered_set<int> absorbed;                   // nodes run in a GEMM step's epilogue
+  std::unordered_map<int, ScaledInput> scaled_input;  // conv node -> its deferred Mul
+  std::unordered_set<int> deferred_muls;
+};
+
+// The kernel of one segment: inlines the intermediates, applies the default schedule rules
+// (when `schedule`) and lowers to TIR (default_schedule.cc). Throws when lowering fails.
+tir::PrimFunc lower_with_default_schedule(const std::vector<te::Tensor>& out_tensors,
+                                          const std::vector<te::Tensor>& computes, const std::vector<te::Tensor>& args,
+                                          const std::string& name, bool schedule);
+
+}  // namespace kiln::compile
