@@ -440,7 +440,7 @@ Model load_onnx_model_from_bytes(const void* data, size_t size, const std::strin
 }
 
 Model load_onnx_model(const std::string& path, const ImportOptions& opts) {
-  std::string bytes = read_file(path, ErrorKind::kInvalidModel);
+  MappedFile bytes(path, ErrorKind::kInvalidModel);
   ImportOptions o = opts;
   if (o.base_dir.empty()) o.base_dir = std::filesystem::path(path).parent_path().string();
   try {

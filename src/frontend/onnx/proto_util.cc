@@ -3,6 +3,11 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <climits>
 #include <filesystem>
 #include <fstream>
@@ -34,6 +39,33 @@ std::string read_file(const std::string& path, ErrorKind kind) {
   std::string data(static_cast<size_t>(size), '\0');
   if (size > 0 && !in.read(data.data(), size)) throw Error(kind, "cannot read '" + path + "'");
   return data;
+}
+
+MappedFile::MappedFile(const std::string& path, ErrorKind kind) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(kind, "'" + path + "' is a directory, expected a file");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(kind, "cannot open '" + path + "'");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    throw Error(kind, "cannot read '" + path + "'");
+  }
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ > 0) {
+    data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (data_ == MAP_FAILED) {
+      data_ = nullptr;
+      ::close(fd);
+      throw Error(kind, "cannot read '" + path + "'");
+    }
+  }
+  ::close(fd);
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(data_, size_);
 }
 
 }  // namespace kiln

@@ -143,9 +143,9 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
   const size_t stored_bytes = static_cast<size_t>(packed_bytes(dt, n));  // in raw/external data
   const bool external = p.data_location() == onnx::TensorProto::EXTERNAL;
   // Every size check against the proto's data comes before the allocation.
-  auto alloc = [&] {
+  auto alloc = [&](bool zeroed = true) {
     try {
-      return Tensor(dt, dims);
+      return zeroed ? Tensor(dt, dims) : Tensor::uninitialized(dt, dims);
     } catch (const Error& e) {
       bad(what, e.message());
     }
@@ -169,7 +169,8 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     if (raw->size() != stored_bytes)
       bad(what, "raw_data has " + std::to_string(raw->size()) + " bytes, but shape " + dims_to_string(dims) +
                     " of " + std::string(dtype_name(dt)) + " needs " + std::to_string(stored_bytes));
-    t = alloc();
+    // Plain element types are copied whole: no need to zero the storage first.
+    t = alloc(dtype_packed_bits(dt) || dt == DType::kBool);
     if (dtype_packed_bits(dt)) {
       unpack_sub_byte([&](int64_t k) { return (*raw)[static_cast<size_t>(k)]; }, dt, n, t);
     } else if (dt == DType::kBool) {
