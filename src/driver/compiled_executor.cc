@@ -12,12 +12,6 @@
 namespace kiln {
 namespace {
 
-bool has_subgraphs(const Graph& g) {
-  for (const auto& n : g.nodes)
-    if (n->has_subgraphs()) return true;
-  return false;
-}
-
 std::string signature(const std::vector<RtValue>& feeds) {
   std::string key;
   for (const RtValue& v : feeds) {
@@ -45,17 +39,44 @@ struct CompiledExecutor::Plan : compile::BuiltPlan {
   bool value_dependent = false;
 };
 
-CompiledExecutor::CompiledExecutor(const Model& model, CompiledOptions opts) : model_(model), opts_(opts) {
+CompiledExecutor::CompiledExecutor(const Model& model, CompiledOptions opts)
+    : model_(model), opts_(opts), rng_(opts.seed) {
   KILN_CHECK(model.graph != nullptr);
-  pool_ = std::make_unique<ThreadPool>(opts.threads);
-  // Resolves every op up front (same errors as the interpreter); nested graphs run there.
+  own_pool_ = std::make_unique<ThreadPool>(opts.threads);
+  pool_ = own_pool_.get();
+  // Resolves every op up front, bodies included (same errors as the interpreter).
   InterpreterOptions io;
   io.seed = opts.seed;
   io.profile = opts.profile;
-  auto interp = std::make_unique<Interpreter>(model, io);
-  if (has_subgraphs(*model.graph)) interp_ = std::move(interp);
-  else reference_ = std::move(interp);
+  reference_ = std::make_unique<Interpreter>(model, io);
 }
+
+namespace {
+
+std::unique_ptr<Model> body_as_model(const Model& outer, const Graph& body) {
+  auto m = std::make_unique<Model>();
+  m->opsets = outer.opsets;
+  m->path = outer.path;
+  m->graph = std::shared_ptr<Graph>(std::shared_ptr<void>(), const_cast<Graph*>(&body));  // not owned
+  return m;
+}
+
+// What a body reads from enclosing graphs at run time (their constants it reads in place).
+std::vector<Value*> runtime_captures(std::vector<Value*> vs) {
+  vs.erase(std::remove_if(vs.begin(), vs.end(), [](const Value* v) { return v->is_constant(); }), vs.end());
+  return vs;
+}
+
+}  // namespace
+
+CompiledExecutor::CompiledExecutor(CompiledExecutor& parent, const Graph& body)
+    : body_model_(body_as_model(parent.model_, body)),
+      model_(*body_model_),
+      opts_(parent.opts_),
+      parent_(&parent),
+      captures_(runtime_captures(captured_values(body))),
+      pool_(parent.pool_),
+      rng_(parent.opts_.seed) {}
 
 CompiledExecutor::~CompiledExecutor() = default;
 
@@ -82,11 +103,6 @@ std::vector<RtValue> CompiledExecutor::run(const std::vector<RtValue>& feeds_in,
   if (!outputs.empty() && outputs.size() != g.outputs.size())
     throw Error(ErrorKind::kUsage, "the model has " + std::to_string(g.outputs.size()) + " outputs, got " +
                                        std::to_string(outputs.size()) + " output buffers");
-  if (interp_) {
-    stats_ = CompileStats();
-    stats_.fallback_nodes = static_cast<int>(g.nodes.size());
-    return run_reference(*interp_, feeds_in, outputs);
-  }
   if (feeds_in.size() != g.inputs.size())
     throw Error(ErrorKind::kBadInput, "the model has " + std::to_string(g.inputs.size()) + " inputs, got " +
                                           std::to_string(feeds_in.size()));
@@ -99,6 +115,10 @@ std::vector<RtValue> CompiledExecutor::run(const std::vector<RtValue>& feeds_in,
     }
     check_feed(in, feeds[i]);
   }
+  return run_checked(std::move(feeds), outputs);
+}
+
+std::vector<RtValue> CompiledExecutor::run_checked(std::vector<RtValue> feeds, const std::vector<OutputBuffer>& outputs) {
   std::string key = signature(feeds);
   auto it = std::find_if(cache_.begin(), cache_.end(), [&](const auto& e) { return e.first == key; });
   if (it == cache_.end()) {
@@ -112,8 +132,18 @@ std::vector<RtValue> CompiledExecutor::run(const std::vector<RtValue>& feeds_in,
   stats_ = plan.stats;
   if (!plan.value_dependent) {
     try {
-      ScopedThreadPool scope(pool_.get());
-      return execute(plan, feeds, outputs);
+      ScopedThreadPool scope(pool_);
+      std::vector<RtValue> out = execute(plan, feeds, outputs);
+      for (const auto& [body, ex] : bodies_) {  // what the bodies' last plans ran
+        const CompileStats& b = ex->stats_;
+        stats_.generated_nodes += b.generated_nodes;
+        stats_.gemm_nodes += b.gemm_nodes;
+        stats_.fallback_nodes += b.fallback_nodes;
+        stats_.control_flow_nodes += b.control_flow_nodes;
+        stats_.kernels += b.kernels;
+        for (const auto& [op, n] : b.fallback_ops) stats_.fallback_ops[op] += n;
+      }
+      return out;
     } catch (const PlanShapeMismatch& e) {
       // NonZero, Unique, ... with the same input shapes but other values: the learned shapes do
       // not hold, so this signature runs on the reference interpreter from now on.
@@ -121,16 +151,58 @@ std::vector<RtValue> CompiledExecutor::run(const std::vector<RtValue>& feeds_in,
       plan.value_dependent = true;
     }
   }
-  stats_.fallback_nodes += stats_.generated_nodes + stats_.gemm_nodes;
-  stats_.generated_nodes = stats_.gemm_nodes = 0;
-  return run_reference(*reference_, feeds, outputs);
+  stats_.fallback_nodes += stats_.generated_nodes + stats_.gemm_nodes + stats_.control_flow_nodes;
+  stats_.generated_nodes = stats_.gemm_nodes = stats_.control_flow_nodes = 0;
+  return run_reference(feeds, outputs);
 }
 
-std::vector<RtValue> CompiledExecutor::run_reference(Interpreter& interp, const std::vector<RtValue>& feeds,
-                                                     const std::vector<OutputBuffer>& outputs) {
+Interpreter& CompiledExecutor::root_interpreter() { return parent_ ? parent_->root_interpreter() : *reference_; }
+
+CompiledExecutor& CompiledExecutor::body_executor(const Graph& body) {
+  auto& slot = bodies_[&body];
+  if (!slot) slot.reset(new CompiledExecutor(*this, body));
+  return *slot;
+}
+
+std::vector<RtValue> CompiledExecutor::run_control_flow(const Node& n, const OpSchema& schema,
+                                                        const std::vector<const RtValue*>& ins) {
+  // The step's inputs: the node's, then the values its bodies capture (PlanBuilder::node_step).
+  const size_t arity = n.inputs.size();
+  const std::vector<Value*> captured = runtime_captures(captured_values(n));
+  KILN_CHECK(ins.size() == arity + captured.size());
+  std::unordered_map<const Value*, const RtValue*> outer;
+  for (size_t k = 0; k < captured.size(); ++k) outer[captured[k]] = ins[arity + k];
+  auto run_body = [&](const Graph& body, const std::vector<RtValue>& inputs) {
+    CompiledExecutor& ex = body_executor(body);
+    std::vector<RtValue> feeds = inputs;
+    feeds.resize(body.inputs.size());
+    for (Value* c : ex.captures_) {
+      auto it = outer.find(c);
+      KILN_CHECK(it != outer.end() && it->second != nullptr);
+      feeds.push_back(*it->second);
+    }
+    std::lock_guard<std::mutex> lk(ex.mu_);
+    return ex.run_checked(std::move(feeds), {});
+  };
+  std::vector<const RtValue*> node_ins(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(arity));
+  return evaluate_node(n, schema, model_.opset(n.domain), node_ins, run_body, &rng_);
+}
+
+std::vector<RtValue> CompiledExecutor::run_reference(const std::vector<RtValue>& feeds,
+                                                     const std::vector<OutputBuffer>& outputs,
+                                                     const Interpreter::ValueObserver* observe) {
   const Graph& g = *model_.graph;
-  auto out = interp.run(feeds);
-  timings_ = interp.timings();
+  std::vector<RtValue> out;
+  if (!parent_) {
+    out = observe ? reference_->run(feeds, *observe) : reference_->run(feeds);
+    timings_ = reference_->timings();
+  } else {
+    const size_t n = g.inputs.size();
+    std::unordered_map<const Value*, RtValue> outer;
+    for (size_t k = 0; k < captures_.size(); ++k) outer[captures_[k]] = feeds[n + k];
+    out = root_interpreter().run_body(g, std::vector<RtValue>(feeds.begin(), feeds.begin() + static_cast<std::ptrdiff_t>(n)),
+                                      outer, observe);
+  }
   for (size_t i = 0; i < outputs.size() && i < out.size(); ++i) {
     if (!outputs[i].data) continue;
     if (!out[i].is_tensor()) throw Error(ErrorKind::kBadInput, "output '" + g.outputs[i]->name + "' is not a tensor");
@@ -146,7 +218,10 @@ std::vector<RtValue> CompiledExecutor::run_reference(Interpreter& interp, const 
 
 std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::vector<RtValue>& feeds) {
   auto plan = std::make_unique<Plan>();
-  compile::PlanBuilder(model_, opts_, *reference_, *plan).build(feeds);
+  auto shape_run = [this](const std::vector<RtValue>& feeds, const Interpreter::ValueObserver& observe) {
+    run_reference(feeds, {}, &observe);
+  };
+  compile::PlanBuilder(model_, opts_, captures_, shape_run, *plan).build(feeds);
   return plan;
 }
 
@@ -158,7 +233,9 @@ std::vector<RtValue> CompiledExecutor::execute(Plan& plan, const std::vector<RtV
   timings_.clear();
   FallbackFn fallback = [&](const PlanStep& st, const std::vector<const RtValue*>& ins) {
     const Node& n = *g.nodes[static_cast<size_t>(st.node)];
-    return evaluate_node(n, *plan.schemas[static_cast<size_t>(st.node)], model_.opset(n.domain), ins);
+    const OpSchema& schema = *plan.schemas[static_cast<size_t>(st.node)];
+    if (n.has_subgraphs()) return run_control_flow(n, schema, ins);
+    return evaluate_node(n, schema, model_.opset(n.domain), ins);
   };
   std::vector<double> step_ms;
   std::vector<RtValue> out = execute_plan(plan.exec, feeds, outputs, fallback, opts_.profile ? &step_ms : nullptr);

@@ -4,8 +4,9 @@
 // fused epilogues, generated kernels, reference-kernel fallbacks, one LLVM module, the arena).
 // The result is an ExecPlan (runtime/exec_plan.h: plain data, no IR) run by execute_plan, the
 // same executor that ahead-of-time compiled models use (driver/aot.h exports the last plan).
-// Plans are cached in memory per shape signature (bounded LRU). Models with nested graphs
-// (If/Loop/Scan) run entirely through the interpreter.
+// Plans are cached in memory per shape signature (bounded LRU). An If/Loop/Scan node is a step
+// that runs its op's kernel with each body run by a nested CompiledExecutor (the body compiled
+// like a model: its inputs, then the values it captures from enclosing graphs, as inputs).
 // Tests: tests/runtime/test_compiled_executor.cc
 #pragma once
 
@@ -15,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,7 @@ struct CompileStats {
   int fallback_nodes = 0;   // nodes run through their reference kernels
   int gemm_nodes = 0;       // MatMul/Gemm/Conv nodes run through sgemm (runtime/gemm_ops.h)
   int folded_nodes = 0;     // nodes whose outputs the input shapes decide: plan constants
+  int control_flow_nodes = 0;  // If/Loop/Scan steps (their bodies' nodes are counted above)
   int kernels = 0;
   std::map<std::string, int> fallback_ops;  // op -> nodes run through the reference kernel
   int64_t arena_bytes = 0;
@@ -81,18 +84,31 @@ class CompiledExecutor {
   struct Plan;
 
  private:
+  // A control-flow body: `body` of `parent`'s model, its captured values fed after its inputs.
+  CompiledExecutor(CompiledExecutor& parent, const Graph& body);
+  // Cached plan, execution, and the interpreter when the plan cannot hold; feeds are checked.
+  std::vector<RtValue> run_checked(std::vector<RtValue> feeds, const std::vector<OutputBuffer>& outputs);
   std::unique_ptr<Plan> build_plan(const std::vector<RtValue>& feeds);
   std::vector<RtValue> execute(Plan& plan, const std::vector<RtValue>& feeds,
                                const std::vector<OutputBuffer>& outputs);
-  // The whole run on the reference interpreter (nested graphs, value-dependent shapes).
-  std::vector<RtValue> run_reference(Interpreter& interp, const std::vector<RtValue>& feeds,
-                                     const std::vector<OutputBuffer>& outputs);
+  // An If/Loop/Scan step: the op's kernel, its bodies run by nested executors.
+  std::vector<RtValue> run_control_flow(const Node& n, const OpSchema& schema, const std::vector<const RtValue*>& ins);
+  CompiledExecutor& body_executor(const Graph& body);
+  // The run on the reference interpreter (value-dependent shapes; for a body, the root's).
+  std::vector<RtValue> run_reference(const std::vector<RtValue>& feeds, const std::vector<OutputBuffer>& outputs,
+                                     const Interpreter::ValueObserver* observe = nullptr);
+  Interpreter& root_interpreter();
 
+  std::unique_ptr<Model> body_model_;  // a body: its graph as a model (declared before model_)
   const Model& model_;
   CompiledOptions opts_;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<Interpreter> interp_;     // models with nested graphs: every run
-  std::unique_ptr<Interpreter> reference_;  // other models: runs whose plan cannot hold (see run)
+  CompiledExecutor* parent_ = nullptr;  // a body's executor: the enclosing graph's
+  std::vector<Value*> captures_;        // a body's values from enclosing graphs (fed after its inputs)
+  std::unique_ptr<ThreadPool> own_pool_;
+  ThreadPool* pool_ = nullptr;          // the root's pool, shared by bodies
+  std::unique_ptr<Interpreter> reference_;  // root only: runs whose plan cannot hold (see run)
+  std::map<const Graph*, std::unique_ptr<CompiledExecutor>> bodies_;
+  std::mt19937_64 rng_;                 // random ops in bodies
   std::list<std::pair<std::string, std::unique_ptr<Plan>>> cache_;  // most recent first
   const Plan* last_plan_ = nullptr;
   CompileStats stats_;

@@ -140,6 +140,7 @@ std::string inspect_report_json(const InspectReport& r, bool passes, int indent)
     j["microkernel_nodes"] = compiled.stats.gemm_nodes;
     j["folded_nodes"] = compiled.stats.folded_nodes;
     j["fallback_nodes"] = compiled.stats.fallback_nodes;
+    j["control_flow_nodes"] = compiled.stats.control_flow_nodes;
     j["fallback_ops"] = compiled.stats.fallback_ops;
     j["kernels"] = compiled.stats.kernels;
     j["compile_ms"] = compiled.stats.total_ms;

@@ -1,6 +1,8 @@
 // Graph construction and lookup.
 #include "ir/graph.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace kiln {
@@ -81,6 +83,46 @@ Value* Graph::find(const std::string& name) const {
   for (const Graph* g = this; g; g = g->parent)
     if (Value* v = g->find_local(name)) return v;
   return nullptr;
+}
+
+namespace {
+
+// True when v belongs to g or to a graph nested in it.
+bool defined_within(const Value* v, const Graph* g) {
+  for (const Graph* o = v->owner; o; o = o->parent)
+    if (o == g) return true;
+  return false;
+}
+
+void collect_captures(const Graph& g, const Graph* body, std::vector<Value*>& out) {
+  auto take = [&](Value* v) {
+    if (v && !defined_within(v, body) && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  };
+  for (const auto& n : g.nodes) {
+    for (Value* v : n->inputs) take(v);
+    for (const auto& [k, a] : n->attrs) {
+      if (a.g) collect_captures(*a.g, body, out);
+      for (const auto& sg : a.graphs) collect_captures(*sg, body, out);
+    }
+  }
+  for (Value* v : g.outputs) take(v);
+}
+
+}  // namespace
+
+std::vector<Value*> captured_values(const Graph& body) {
+  std::vector<Value*> out;
+  collect_captures(body, &body, out);
+  return out;
+}
+
+std::vector<Value*> captured_values(const Node& n) {
+  std::vector<Value*> out;
+  for (const auto& [k, a] : n.attrs) {
+    if (a.g) collect_captures(*a.g, a.g.get(), out);
+    for (const auto& sg : a.graphs) collect_captures(*sg, sg.get(), out);
+  }
+  return out;
 }
 
 size_t Graph::node_count_recursive() const {

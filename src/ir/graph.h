@@ -134,6 +134,12 @@ class Graph {
   std::map<std::string, Value*> by_name_;
 };
 
+// Values that the subgraphs of `n` (If branches, Loop/Scan bodies, recursively) read from
+// enclosing graphs, in first-use order: what a body needs besides its own inputs.
+std::vector<Value*> captured_values(const Node& n);
+// The same for one body.
+std::vector<Value*> captured_values(const Graph& body);
+
 struct Model {
   int64_t ir_version = 8;
   std::map<std::string, int64_t> opsets;  // domain ("" = ai.onnx) -> version

@@ -42,6 +42,16 @@ const std::vector<Node*>& UseMap::of(const Value* v) const {
   return it == users.end() ? kNone : it->second;
 }
 
+bool rewrite_graphs(Graph& g, const std::function<bool(Graph&)>& rewrite) {
+  bool changed = false;
+  for (auto& n : g.nodes)
+    for (auto& [k, a] : n->attrs) {
+      if (a.g) changed |= rewrite_graphs(*a.g, rewrite);
+      for (auto& sg : a.graphs) changed |= rewrite_graphs(*sg, rewrite);
+    }
+  return rewrite(g) || changed;
+}
+
 UseMap compute_uses(const Graph& g) {
   UseMap map;
   collect_uses(g, nullptr, map);

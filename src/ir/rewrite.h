@@ -23,6 +23,9 @@ struct UseMap {
 };
 UseMap compute_uses(const Graph& g);
 bool is_graph_output(const Graph& g, const Value* v);
+// Applies `rewrite` to every subgraph of `g` (innermost first), then to `g`; true when any
+// call returned true.
+bool rewrite_graphs(Graph& g, const std::function<bool(Graph&)>& rewrite);
 
 class GraphEditor {
  public:

@@ -15,11 +15,13 @@ class Binder {
  public:
   Binder(const Model& m, int64_t keep) : m_(m), keep_(keep) {}
 
-  BoundShapes run(const std::vector<RtValue>& feeds) {
+  BoundShapes run(const std::vector<RtValue>& feeds, const std::vector<Value*>& captures) {
     const Graph& g = *m_.graph;
-    // S1: inputs (dims only: their values are the caller's data) and constants.
-    for (size_t i = 0; i < g.inputs.size(); ++i)
-      if (!bind_input(*g.inputs[i], i < feeds.size() ? feeds[i] : RtValue())) return std::move(out_);
+    // S1: inputs and captured values (dims only: their values are the caller's data), constants.
+    std::vector<const Value*> inputs(g.inputs.begin(), g.inputs.end());
+    inputs.insert(inputs.end(), captures.begin(), captures.end());
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (!bind_input(*inputs[i], i < feeds.size() ? feeds[i] : RtValue())) return std::move(out_);
     for (const Value* c : g.constants) bind_constant(*c);
     // S2: every node in order, by evaluation where all its inputs are known, else by inference.
     for (const auto& n : g.nodes)
@@ -76,6 +78,10 @@ class Binder {
         continue;
       }
       auto it = out_.values.find(v);
+      if (it == out_.values.end() && v->is_constant()) {  // an enclosing graph's constant (bodies)
+        bind_constant(*v);
+        it = out_.values.find(v);
+      }
       if (it == out_.values.end()) return stop(&n, "input '" + v->name + "' has no known shape");
       const BoundValue& b = it->second;
       types.push_back(Type::tensor(b.dtype, Shape::of(b.dims)));
@@ -178,8 +184,9 @@ class Binder {
 
 }  // namespace
 
-BoundShapes bind_shapes(const Model& m, const std::vector<RtValue>& feeds, int64_t keep_max_elements) {
-  return Binder(m, keep_max_elements).run(feeds);
+BoundShapes bind_shapes(const Model& m, const std::vector<RtValue>& feeds, int64_t keep_max_elements,
+                        const std::vector<Value*>& captures) {
+  return Binder(m, keep_max_elements).run(feeds, captures);
 }
 
 }  // namespace kiln

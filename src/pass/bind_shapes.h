@@ -30,8 +30,11 @@ struct BoundShapes {
   std::string stopped_at;  // when not complete: "node 'x' (NonZero): output shape depends on values"
 };
 
-// `feeds`: values parallel to the graph inputs (None: the input's initializer). Values with at most
-// `keep_max_elements` elements that are computable at compile time are kept in BoundValue::value.
-BoundShapes bind_shapes(const Model& m, const std::vector<RtValue>& feeds, int64_t keep_max_elements);
+// `feeds`: values parallel to the graph inputs (None: the input's initializer), then to
+// `captures` (a subgraph's values from enclosing graphs, when m.graph is a body). Values with at
+// most `keep_max_elements` elements that are computable at compile time are kept in
+// BoundValue::value.
+BoundShapes bind_shapes(const Model& m, const std::vector<RtValue>& feeds, int64_t keep_max_elements,
+                        const std::vector<Value*>& captures = {});
 
 }  // namespace kiln

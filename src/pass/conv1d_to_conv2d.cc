@@ -4,6 +4,7 @@
 // (shape [0, 0, 1, -1] and [0, 0, -1]), so a dynamic batch or length is fine; a constant weight
 // is reshaped here.
 // Requires: the input and weight of rank 3 (known ranks), a default-domain Conv.
+// Applies in every graph, If/Loop/Scan bodies included.
 // Guarantees: the same values; strides, dilations, pads and auto_pad carried to the W axis.
 // Tests: tests/pass/golden/conv1d-to-conv2d/*.kir
 #include "ir/rewrite.h"
@@ -70,8 +71,10 @@ bool rewrite(GraphEditor& ed, Node& n) {
 }
 
 bool run(Model& m, PassContext&) {
-  GraphEditor ed(*m.graph);
-  return ed.rewrite_nodes("Conv", [&](Node& n) { return rewrite(ed, n); });
+  return rewrite_graphs(*m.graph, [](Graph& g) {
+    GraphEditor ed(g);
+    return ed.rewrite_nodes("Conv", [&](Node& n) { return rewrite(ed, n); });
+  });
 }
 
 }  // namespace

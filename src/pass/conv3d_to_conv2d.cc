@@ -96,9 +96,11 @@ bool rewrite(GraphEditor& ed, Node& n, int64_t opset) {
 }
 
 bool run(Model& m, PassContext&) {
-  GraphEditor ed(*m.graph);
   const int64_t opset = m.opset("");
-  return ed.rewrite_nodes("Conv", [&](Node& n) { return rewrite(ed, n, opset); });
+  return rewrite_graphs(*m.graph, [&](Graph& g) {
+    GraphEditor ed(g);
+    return ed.rewrite_nodes("Conv", [&](Node& n) { return rewrite(ed, n, opset); });
+  });
 }
 
 }  // namespace

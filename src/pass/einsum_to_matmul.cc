@@ -5,6 +5,7 @@
 // which the engines run on the GEMM kernels instead of the reference Einsum loop.
 // Requires: static shapes (run after shape-inference), float32/float64 operands, no ellipsis,
 // no letter repeated within a term, equal sizes of a letter in both operands. Anything else stays.
+// Applies in every graph, If/Loop/Scan bodies included.
 // Guarantees: the same values up to summation order.
 // Tests: tests/pass/golden/einsum-to-matmul/*.kir
 #include <algorithm>
@@ -158,8 +159,10 @@ bool rewrite(GraphEditor& ed, Node& n) {
 }
 
 bool run(Model& m, PassContext&) {
-  GraphEditor ed(*m.graph);
-  return ed.rewrite_nodes("Einsum", [&](Node& n) { return rewrite(ed, n); });
+  return rewrite_graphs(*m.graph, [](Graph& g) {
+    GraphEditor ed(g);
+    return ed.rewrite_nodes("Einsum", [&](Node& n) { return rewrite(ed, n); });
+  });
 }
 
 }  // namespace

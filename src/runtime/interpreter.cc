@@ -186,6 +186,23 @@ std::vector<RtValue> Interpreter::run(const std::vector<RtValue>& feeds, const V
   return run(feeds);
 }
 
+std::vector<RtValue> Interpreter::run_body(const Graph& body, const std::vector<RtValue>& inputs,
+                                          const std::unordered_map<const Value*, RtValue>& captured,
+                                          const ValueObserver* observe) {
+  Env outer;
+  outer.values = captured;
+  struct Reset {
+    Interpreter& i;
+    ~Reset() {
+      i.observe_ = nullptr;
+      i.observe_parent_ = nullptr;
+    }
+  } reset{*this};
+  observe_ = observe;
+  observe_parent_ = &outer;
+  return run_graph(body, inputs, &outer);
+}
+
 std::vector<RtValue> Interpreter::run(const std::vector<RtValue>& feeds) {
   const Graph& g = *model_.graph;
   if (feeds.size() != g.inputs.size())
@@ -291,7 +308,7 @@ void Interpreter::run_node(const Node& node, const OpSchema& schema, Env& env) {
       throw Error(ErrorKind::kInternal, "kernel did not produce output #" + std::to_string(i),
                   node_location(node));
     if (all_fixed && r.is_tensor() && is_float(r.tensor.dtype()) && may_fix_outputs(node)) env.fixed.insert(v);
-    if (observe_ && !env.parent) (*observe_)(*v, r);
+    if (observe_ && env.parent == observe_parent_) (*observe_)(*v, r);
     env.values[v] = std::move(r);
   }
 }

@@ -48,6 +48,11 @@ class Interpreter {
   using ValueObserver = std::function<void(const Value& value, const RtValue& computed)>;
   std::vector<RtValue> run(const std::vector<RtValue>& feeds, const ValueObserver& observe);
   const std::vector<NodeTiming>& timings() const { return timings_; }
+  // Runs `body`, a subgraph of this model, with its inputs and the values it reads from
+  // enclosing graphs (captured_values of its node); `observe` (if any) sees the body's values.
+  std::vector<RtValue> run_body(const Graph& body, const std::vector<RtValue>& inputs,
+                                const std::unordered_map<const Value*, RtValue>& captured,
+                                const ValueObserver* observe = nullptr);
 
  private:
   struct Env;
@@ -62,7 +67,8 @@ class Interpreter {
   std::mt19937_64 rng_;
   std::unordered_map<const Graph*, std::unique_ptr<GraphPlan>> plans_;
   std::vector<NodeTiming> timings_;
-  const ValueObserver* observe_ = nullptr;  // during run(feeds, observe)
+  const ValueObserver* observe_ = nullptr;  // during run(feeds, observe) and run_body
+  const Env* observe_parent_ = nullptr;     // observed: values of graphs run with this parent
 };
 
 // Checks that a fed value matches the declared type of a graph input (kBadInput otherwise).

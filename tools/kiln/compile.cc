@@ -72,13 +72,16 @@ int compile_command(const CompileArgs& a) {
   auto t1 = Clock::now();
   CompileModelResult r = compile_model(std::move(model), opts);
   const CompileStats& s = r.stats;
-  int total = s.generated_nodes + s.gemm_nodes + s.fallback_nodes;
+  int total = s.generated_nodes + s.gemm_nodes + s.fallback_nodes + s.control_flow_nodes;
   std::cout << "model: " << a.model << "\n";
   std::cout << "kernels: " << s.kernels << "\n";
   std::cout << "generated_nodes: " << s.generated_nodes << "\n";
   std::cout << "microkernel_nodes: " << s.gemm_nodes
             << "  (Conv/MatMul/Gemm on the f32 microkernels, and the bias/residual/activation nodes fused into them)\n";
   std::cout << "folded_nodes: " << s.folded_nodes << "  (decided by the input shapes alone: computed while compiling)\n";
+  if (s.control_flow_nodes)
+    std::cout << "control_flow_nodes: " << s.control_flow_nodes
+              << "  (If/Loop/Scan steps; their bodies' nodes, as compiled by the first run, are counted above)\n";
   std::cout << "fallback_nodes: " << s.fallback_nodes;
   std::string sep = " (";
   for (const auto& [op, n] : s.fallback_ops) {

@@ -135,6 +135,12 @@ int run_command(const RunArgs& a) {
   std::sort(times.begin(), times.end());
   std::cout << "time: " << times[times.size() / 2] << " ms" << (a.repeat > 1 ? " (median of " + std::to_string(a.repeat) + ")" : "")
             << "\n";
+  if (const CompiledExecutor* c = session->compiled()) {
+    const CompileStats& s = c->stats();
+    std::cout << "nodes: " << s.generated_nodes << " generated, " << s.gemm_nodes << " microkernel, " << s.folded_nodes
+              << " folded, " << s.control_flow_nodes << " control flow, " << s.fallback_nodes
+              << " reference kernel (shapes: " << s.shapes << ")\n";
+  }
   if (!a.output_dir.empty()) {
     std::filesystem::create_directories(a.output_dir);
     for (size_t i = 0; i < outs.size(); ++i) {

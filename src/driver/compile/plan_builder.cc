@@ -28,8 +28,15 @@ void log(const std::string& msg) {
   if (log_enabled()) std::fprintf(stderr, "kiln compiled: %s\n", msg.c_str());
 }
 
-PlanBuilder::PlanBuilder(const Model& model, const CompiledOptions& opts, Interpreter& reference, BuiltPlan& built)
-    : model_(model), g(*model.graph), opts_(opts), reference_(&reference), plan(&built), ex(built.exec) {}
+PlanBuilder::PlanBuilder(const Model& model, const CompiledOptions& opts, const std::vector<Value*>& captures,
+                         ShapeRun shape_run, BuiltPlan& built)
+    : model_(model),
+      g(*model.graph),
+      opts_(opts),
+      captures_(captures),
+      shape_run_(std::move(shape_run)),
+      plan(&built),
+      ex(built.exec) {}
 
 void PlanBuilder::build(const std::vector<RtValue>& feeds) {
   const auto t_total = Clock::now();
@@ -61,6 +68,7 @@ std::vector<int32_t> PlanBuilder::slot_list(const std::vector<Value*>& vs) {
 
 void PlanBuilder::plan_slots() {
   for (const Value* v : g.inputs) add_slot(v);
+  for (const Value* v : captures_) add_slot(v);
   for (const Value* v : g.constants) add_slot(v);
   for (const auto& n : g.nodes) {
     for (const Value* v : n->inputs) add_slot(v);
@@ -75,6 +83,10 @@ void PlanBuilder::plan_slots() {
       ex.constants.push_back(values[s]->initializer);
     }
   for (const Value* v : g.inputs) {
+    ex.inputs.push_back(slot_of[v]);
+    ex.input_names.push_back(v->name);
+  }
+  for (const Value* v : captures_) {
     ex.inputs.push_back(slot_of[v]);
     ex.input_names.push_back(v->name);
   }
@@ -94,8 +106,12 @@ int64_t PlanBuilder::group_of(int i) {
 void PlanBuilder::index_graph() {
   nnodes = static_cast<int>(g.nodes.size());
   for (int i = 0; i < nnodes; ++i) {
-    for (const Value* v : g.nodes[static_cast<size_t>(i)]->inputs)
+    const Node& n = *g.nodes[static_cast<size_t>(i)];
+    for (const Value* v : n.inputs)
       if (v) consumers[v].push_back(i);
+    // A value read inside an If/Loop/Scan body is consumed by that node's step.
+    if (n.has_subgraphs())
+      for (const Value* v : captured_values(n)) consumers[v].push_back(i);
     for (const Value* v : g.nodes[static_cast<size_t>(i)]->outputs)
       if (v) producer[v] = i;
   }
@@ -125,10 +141,20 @@ PlanStep PlanBuilder::node_step(int i, PlanStep::Kind kind) {
   return st;
 }
 
+// A step running node i's reference kernel. If/Loop/Scan steps also take the values their
+// bodies capture (so that those stay alive and reach the bodies' executors) and count apart.
 void PlanBuilder::add_fallback(int i) {
-  ex.steps.push_back(node_step(i, PlanStep::Kind::kFallback));
-  plan->stats.fallback_nodes++;
-  plan->stats.fallback_ops[g.nodes[static_cast<size_t>(i)]->qualified_op()]++;
+  const Node& n = *g.nodes[static_cast<size_t>(i)];
+  PlanStep st = node_step(i, PlanStep::Kind::kFallback);
+  if (n.has_subgraphs()) {
+    for (const Value* v : captured_values(n))
+      if (!v->is_constant()) st.inputs.push_back(slot_of.at(v));
+    plan->stats.control_flow_nodes++;
+  } else {
+    plan->stats.fallback_nodes++;
+    plan->stats.fallback_ops[n.qualified_op()]++;
+  }
+  ex.steps.push_back(std::move(st));
 }
 
 // A step's output argument: written into the arena unless it is a graph output.

@@ -15,6 +15,7 @@
 // Tests: tests/runtime/test_compiled_executor.cc and the suites that run the compiled engine.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,10 +49,16 @@ void log(const std::string& msg);
 // Plans whose shapes needed a reference run (process-wide; tests assert on it).
 int64_t reference_runs();
 
+// Runs the model (or body) on the reference interpreter, showing every value it computes: the
+// shape step where inference stops.
+using ShapeRun = std::function<void(const std::vector<RtValue>& feeds, const Interpreter::ValueObserver& observe)>;
+
 class PlanBuilder {
  public:
-  // `reference`: the interpreter of the same model, for the shape run where inference stops.
-  PlanBuilder(const Model& model, const CompiledOptions& opts, Interpreter& reference, BuiltPlan& plan);
+  // `captures`: for a control-flow body, the values it reads from enclosing graphs, planned as
+  // inputs after the graph's own (feeds follow the same order).
+  PlanBuilder(const Model& model, const CompiledOptions& opts, const std::vector<Value*>& captures,
+              ShapeRun shape_run, BuiltPlan& plan);
   void build(const std::vector<RtValue>& feeds);
 
  private:
@@ -103,7 +110,8 @@ class PlanBuilder {
   const Model& model_;
   const Graph& g;
   const CompiledOptions& opts_;
-  Interpreter* reference_;
+  const std::vector<Value*>& captures_;
+  ShapeRun shape_run_;
   BuiltPlan* plan;
   ExecPlan& ex;
 

@@ -25,8 +25,8 @@ bool verify_plan_shapes() {
   return on;
 }
 
-void check_against_run(Interpreter& reference, const std::vector<RtValue>& feeds, const BoundShapes& bound) {
-  reference.run(feeds, [&](const Value& v, const RtValue& r) {
+void check_against_run(const ShapeRun& run, const std::vector<RtValue>& feeds, const BoundShapes& bound) {
+  run(feeds, [&](const Value& v, const RtValue& r) {
     auto it = bound.values.find(&v);
     if (it == bound.values.end() || !r.is_tensor()) return;
     const BoundValue& b = it->second;
@@ -60,25 +60,26 @@ void PlanBuilder::plan_shapes(const std::vector<RtValue>& feeds) {
     if (r.is_tensor()) learn_type(v, r.tensor.dtype(), r.tensor.dims());
   };
   for (size_t i = 0; i < g.inputs.size(); ++i) learn(g.inputs[i], feeds[i]);
+  for (size_t i = 0; i < captures_.size(); ++i) learn(captures_[i], feeds[g.inputs.size() + i]);
   for (size_t s = 0; s < values.size(); ++s)
     if (values[s]->is_constant()) learn(values[s], RtValue(values[s]->initializer));
   // Small values that the input shapes and constants decide, kept for the folding below.
   constexpr int64_t kFoldMaxElements = 1 << 16;
-  BoundShapes bound = bind_shapes(model_, feeds, kFoldMaxElements);
+  BoundShapes bound = bind_shapes(model_, feeds, kFoldMaxElements, captures_);
   if (bound.complete) {
     for (const auto& [v, b] : bound.values) {
       learn_type(v, b.dtype, b.dims);
       if (b.value.defined()) small_values[v] = b.value;
     }
     plan->stats.shapes = "inference";
-    if (verify_plan_shapes()) check_against_run(*reference_, feeds, bound);
+    if (verify_plan_shapes()) check_against_run(shape_run_, feeds, bound);
   } else {
     // Shape inference stopped (a value-dependent op, an op without inference, sequences): a
     // reference run learns the shapes (and reports input errors the way the interpreter does).
     log("shapes by a reference run: " + bound.stopped_at);
     plan->stats.shapes = "reference run (" + bound.stopped_at + ")";
     g_reference_runs.fetch_add(1);
-    reference_->run(feeds, [&](const Value& v, const RtValue& r) {
+    shape_run_(feeds, [&](const Value& v, const RtValue& r) {
       learn(&v, r);
       if (r.is_tensor() && r.tensor.numel() <= kFoldMaxElements) small_values[&v] = r.tensor;
     });

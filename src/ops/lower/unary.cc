@@ -25,13 +25,21 @@ LowerResult unary(const LowerContext& ctx) {
                                              [&](const std::vector<Expr>& i) { return F(ctx, te::access(x, i), dt); })};
 }
 
+// Identity: a copy in any supported dtype, bool included (Loop bodies pass their condition on).
+LowerResult identity(const LowerContext& ctx) {
+  if (!ctx.has_input(0) || !lower::supported_dtype(ctx.in_dtype(0)) || ctx.out_dtype() != ctx.in_dtype(0))
+    return std::nullopt;
+  te::Tensor x = ctx.input(0);
+  return std::vector<te::Tensor>{te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()),
+                                             [&](const std::vector<Expr>& i) { return te::access(x, i); })};
+}
+
 Expr k(DType dt, double v) { return lower::constant(dt, v); }
 Expr fn(const char* name, DType dt, Expr x) { return tir::call(name, lower::scalar_type(dt), {std::move(x)}); }
 Expr lt(Expr a, Expr b) { return tir::binary(ExprKind::kLT, std::move(a), std::move(b)); }
 Expr clamp01(DType dt, Expr v) { return tir::max(k(dt, 0), tir::min(k(dt, 1), std::move(v))); }
 Expr sigmoid(DType dt, Expr x) { return k(dt, 1) / (k(dt, 1) + fn("exp", dt, k(dt, 0) - x)); }
 
-Expr identity_f(const LowerContext&, Expr x, DType) { return x; }
 Expr abs_f(const LowerContext&, Expr x, DType dt) { return tir::select(lt(x, k(dt, 0)), k(dt, 0) - x, x); }
 Expr neg_f(const LowerContext&, Expr x, DType dt) { return k(dt, 0) - x; }
 Expr exp_f(const LowerContext&, Expr x, DType dt) { return fn("exp", dt, x); }
@@ -115,7 +123,7 @@ LowerResult not_lower(const LowerContext& ctx) {
 }  // namespace
 
 void add_unary_lowerings(std::vector<LoweringEntry>& t) {
-  t.push_back({"", "Identity", unary<identity_f, true>});
+  t.push_back({"", "Identity", identity});
   t.push_back({"", "Abs", unary<abs_f, true>});
   t.push_back({"", "Neg", unary<neg_f, true>});
   t.push_back({"", "Relu", unary<relu_f, true>});
