@@ -58,6 +58,41 @@ int64_t static_bytes(const Value* v, int64_t symbol_value) {
   return n * static_cast<int64_t>(dtype_size(t.dtype));
 }
 
+int64_t place_blocks(std::vector<ArenaBlock>& blocks) {
+  std::vector<size_t> order(blocks.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (blocks[a].size != blocks[b].size) return blocks[a].size > blocks[b].size;
+    return blocks[a].first < blocks[b].first;
+  });
+  std::vector<size_t> placed;
+  int64_t arena = 0;
+  for (size_t bi : order) {
+    ArenaBlock& b = blocks[bi];
+    std::vector<const ArenaBlock*> overlapping;
+    for (size_t pi : placed) {
+      const ArenaBlock& o = blocks[pi];
+      if (o.first <= b.last && b.first <= o.last && o.size > 0) overlapping.push_back(&o);
+    }
+    std::sort(overlapping.begin(), overlapping.end(),
+              [](const ArenaBlock* x, const ArenaBlock* y) { return x->offset < y->offset; });
+    const int64_t need = align_up(b.size);
+    int64_t end = 0, best = -1, best_gap = INT64_MAX;
+    for (const ArenaBlock* o : overlapping) {
+      const int64_t gap = o->offset - end;
+      if (gap >= need && gap < best_gap) {
+        best = end;
+        best_gap = gap;
+      }
+      end = std::max(end, o->offset + align_up(o->size));
+    }
+    b.offset = best >= 0 ? best : end;
+    placed.push_back(bi);
+    arena = std::max(arena, b.offset + need);
+  }
+  return arena;
+}
+
 MemoryPlan plan_memory(const Graph& g, const std::function<int64_t(const Value*)>& bytes_of) {
   MemoryPlan plan;
   // S1: planned values and their lifetimes [producer step, last use step].
@@ -118,38 +153,11 @@ MemoryPlan plan_memory(const Graph& g, const std::function<int64_t(const Value*)
     buffer_of[k] = reuse;
   }
 
-  // S3: offsets, largest buffers first; each goes into the smallest gap between the buffers
-  // already placed whose lifetimes overlap its own, or above all of them.
-  std::vector<size_t> order(buffers.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (buffers[a].size != buffers[b].size) return buffers[a].size > buffers[b].size;
-    return buffers[a].first < buffers[b].first;
-  });
-  std::vector<size_t> placed;
-  for (size_t bi : order) {
-    Buffer& b = buffers[bi];
-    std::vector<const Buffer*> overlapping;
-    for (size_t pi : placed) {
-      const Buffer& o = buffers[pi];
-      if (o.first <= b.last && b.first <= o.last && o.size > 0) overlapping.push_back(&o);
-    }
-    std::sort(overlapping.begin(), overlapping.end(),
-              [](const Buffer* x, const Buffer* y) { return x->offset < y->offset; });
-    const int64_t need = align_up(b.size);
-    int64_t end = 0, best = -1, best_gap = INT64_MAX;
-    for (const Buffer* o : overlapping) {
-      int64_t gap = o->offset - end;
-      if (gap >= need && gap < best_gap) {
-        best = end;
-        best_gap = gap;
-      }
-      end = std::max(end, o->offset + align_up(o->size));
-    }
-    b.offset = best >= 0 ? best : end;
-    placed.push_back(bi);
-    plan.arena_bytes = std::max(plan.arena_bytes, b.offset + need);
-  }
+  // S3: offsets in one arena (place_blocks).
+  std::vector<ArenaBlock> blocks;
+  for (const Buffer& b : buffers) blocks.push_back({b.size, b.first, b.last, -1});
+  plan.arena_bytes = place_blocks(blocks);
+  for (size_t i = 0; i < buffers.size(); ++i) buffers[i].offset = blocks[i].offset;
   for (const Buffer& b : buffers)
     for (size_t k : b.members) plan.values[k].offset = b.offset;
 

@@ -44,6 +44,18 @@ struct MemoryPlan {
   }
 };
 
+// One arena, shared by this planner (inspect's view of a graph) and the compiled executor's plan
+// (driver/compile/arena.cc): blocks with a size (aligned up to kArenaAlignment here) and a
+// lifetime [first, last] in steps get offsets, largest first (ties: earlier first), each in the
+// smallest gap between the placed blocks whose lifetimes overlap its own, or above them all.
+// Returns the arena's size in bytes.
+struct ArenaBlock {
+  int64_t size = 0;
+  int first = 0, last = 0;
+  int64_t offset = -1;
+};
+int64_t place_blocks(std::vector<ArenaBlock>& blocks);
+
 // Plans `g`'s intermediates. `bytes_of` returns a value's size in bytes, or < 0 when unknown
 // (such values are listed in `unplanned`). Nodes must be in topological order.
 MemoryPlan plan_memory(const Graph& g, const std::function<int64_t(const Value*)>& bytes_of);

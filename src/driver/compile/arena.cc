@@ -4,16 +4,16 @@
 // nothing per inference. Concats whose inputs are contiguous pieces of their output made only
 // for them are computed in place.
 #include <algorithm>
-#include <climits>
 #include <functional>
 
 #include "driver/compile/plan_builder.h"
 #include "ops/lowering.h"
+#include "pass/memory_plan.h"
 
 namespace kiln::compile {
 namespace {
 
-constexpr int64_t kArenaAlign = 64;
+constexpr int64_t kArenaAlign = kArenaAlignment;
 
 }  // namespace
 
@@ -94,48 +94,22 @@ void PlanBuilder::plan_arena() {
       st.kind = PlanStep::Kind::kEmpty;  // the pieces are already in place
     }
   }
-  struct Block {
-    PlanArg* arg;
-    int64_t size, begin, end, offset;
-  };
-  std::vector<Block> blocks;
+  // Kernel and GEMM outputs (not graph outputs, not concat pieces) in one arena (place_blocks,
+  // shared with inspect's planner).
+  std::vector<PlanArg*> args;
+  std::vector<ArenaBlock> blocks;
   for (int k = 0; k < nsteps; ++k)
     for (auto& a : ex.steps[static_cast<size_t>(k)].args)
       if (a.output && !a.graph_output && !inside.count(&a)) {
-        int64_t bytes = lower::numel_of(a.dims) * static_cast<int64_t>(dtype_size(a.dtype));
-        bytes = (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
-        int s = a.slot;
+        const int64_t bytes = lower::numel_of(a.dims) * static_cast<int64_t>(dtype_size(a.dtype));
         auto pb = piece_begin.find(&a);
         const int begin = pb == piece_begin.end() ? k : pb->second;
-        blocks.push_back({&a, std::max<int64_t>(bytes, kArenaAlign), begin, std::max(k, last[static_cast<size_t>(s)]), 0});
+        args.push_back(&a);
+        blocks.push_back({std::max<int64_t>(bytes, kArenaAlign), begin, std::max(k, last[static_cast<size_t>(a.slot)]), -1});
       }
-  std::vector<size_t> by_size(blocks.size());
-  for (size_t i = 0; i < blocks.size(); ++i) by_size[i] = i;
-  std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) { return blocks[a].size > blocks[b].size; });
-  std::vector<size_t> placed;
-  int64_t arena = 0;
-  for (size_t bi : by_size) {
-    Block& b = blocks[bi];
-    std::vector<std::pair<int64_t, int64_t>> busy;
-    for (size_t pi : placed) {
-      const Block& p = blocks[pi];
-      if (p.begin <= b.end && b.begin <= p.end) busy.emplace_back(p.offset, p.offset + p.size);
-    }
-    std::sort(busy.begin(), busy.end());
-    int64_t off = 0, best = -1, best_gap = INT64_MAX;
-    for (auto [lo, hi] : busy) {
-      if (lo - off >= b.size && lo - off < best_gap) {
-        best = off;
-        best_gap = lo - off;
-      }
-      off = std::max(off, hi);
-    }
-    b.offset = best >= 0 ? best : off;
-    arena = std::max(arena, b.offset + b.size);
-    placed.push_back(bi);
-  }
+  const int64_t arena = place_blocks(blocks);
   ex.arena_bytes = arena;
-  for (auto& b : blocks) b.arg->arena_offset = b.offset;
+  for (size_t b = 0; b < blocks.size(); ++b) args[b]->arena_offset = blocks[b].offset;
   for (auto& [piece, where] : inside) piece->arena_offset = where.first->arena_offset + where.second;
   ex.allocate_arena();
   plan->stats.arena_bytes = arena;
