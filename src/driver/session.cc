@@ -2,13 +2,26 @@
 #include "driver/session.h"
 
 #include <filesystem>
+#include <cstdlib>
 #include <random>
+#include <sstream>
 
 #include "driver/npy.h"
 #include "frontend/onnx/onnx_io.h"
 #include "pass/pass.h"
 
 namespace kiln {
+namespace {
+
+std::vector<std::string> split_names(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
 
 Engine parse_engine(const std::string& name) {
   if (name == "interp") return Engine::kInterp;
@@ -27,6 +40,9 @@ Session::Session(Model model, const SessionOptions& opts) : model_(std::move(mod
   // model as given unless asked to optimize.
   if (opts.optimize || opts.engine == Engine::kCompiled) {
     PassContext ctx;
+    // KILN_DISABLE_PASSES=a,b: skip passes of the pipeline (A/B measurements, bisecting a pass).
+    if (const char* off = std::getenv("KILN_DISABLE_PASSES"))
+      for (const std::string& name : split_names(off)) ctx.disabled.insert(name);
     try {
       run_passes(model_, default_pipeline(), ctx);
     } catch (const Error& e) {
