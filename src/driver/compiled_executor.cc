@@ -141,6 +141,7 @@ std::vector<RtValue> CompiledExecutor::run_checked(std::vector<RtValue> feeds, c
         stats_.fallback_nodes += b.fallback_nodes;
         stats_.control_flow_nodes += b.control_flow_nodes;
         stats_.kernels += b.kernels;
+        stats_.compiled_kernels += b.compiled_kernels;
         for (const auto& [op, n] : b.fallback_ops) stats_.fallback_ops[op] += n;
       }
       return out;

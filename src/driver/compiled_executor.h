@@ -45,7 +45,8 @@ struct CompileStats {
   int gemm_nodes = 0;       // MatMul/Gemm/Conv nodes run through sgemm (runtime/gemm_ops.h)
   int folded_nodes = 0;     // nodes whose outputs the input shapes decide: plan constants
   int control_flow_nodes = 0;  // If/Loop/Scan steps (their bodies' nodes are counted above)
-  int kernels = 0;
+  int kernels = 0;           // kernel steps
+  int compiled_kernels = 0;  // distinct kernels compiled (identical ones share code)
   std::map<std::string, int> fallback_ops;  // op -> nodes run through the reference kernel
   int64_t arena_bytes = 0;
   std::string shapes;       // S1: where shapes came from: "inference" or "reference run (why)"

@@ -113,6 +113,21 @@ TEST(CompiledExecutor, CompositeActivationsJoinTheGemmEpilogue) {
   EXPECT_EQ(exec.stats().kernels, 0);
 }
 
+// Kernels equal up to their names (repeated layers) are compiled once and share code.
+TEST(CompiledExecutor, IdenticalKernelsShareCode) {
+  auto s = check(R"(graph @g(%x: f32[4,8], %w: f32[8,8]) -> (%y: f32[4,8]) {
+    %a = Exp(%x) : f32[4,8]
+    %b = Neg(%a) : f32[4,8]
+    %m = MatMul(%b, %w) : f32[4,8]
+    %c = Exp(%m) : f32[4,8]
+    %y = Neg(%c) : f32[4,8]
+    return %y
+  })");
+  EXPECT_EQ(s.kernels, 2);
+  EXPECT_EQ(s.compiled_kernels, 1);
+  EXPECT_EQ(s.gemm_nodes, 1);
+}
+
 TEST(CompiledExecutor, LargeParallelVectorized) {
   auto s = check(R"(graph @g(%x: f32[64,1024], %b: f32[1024]) -> (%y: f32[64,1024]) {
     %a = Add(%x, %b) : f32[64,1024]

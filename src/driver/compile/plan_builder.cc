@@ -2,9 +2,12 @@
 #include "driver/compile/plan_builder.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+
+#include "tir/printer.h"
 
 namespace kiln::compile {
 namespace {
@@ -191,16 +194,62 @@ void PlanBuilder::plan_steps() {
 // ---- S3: one LLVM module for all kernels ----------------------------------------------------
 
 void PlanBuilder::plan_codegen() {
-auto t2 = Clock::now();
-if (!plan->funcs.empty()) {
-  codegen::SymbolMap symbols{{"kiln_parallel_for", reinterpret_cast<void*>(&kiln_parallel_for)}};
-  plan->module = codegen::JitModule::compile(plan->funcs, opts_.target, symbols);
-  const std::string& dir = plan->module->cache_dir();
-  plan->stats.llvm_cache = dir.empty() ? "off" : (plan->module->from_cache() ? "hit (" : "miss (") + dir + ")";
-  for (const auto& name : ex.kernel_names) ex.kernels.push_back(plan->module->lookup(name));
+  const auto t2 = Clock::now();
+  share_identical_kernels();
+  if (!plan->funcs.empty()) {
+    codegen::SymbolMap symbols{{"kiln_parallel_for", reinterpret_cast<void*>(&kiln_parallel_for)}};
+    plan->module = codegen::JitModule::compile(plan->funcs, opts_.target, symbols);
+    const std::string& dir = plan->module->cache_dir();
+    plan->stats.llvm_cache = dir.empty() ? "off" : (plan->module->from_cache() ? "hit (" : "miss (") + dir + ")";
+    for (const auto& name : ex.kernel_names) ex.kernels.push_back(plan->module->lookup(name));
+  }
+  plan->stats.llvm_ms = ms_since(t2);
+  plan->stats.kernels = kernel_count;
+  plan->stats.compiled_kernels = static_cast<int>(plan->funcs.size());
 }
-plan->stats.llvm_ms = ms_since(t2);
-plan->stats.kernels = kernel_count;
+
+namespace {
+
+// A kernel's TIR with its own name and the node numbers in its identifiers ("n123_out") replaced
+// by their order of appearance: equal for the kernels of repeated layers.
+std::string kernel_identity(const tir::PrimFunc& f) {
+  const std::string text = tir::print(f);
+  std::string out;
+  out.reserve(text.size());
+  std::unordered_map<std::string, std::string> renamed;
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] == 'n' && (i == 0 || !ident(text[i - 1]))) {
+      size_t j = i + 1;
+      while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+      if (j > i + 1 && j < text.size() && text[j] == '_') {
+        auto [it, fresh] = renamed.emplace(text.substr(i + 1, j - i - 1), "");
+        if (fresh) it->second = "n#" + std::to_string(renamed.size() - 1);
+        out += it->second;
+        i = j;
+        continue;
+      }
+    }
+    out += text[i++];
+  }
+  const size_t name_at = out.find("func " + f.name + "(");
+  if (name_at != std::string::npos) out.erase(name_at + 5, f.name.size());
+  return out;
+}
+
+}  // namespace
+
+// Kernels equal up to names (a transformer's layers repeat theirs) are compiled once: each later
+// one's steps call the first one's code.
+void PlanBuilder::share_identical_kernels() {
+  std::unordered_map<std::string, std::string> first_of;  // identity -> kernel name
+  std::vector<tir::PrimFunc> unique;
+  for (size_t k = 0; k < plan->funcs.size(); ++k) {
+    auto [it, fresh] = first_of.emplace(kernel_identity(plan->funcs[k]), ex.kernel_names[k]);
+    if (fresh) unique.push_back(std::move(plan->funcs[k]));
+    else ex.kernel_names[k] = it->second;
+  }
+  plan->funcs = std::move(unique);
 }
 
 }  // namespace kiln::compile

@@ -105,6 +105,7 @@ class PlanBuilder {
   void flush();
   // S3, S4
   void plan_codegen();
+  void share_identical_kernels();
   void plan_arena();  // arena.cc
 
   const Model& model_;
