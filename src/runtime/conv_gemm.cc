@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/x86/f32_gemm_prepacked_a.h"
@@ -11,6 +13,7 @@
 #include "runtime/conv_geom.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/gemm_op_util.h"
+#include "runtime/pack_cache.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::conv_ops {
@@ -45,16 +48,20 @@ class GemmConvOp : public gemm_ops::GemmOp {
     direct_ = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.ho == g.h &&
               g.wo == g.w;
     pixel_rows_ = pixel_rows_pay(g, direct_);
+    // Packed once for every plan that runs this weight (runtime/pack_cache.h).
+    const std::string how = std::to_string(g.co) + "x" + std::to_string(ckk);
     if (pixel_rows_)
-      weight_t_ = kernels::pack_b(true, ckk, g.co, w.data<float>(), ckk);
+      weight_t_ = PackCache<kernels::PackedB>::global().get(
+          w, "conv b " + how, [&] { return kernels::pack_b(true, ckk, g.co, w.data<float>(), ckk); });
     else
-      weight_ = kernels::pack_a(g.co, ckk, w.data<float>(), ckk);
+      weight_ = PackCache<kernels::PackedA>::global().get(
+          w, "conv a " + how, [&] { return kernels::pack_a(g.co, ckk, w.data<float>(), ckk); });
     epilogue_.init(d, g.co, lo, hi);
     if (d.input_scale >= 0) {
       scale_operand_ = d.input_scale;
       scale_per_image_ = d.operands[static_cast<size_t>(d.input_scale)].dims.size() == 4 &&
                          d.operands[static_cast<size_t>(d.input_scale)].dims[0] > 1;
-      if (!pixel_rows_) scaled_weight_ = weight_;
+      if (!pixel_rows_) scaled_weight_ = *weight_;
       if (g.kh * g.kw > 1) col_scale_.resize(static_cast<size_t>(ckk));
     }
     ig_.c = g.c, ig_.h = g.h, ig_.w = g.w, ig_.kh = g.kh, ig_.kw = g.kw, ig_.ho = g.ho, ig_.wo = g.wo;
@@ -86,7 +93,7 @@ class GemmConvOp : public gemm_ops::GemmOp {
         run_pixel_rows(ins, img, xi, yi, ep, par, threads);
         continue;
       }
-      const kernels::PackedA& weight = scale_operand_ >= 0 ? scaled_weight(ins, img, par) : weight_;
+      const kernels::PackedA& weight = scale_operand_ >= 0 ? scaled_weight(ins, img, par) : *weight_;
       if (direct_) {
         kernels::sgemm_prepacked_a(weight, ohw, xi, ohw, yi, ohw, ep, par, threads);
       } else if (phased_) {
@@ -125,7 +132,7 @@ class GemmConvOp : public gemm_ops::GemmOp {
       for (int64_t c = 0; c < g_.c; ++c) std::fill_n(col_scale_.data() + c * taps, taps, s[c]);
       s = col_scale_.data();
     }
-    kernels::scale_packed_a_columns(weight_, s, scaled_weight_, par);
+    kernels::scale_packed_a_columns(*weight_, s, scaled_weight_, par);
     return scaled_weight_;
   }
 
@@ -135,7 +142,7 @@ class GemmConvOp : public gemm_ops::GemmOp {
   void run_pixel_rows(const std::vector<const RtValue*>& ins, int64_t img, const float* xi, float* yi,
                       const kernels::RowEpilogue& ep, const kernels::ParallelFor& par, int threads) {
     const int64_t P = g_.ho * g_.wo, co = g_.co;
-    const kernels::PackedB* wt = &weight_t_;
+    const kernels::PackedB* wt = weight_t_.get();
     if (scale_operand_ >= 0) {
       const float* s =
           ins[static_cast<size_t>(scale_operand_)]->tensor.data<float>() + (scale_per_image_ ? img * g_.c : 0);
@@ -144,7 +151,7 @@ class GemmConvOp : public gemm_ops::GemmOp {
         for (int64_t c = 0; c < g_.c; ++c) std::fill_n(col_scale_.data() + c * taps, taps, s[c]);
         s = col_scale_.data();
       }
-      kernels::scale_packed_b_rows(weight_t_, s, scaled_weight_t_);
+      kernels::scale_packed_b_rows(*weight_t_, s, scaled_weight_t_);
       wt = &scaled_weight_t_;
     }
     // Not a plain 1x1 conv: the GEMM's A^T is the column matrix, materialized.
@@ -184,10 +191,11 @@ class GemmConvOp : public gemm_ops::GemmOp {
   bool pixel_rows_ = false;     // computed with the pixels as GEMM rows (pixel_rows_pay)
   bool phased_ = false;         // im2col from the polyphase split (kernels::im2col_phases_supported)
   std::vector<float> phases_;   // the split image
-  kernels::PackedB weight_t_, scaled_weight_t_;  // W^T [C kh kw, Co] for pixel rows
+  std::shared_ptr<const kernels::PackedB> weight_t_;  // W^T [C kh kw, Co] for pixel rows
+  kernels::PackedB scaled_weight_t_;
   std::vector<float> rows_;     // Y^T [pixels, Co] of one image
   std::vector<float> col_;      // pixel rows of a conv that is no plain 1x1: the column matrix [C kh kw, pixels]
-  kernels::PackedA weight_;
+  std::shared_ptr<const kernels::PackedA> weight_;
   int32_t scale_operand_ = -1;   // GemmDesc::input_scale
   bool scale_per_image_ = false;  // [N,C,1,1] with N > 1
   kernels::PackedA scaled_weight_;

@@ -9,6 +9,7 @@
 #include "runtime/conv_depthwise.h"
 #include "runtime/conv_gemm.h"
 #include "runtime/conv_geom.h"
+#include "runtime/pack_cache.h"
 #include "runtime/conv_select.h"
 #include "runtime/conv_stem.h"
 #include "runtime/conv_transpose.h"
@@ -24,11 +25,12 @@ namespace {
 using kernels::GemmEpilogue;
 using kernels::PackedB;
 
-// B operand: packed once when constant, else packed per run.
+// B operand: packed once when constant (shared by every plan, runtime/pack_cache.h), else
+// packed per run.
 struct BOperand {
   bool trans = false;
   int64_t k = 0, n = 0, ldb = 0;
-  PackedB packed;  // constant B
+  std::shared_ptr<const PackedB> packed;  // constant B
   bool constant = false;
 
   void init(bool t, int64_t K, int64_t N, const Tensor* c) {
@@ -37,12 +39,14 @@ struct BOperand {
     n = N;
     ldb = t ? K : N;
     if (c) {
-      packed = kernels::pack_b(trans, k, n, c->data<float>(), ldb, nullptr, pool_parallel());
+      const std::string how = "b " + std::to_string(trans) + " " + std::to_string(k) + "x" + std::to_string(n);
+      packed = PackCache<PackedB>::global().get(
+          *c, how, [&] { return kernels::pack_b(trans, k, n, c->data<float>(), ldb, nullptr, pool_parallel()); });
       constant = true;
     }
   }
   const PackedB& get(const float* b, PackedB& scratch, const kernels::ParallelFor& par) const {
-    if (constant) return packed;
+    if (constant) return *packed;
     kernels::pack_b_into(trans, k, n, b, ldb, scratch, nullptr, par);
     return scratch;
   }
@@ -50,7 +54,7 @@ struct BOperand {
   void multiply(bool trans_a, int64_t M, const float* A, int64_t lda, float alpha, const float* b, float beta,
                 float* C, int64_t ldc, const kernels::ParallelFor& par, const GemmEpilogue& ep) const {
     const int threads = current_thread_pool().num_threads();
-    if (constant) return kernels::sgemm_packed(trans_a, M, A, lda, alpha, packed, beta, C, ldc, par, ep, threads);
+    if (constant) return kernels::sgemm_packed(trans_a, M, A, lda, alpha, *packed, beta, C, ldc, par, ep, threads);
     kernels::sgemm(trans_a, trans, M, n, k, alpha, A, lda, b, ldb, beta, C, ldc, par, ep, nullptr, threads);
   }
 };

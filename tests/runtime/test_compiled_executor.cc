@@ -7,10 +7,13 @@
 #include <random>
 #include <sstream>
 
-#include "ir/text.h"
+#include "../common/random_const.h"
 #include "driver/compiled_executor.h"
+#include "ir/text.h"
+#include "kernels/x86/f32_gemm.h"
 #include "pass/pass.h"
 #include "runtime/interpreter.h"
+#include "runtime/pack_cache.h"
 
 namespace kiln {
 namespace {
@@ -126,6 +129,27 @@ TEST(CompiledExecutor, IdenticalKernelsShareCode) {
   EXPECT_EQ(s.kernels, 2);
   EXPECT_EQ(s.compiled_kernels, 1);
   EXPECT_EQ(s.gemm_nodes, 1);
+}
+
+// Plans of two input signatures share the packed constant weight (runtime/pack_cache.h), and
+// freeing the executor frees it.
+TEST(CompiledExecutor, SignaturesSharePackedWeights) {
+  std::mt19937_64 rng(5);
+  Model m = prepare("graph @g(%x: f32[N,64]) -> (%y: f32[N,48]) {\n  %w = " + test::rand_const({64, 48}, rng) +
+                    "\n  %y = MatMul(%x, %w) : f32[N,48]\n  return %y\n}");
+  Interpreter interp(m);
+  const size_t before = PackCache<kernels::PackedB>::global().live();
+  {
+    CompiledExecutor exec(m);
+    for (int64_t n : {1, 3, 7}) {
+      Tensor x(DType::kFloat32, {n, 64});
+      for (int64_t i = 0; i < x.numel(); ++i) x.set_double(i, std::sin(0.3 * static_cast<double>(i)));
+      expect_close(exec.run({RtValue(x)}), interp.run({RtValue(x)}), "n=" + std::to_string(n));
+    }
+    EXPECT_EQ(exec.cached_plans(), 3u);
+    EXPECT_EQ(PackCache<kernels::PackedB>::global().live(), before + 1);
+  }
+  EXPECT_EQ(PackCache<kernels::PackedB>::global().live(), before);
 }
 
 TEST(CompiledExecutor, LargeParallelVectorized) {
