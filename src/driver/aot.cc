@@ -166,9 +166,9 @@ AotResult compile_shared_library(const std::string& model_path, const std::strin
   ex.run(feeds);
   r.stats = ex.stats();
   const ExecPlan* plan = ex.last_exec_plan();
-  if (!plan)
-    throw Error(ErrorKind::kUnsupported, "ahead-of-time export of a model with control flow (If/Loop/Scan): it runs "
-                                         "on the interpreter");
+  if (!plan || r.stats.control_flow_nodes > 0)
+    throw Error(ErrorKind::kUnsupported, "ahead-of-time export of a model with control flow (If/Loop/Scan): its "
+                                         "bodies run as nested compiled plans, which a library cannot hold yet");
   // Every node that would run on a reference kernel (the first 10; then per-op counts).
   std::string fallbacks;
   int listed = 0, total = 0;

@@ -169,7 +169,9 @@ std::vector<RtValue> CompiledExecutor::run_control_flow(const Node& n, const OpS
                                                         const std::vector<const RtValue*>& ins) {
   // The step's inputs: the node's, then the values its bodies capture (PlanBuilder::node_step).
   const size_t arity = n.inputs.size();
-  const std::vector<Value*> captured = runtime_captures(captured_values(n));
+  auto [cached, fresh] = step_captures_.try_emplace(&n);
+  if (fresh) cached->second = runtime_captures(captured_values(n));
+  const std::vector<Value*>& captured = cached->second;
   KILN_CHECK(ins.size() == arity + captured.size());
   std::unordered_map<const Value*, const RtValue*> outer;
   for (size_t k = 0; k < captured.size(); ++k) outer[captured[k]] = ins[arity + k];

@@ -109,6 +109,7 @@ class CompiledExecutor {
   ThreadPool* pool_ = nullptr;          // the root's pool, shared by bodies
   std::unique_ptr<Interpreter> reference_;  // root only: runs whose plan cannot hold (see run)
   std::map<const Graph*, std::unique_ptr<CompiledExecutor>> bodies_;
+  std::map<const Node*, std::vector<Value*>> step_captures_;  // per If/Loop/Scan node (run_control_flow)
   std::mt19937_64 rng_;                 // random ops in bodies
   std::list<std::pair<std::string, std::unique_ptr<Plan>>> cache_;  // most recent first
   const Plan* last_plan_ = nullptr;
