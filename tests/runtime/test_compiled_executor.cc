@@ -152,6 +152,19 @@ TEST(CompiledExecutor, SignaturesSharePackedWeights) {
   EXPECT_EQ(PackCache<kernels::PackedB>::global().live(), before);
 }
 
+// Pad's edge, reflect and wrap modes lower to generated kernels (the reference's index rules).
+TEST(CompiledExecutor, PadModes) {
+  for (const char* mode : {"edge", "reflect", "wrap", "constant"}) {
+    auto s = check(std::string(R"(graph @g(%x: f32[3,5]) -> (%y: f32[6,10]) {
+    %p = const i64[4] [1, 2, 2, 3]
+    %y = Pad(%x, %p) {mode=")") + mode + R"("} : f32[6,10]
+    return %y
+  })");
+    EXPECT_EQ(s.generated_nodes, 1) << mode;
+    EXPECT_EQ(s.fallback_nodes, 0) << mode;
+  }
+}
+
 TEST(CompiledExecutor, LargeParallelVectorized) {
   auto s = check(R"(graph @g(%x: f32[64,1024], %b: f32[1024]) -> (%y: f32[64,1024]) {
     %a = Add(%x, %b) : f32[64,1024]

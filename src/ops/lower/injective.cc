@@ -1,5 +1,5 @@
 // TE lowerings of injective ops: each output element reads one input element (or a constant):
-// Reshape/Flatten/Squeeze/Unsqueeze (per group of equal-size dims), Transpose, Expand, Tile, Concat, Slice and Pad
+// Reshape/Flatten/Squeeze/Unsqueeze (per group of equal-size dims), Transpose, Expand, Tile, Concat, Slice and Pad (constant, edge, reflect and wrap)
 // with constant parameters, Gather (constant or runtime indices, wrapped and clamped).
 // Output shapes come from the context, so shape-only parameters need not be constant.
 #include <algorithm>
@@ -230,8 +230,21 @@ LowerResult gather_lower(const LowerContext& ctx) {
   })};
 }
 
+// The source index along an axis of size n for the out-of-range position e of a non-constant
+// Pad mode (the reference kernel's rules, ops/pad.cc).
+Expr pad_source(const std::string& mode, Expr e, int64_t n) {
+  if (mode == "edge" || n == 1) return tir::max(tir::min(e, tir::int_imm(n - 1)), tir::int_imm(0));
+  if (mode == "wrap") return tir::floormod(e, tir::int_imm(n));
+  // reflect without repeating the edge: period 2(n-1)
+  const int64_t period = 2 * (n - 1);
+  Expr c = tir::floormod(e, tir::int_imm(period));
+  return tir::select(tir::binary(ExprKind::kGE, c, tir::int_imm(n)), tir::int_imm(period) - c, c);
+}
+
 LowerResult pad_lower(const LowerContext& ctx) {
-  if (!data_ok(ctx) || ctx.attr_string("mode", "constant") != "constant") return std::nullopt;
+  const std::string mode = ctx.attr_string("mode", "constant");
+  if (!data_ok(ctx) || (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap"))
+    return std::nullopt;
   const auto& in = ctx.in_shape(0);
   int64_t r = static_cast<int64_t>(in.size());
   std::vector<int64_t> pads;
@@ -274,7 +287,9 @@ LowerResult pad_lower(const LowerContext& ctx) {
     for (size_t k = 0; k < in.size(); ++k) {
       Expr e = before[k] != 0 ? i[k] - before[k] : i[k];
       bool may_leave = before[k] > 0 || ctx.out_shape()[k] - before[k] > in[k];
-      if (may_leave) {
+      if (may_leave && mode != "constant") {
+        e = pad_source(mode, e, in[k]);
+      } else if (may_leave) {
         Expr ok = tir::binary(ExprKind::kAnd, tir::binary(ExprKind::kGE, e, tir::int_imm(0)),
                               tir::binary(ExprKind::kLT, e, tir::int_imm(in[k])));
         inside = inside ? tir::binary(ExprKind::kAnd, inside, ok) : ok;
