@@ -25,8 +25,7 @@ class OnnxModel : public ModelImpl {
  public:
   OnnxModel(Model model, int threads) {
     SessionOptions so;
-    so.engine = Engine::kCompiled;
-    so.optimize = true;
+    so.engine = Engine::kCompiled;  // (runs the default pass pipeline)
     so.threads = threads > 0 ? threads : ThreadPool::default_threads();
     session_ = std::make_unique<Session>(std::move(model), so);
     for (const Value* v : session_->feed_inputs()) inputs.push_back(info_of(*v));

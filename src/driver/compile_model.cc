@@ -44,8 +44,7 @@ CompileModelResult compile_model(Model model, const CompileModelOptions& o) {
   using Clock = std::chrono::steady_clock;
   auto ms = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   SessionOptions so;
-  so.engine = Engine::kCompiled;
-  so.optimize = true;
+  so.engine = Engine::kCompiled;  // (runs the default pass pipeline)
   so.threads = o.threads;
   so.seed = o.seed;
   auto t0 = Clock::now();

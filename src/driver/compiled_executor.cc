@@ -61,12 +61,6 @@ std::unique_ptr<Model> body_as_model(const Model& outer, const Graph& body) {
   return m;
 }
 
-// What a body reads from enclosing graphs at run time (their constants it reads in place).
-std::vector<Value*> runtime_captures(std::vector<Value*> vs) {
-  vs.erase(std::remove_if(vs.begin(), vs.end(), [](const Value* v) { return v->is_constant(); }), vs.end());
-  return vs;
-}
-
 }  // namespace
 
 CompiledExecutor::CompiledExecutor(CompiledExecutor& parent, const Graph& body)
@@ -74,7 +68,7 @@ CompiledExecutor::CompiledExecutor(CompiledExecutor& parent, const Graph& body)
       model_(*body_model_),
       opts_(parent.opts_),
       parent_(&parent),
-      captures_(runtime_captures(captured_values(body))),
+      captures_(compile::body_captures(body)),
       pool_(parent.pool_),
       rng_(parent.opts_.seed) {}
 
@@ -103,19 +97,7 @@ std::vector<RtValue> CompiledExecutor::run(const std::vector<RtValue>& feeds_in,
   if (!outputs.empty() && outputs.size() != g.outputs.size())
     throw Error(ErrorKind::kUsage, "the model has " + std::to_string(g.outputs.size()) + " outputs, got " +
                                        std::to_string(outputs.size()) + " output buffers");
-  if (feeds_in.size() != g.inputs.size())
-    throw Error(ErrorKind::kBadInput, "the model has " + std::to_string(g.inputs.size()) + " inputs, got " +
-                                          std::to_string(feeds_in.size()));
-  std::vector<RtValue> feeds = feeds_in;
-  for (size_t i = 0; i < g.inputs.size(); ++i) {
-    const Value& in = *g.inputs[i];
-    if (feeds[i].is_none() && !feeds[i].optional) {
-      if (!in.initializer.defined()) throw Error(ErrorKind::kBadInput, "input '" + in.name + "' was not given");
-      feeds[i] = RtValue(in.initializer);
-    }
-    check_feed(in, feeds[i]);
-  }
-  return run_checked(std::move(feeds), outputs);
+  return run_checked(bind_feeds(g, feeds_in), outputs);
 }
 
 std::vector<RtValue> CompiledExecutor::run_checked(std::vector<RtValue> feeds, const std::vector<OutputBuffer>& outputs) {
@@ -167,10 +149,10 @@ CompiledExecutor& CompiledExecutor::body_executor(const Graph& body) {
 
 std::vector<RtValue> CompiledExecutor::run_control_flow(const Node& n, const OpSchema& schema,
                                                         const std::vector<const RtValue*>& ins) {
-  // The step's inputs: the node's, then the values its bodies capture (PlanBuilder::node_step).
+  // The step's inputs: the node's, then compile::step_captures(n) (PlanBuilder::add_fallback).
   const size_t arity = n.inputs.size();
   auto [cached, fresh] = step_captures_.try_emplace(&n);
-  if (fresh) cached->second = runtime_captures(captured_values(n));
+  if (fresh) cached->second = compile::step_captures(n);
   const std::vector<Value*>& captured = cached->second;
   KILN_CHECK(ins.size() == arity + captured.size());
   std::unordered_map<const Value*, const RtValue*> outer;

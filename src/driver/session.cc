@@ -1,27 +1,15 @@
 // Session: loading, input binding and engine dispatch.
 #include "driver/session.h"
 
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
-#include <sstream>
 
 #include "driver/npy.h"
 #include "frontend/onnx/onnx_io.h"
 #include "pass/pass.h"
 
 namespace kiln {
-namespace {
-
-std::vector<std::string> split_names(const std::string& list) {
-  std::vector<std::string> out;
-  std::stringstream ss(list);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-}  // namespace
 
 Engine parse_engine(const std::string& name) {
   if (name == "interp") return Engine::kInterp;
@@ -42,7 +30,7 @@ Session::Session(Model model, const SessionOptions& opts) : model_(std::move(mod
     PassContext ctx;
     // KILN_DISABLE_PASSES=a,b: skip passes of the pipeline (A/B measurements, bisecting a pass).
     if (const char* off = std::getenv("KILN_DISABLE_PASSES"))
-      for (const std::string& name : split_names(off)) ctx.disabled.insert(name);
+      for (const std::string& name : split_pass_names(off)) ctx.disabled.insert(name);
     try {
       run_passes(model_, default_pipeline(), ctx);
     } catch (const Error& e) {

@@ -212,11 +212,6 @@ int OpRegistry::first_version(const std::string& domain, const std::string& name
   return it == ops_.end() || it->second.empty() ? 0 : it->second.front().since_version;
 }
 
-bool OpRegistry::has_data_dependent_shape(const Node& n) const {
-  auto it = ops_.find({canonical_domain(n.domain), n.op_type});
-  return it != ops_.end() && !it->second.empty() && it->second.front().data_dependent_shape;
-}
-
 bool OpRegistry::is_random(const Node& n) const {
   auto it = ops_.find({canonical_domain(n.domain), n.op_type});
   return it != ops_.end() && !it->second.empty() && it->second.front().random;

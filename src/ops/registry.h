@@ -151,8 +151,7 @@ class OpRegistry {
   // Smallest since_version registered for the op (0 if unknown).
   int first_version(const std::string& domain, const std::string& name) const;
   std::vector<std::string> op_names() const;
-  // The schema flags of node n's op (any opset; the flags do not change across versions).
-  bool has_data_dependent_shape(const Node& n) const;
+  // OpSchema::random of node n's op (any opset: the flag does not change across versions).
   bool is_random(const Node& n) const;
 
  private:

@@ -597,14 +597,7 @@ void tile_infer(InferContext& ctx) {
 
 // ---- Shape / Size / ConstantOfShape / Constant ------------------------------------------------
 
-
-void shape_kernel(KernelContext& ctx) {
-  const Tensor& x = ctx.input(0);
-  auto [start, end] = shape_range(ctx, ctx.opset(), x.rank());
-  Tensor y(DType::kInt64, {end - start});
-  for (int64_t i = start; i < end; ++i) y.data<int64_t>()[i - start] = x.dim(static_cast<int>(i));
-  ctx.set_output(0, std::move(y));
-}
+void shape_kernel(KernelContext& ctx) { ctx.set_output(0, shape_value(ctx, ctx.opset(), ctx.input(0).dims())); }
 
 void shape_infer(InferContext& ctx) {
   std::optional<Shape> in = input_shape(ctx, 0);

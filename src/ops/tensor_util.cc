@@ -88,4 +88,11 @@ std::pair<int64_t, int64_t> shape_range(const AttrReader& at, int64_t opset, int
   return {start, std::max(start, end)};
 }
 
+Tensor shape_value(const AttrReader& at, int64_t opset, const std::vector<int64_t>& dims) {
+  auto [start, end] = shape_range(at, opset, static_cast<int64_t>(dims.size()));
+  Tensor y(DType::kInt64, {end - start});
+  for (int64_t i = start; i < end; ++i) y.data<int64_t>()[i - start] = dims[static_cast<size_t>(i)];
+  return y;
+}
+
 }  // namespace kiln

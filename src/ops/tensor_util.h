@@ -13,6 +13,8 @@ namespace kiln {
 
 // The [start, end) range of dims a Shape node returns for an input of rank `rank`.
 std::pair<int64_t, int64_t> shape_range(const AttrReader& at, int64_t opset, int64_t rank);
+// What a Shape node (its start/end attributes in `at`) returns for an input of `dims`.
+Tensor shape_value(const AttrReader& at, int64_t opset, const std::vector<int64_t>& dims);
 
 // Calls f(TypeTag<T>{}) with an unsigned integer type of the element's width (or std::string),
 // so kernels that only move elements compile once per width instead of once per dtype.

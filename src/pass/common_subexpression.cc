@@ -17,6 +17,7 @@
 #include <unordered_set>
 
 #include "ir/rewrite.h"
+#include "ops/registry.h"
 #include "pass/passes.h"
 
 namespace kiln {
@@ -27,9 +28,7 @@ constexpr size_t kMaxConstantBytes = 64 * 1024;
 void hash_combine(size_t& h, size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); }
 
 bool mergeable(const Node& n) {
-  if (n.op_type.rfind("Random", 0) == 0 || n.op_type == "Bernoulli" || n.op_type == "Multinomial" ||
-      n.op_type == "Dropout")
-    return false;
+  if (OpRegistry::global().is_random(n)) return false;
   for (const auto& [k, a] : n.attrs)
     if (a.g || !a.graphs.empty() || a.kind == Attribute::Kind::kGraph || a.kind == Attribute::Kind::kGraphs)
       return false;

@@ -516,22 +516,15 @@ struct Fuser {
   }
 };
 
-int fuse_in(Graph& g, int64_t opset, Patterns patterns) {
-  int fused = 0;
-  for (auto& n : g.nodes)
-    for (auto& [k, a] : n->attrs) {
-      if (a.g) fused += fuse_in(*a.g, opset, patterns);
-      for (auto& sg : a.graphs) fused += fuse_in(*sg, opset, patterns);
-    }
-  Fuser f(g, opset, patterns);
-  f.run();
-  return fused + f.fused;
-}
-
 bool fuse(Model& m, Patterns patterns) {
-  const int fused = fuse_in(*m.graph, m.opset(""), patterns);
+  const int64_t opset = m.opset("");
+  const bool fused = rewrite_graphs(*m.graph, [&](Graph& g) {
+    Fuser f(g, opset, patterns);
+    f.run();
+    return f.fused > 0;
+  });
   if (fused) m.opsets["kiln"] = 1;
-  return fused > 0;
+  return fused;
 }
 
 bool run(Model& m, PassContext&) { return fuse(m, Patterns::kComposites); }

@@ -19,7 +19,6 @@ int64_t align_up(int64_t n) {
 struct Buffer {
   int64_t size = 0;
   int first = 0, last = 0;
-  int64_t offset = -1;
   std::vector<size_t> members;  // positions in MemoryPlan::values
 };
 
@@ -143,7 +142,7 @@ MemoryPlan plan_memory(const Graph& g, const std::function<int64_t(const Value*)
     }
     if (reuse == SIZE_MAX) {
       reuse = buffers.size();
-      buffers.push_back({p.size, p.first_step, p.last_step, -1, {}});
+      buffers.push_back({p.size, p.first_step, p.last_step, {}});
     } else {
       ++plan.in_place_count;
     }
@@ -157,9 +156,8 @@ MemoryPlan plan_memory(const Graph& g, const std::function<int64_t(const Value*)
   std::vector<ArenaBlock> blocks;
   for (const Buffer& b : buffers) blocks.push_back({b.size, b.first, b.last, -1});
   plan.arena_bytes = place_blocks(blocks);
-  for (size_t i = 0; i < buffers.size(); ++i) buffers[i].offset = blocks[i].offset;
-  for (const Buffer& b : buffers)
-    for (size_t k : b.members) plan.values[k].offset = b.offset;
+  for (size_t i = 0; i < buffers.size(); ++i)
+    for (size_t k : buffers[i].members) plan.values[k].offset = blocks[i].offset;
 
   // S4: the lower bound any arena needs for these buffers: the most bytes live at one step.
   std::vector<int64_t> live(g.nodes.size() + 1, 0);

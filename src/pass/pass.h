@@ -47,6 +47,9 @@ const PassInfo* find_pass(const std::string& name);
 // The default optimization pipeline (names), in order: what every entry point (CLI, bench,
 // Python, C API, AOT) runs before the compiled engine.
 std::vector<std::string> default_pipeline();
+// "a, b,c" -> {"a", "b", "c"}: a comma-separated list of pass names, blanks trimmed, empty items
+// dropped (the CLI's --passes/--disable and KILN_DISABLE_PASSES).
+std::vector<std::string> split_pass_names(const std::string& list);
 // Runs the named passes in order (unknown name -> kUsage error listing the passes).
 void run_passes(Model& m, const std::vector<std::string>& names, PassContext& ctx);
 

@@ -19,6 +19,16 @@ const std::vector<PassInfo>& all_passes() {
   return passes;
 }
 
+std::vector<std::string> split_pass_names(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    const size_t b = item.find_first_not_of(" \t\r"), e = item.find_last_not_of(" \t\r");
+    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
+  }
+  return out;
+}
+
 const PassInfo* find_pass(const std::string& name) {
   for (const auto& p : all_passes())
     if (p.name == name) return &p;

@@ -158,10 +158,7 @@ Tensor shape_op_value(const Node& n, int64_t opset, const std::vector<int64_t>& 
     for (int64_t d : dims) numel *= d;
     return Tensor::scalar(DType::kInt64, numel);
   }
-  auto [start, end] = shape_range(AttrReader(n), opset, static_cast<int64_t>(dims.size()));
-  Tensor y(DType::kInt64, {end - start});
-  for (int64_t i = start; i < end; ++i) y.data<int64_t>()[i - start] = dims[static_cast<size_t>(i)];
-  return y;
+  return shape_value(AttrReader(n), opset, dims);
 }
 
 bool infer_node_types(Node& n, const Model& m) {

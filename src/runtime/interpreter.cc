@@ -68,9 +68,7 @@ bool static_float_type(const Type& t) {
 
 // Ops whose float results depend on input values in their shape or that are not deterministic.
 bool may_fix_outputs(const Node& n) {
-  if (n.inputs.empty() || n.op_type == "Unique" || n.op_type.rfind("Random", 0) == 0 ||
-      n.op_type == "Bernoulli" || n.op_type == "Multinomial" || n.op_type == "Dropout")
-    return false;
+  if (n.inputs.empty() || n.op_type == "Unique" || OpRegistry::global().is_random(n)) return false;
   for (const auto& [k, a] : n.attrs)
     if (a.g || !a.graphs.empty()) return false;
   return true;
@@ -203,12 +201,10 @@ std::vector<RtValue> Interpreter::run_body(const Graph& body, const std::vector<
   return run_graph(body, inputs, &outer);
 }
 
-std::vector<RtValue> Interpreter::run(const std::vector<RtValue>& feeds) {
-  const Graph& g = *model_.graph;
+std::vector<RtValue> bind_feeds(const Graph& g, const std::vector<RtValue>& feeds) {
   if (feeds.size() != g.inputs.size())
     throw Error(ErrorKind::kBadInput, "the model has " + std::to_string(g.inputs.size()) + " inputs, got " +
                                           std::to_string(feeds.size()));
-  timings_.clear();
   std::vector<RtValue> bound = feeds;
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const Value& in = *g.inputs[i];
@@ -218,7 +214,13 @@ std::vector<RtValue> Interpreter::run(const std::vector<RtValue>& feeds) {
     }
     check_feed(in, bound[i]);
   }
-  return run_graph(g, bound, nullptr);
+  return bound;
+}
+
+std::vector<RtValue> Interpreter::run(const std::vector<RtValue>& feeds) {
+  std::vector<RtValue> bound = bind_feeds(*model_.graph, feeds);
+  timings_.clear();
+  return run_graph(*model_.graph, bound, nullptr);
 }
 
 std::vector<RtValue> Interpreter::run_graph(const Graph& g, const std::vector<RtValue>& inputs,

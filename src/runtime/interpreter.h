@@ -73,5 +73,8 @@ class Interpreter {
 
 // Checks that a fed value matches the declared type of a graph input (kBadInput otherwise).
 void check_feed(const Value& input, const RtValue& v);
+// `feeds` parallel to g's inputs, a None one replaced by the input's initializer (kBadInput when
+// there is none, or when the count differs), each checked by check_feed.
+std::vector<RtValue> bind_feeds(const Graph& g, const std::vector<RtValue>& feeds);
 
 }  // namespace kiln

@@ -8,14 +8,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 kiln=$1
 out=$2
 mkdir -p "$out"
-model=$here/../../build/models/bert_like.onnx
-if [ ! -f "$model" ]; then
-  model=$out/bert_like.onnx
-  if [ ! -f "$model" ]; then
-    /usr/bin/python3 -c "import torch" 2>/dev/null || { echo "skipped: no build/models/bert_like.onnx and no python3-torch to export it"; exit 77; }
-    /usr/bin/python3 "$here/../models/export_models.py" "$out" bert_like >/dev/null 2>&1
-  fi
-fi
+model=$("$here/../models/find_model.sh" bert_like "$out") || exit $?
 # input_ids and attention_mask, int64 [1,64], as .npy (standard library only).
 /usr/bin/python3 - "$out" <<'PY'
 import struct, sys

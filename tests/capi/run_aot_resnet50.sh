@@ -9,14 +9,7 @@ kiln=$1
 example=$2
 out=$3
 mkdir -p "$out"
-model=$here/../../build/models/resnet50.onnx
-if [ ! -f "$model" ]; then
-  model=$out/resnet50.onnx
-  if [ ! -f "$model" ]; then
-    /usr/bin/python3 -c "import torch, torchvision" 2>/dev/null || { echo "skipped: no build/models/resnet50.onnx and no python3-torch to export it"; exit 77; }
-    /usr/bin/python3 "$here/../models/export_models.py" "$out" resnet50 >/dev/null 2>&1
-  fi
-fi
+model=$("$here/../models/find_model.sh" resnet50 "$out") || exit $?
 # A deterministic float32 input [1,3,224,224] as .npy (standard library only).
 /usr/bin/python3 - "$out/input.npy" <<'PY'
 import math, struct, sys

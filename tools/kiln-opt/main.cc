@@ -26,21 +26,15 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
+// Pass names, with "default" standing for the default pipeline.
 std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) {
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t\r") + 1);
-    if (!item.empty()) out.push_back(item == "default" ? "" : item);
-  }
   std::vector<std::string> expanded;
-  for (const auto& i : out) {
-    if (i.empty()) {
+  for (const auto& name : split_pass_names(s)) {
+    if (name == "default") {
       auto d = default_pipeline();
       expanded.insert(expanded.end(), d.begin(), d.end());
     } else {
-      expanded.push_back(i);
+      expanded.push_back(name);
     }
   }
   return expanded;

@@ -21,21 +21,11 @@ struct OptimizeArgs {
   bool verify = false;
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
-    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
-  }
-  return out;
-}
 
 int optimize_command(const OptimizeArgs& a) {
   OptimizeModelOptions opts;
-  opts.passes = split_list(a.passes);
-  opts.disable = split_list(a.disable);
+  opts.passes = split_pass_names(a.passes);
+  opts.disable = split_pass_names(a.disable);
   opts.verify = a.verify;
   opts.time = a.time;
   opts.print_ir_after = a.print_ir_after;

@@ -27,6 +27,18 @@ bool log_enabled() {
 
 }  // namespace
 
+namespace {
+
+std::vector<Value*> without_constants(std::vector<Value*> vs) {
+  vs.erase(std::remove_if(vs.begin(), vs.end(), [](const Value* v) { return v->is_constant(); }), vs.end());
+  return vs;
+}
+
+}  // namespace
+
+std::vector<Value*> step_captures(const Node& n) { return without_constants(captured_values(n)); }
+std::vector<Value*> body_captures(const Graph& body) { return without_constants(captured_values(body)); }
+
 void log(const std::string& msg) {
   if (log_enabled()) std::fprintf(stderr, "kiln compiled: %s\n", msg.c_str());
 }
@@ -150,8 +162,7 @@ void PlanBuilder::add_fallback(int i) {
   const Node& n = *g.nodes[static_cast<size_t>(i)];
   PlanStep st = node_step(i, PlanStep::Kind::kFallback);
   if (n.has_subgraphs()) {
-    for (const Value* v : captured_values(n))
-      if (!v->is_constant()) st.inputs.push_back(slot_of.at(v));
+    for (const Value* v : step_captures(n)) st.inputs.push_back(slot_of.at(v));
     plan->stats.control_flow_nodes++;
   } else {
     plan->stats.fallback_nodes++;

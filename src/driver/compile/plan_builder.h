@@ -44,6 +44,13 @@ struct BuiltPlan {
   CompileStats stats;
 };
 
+// The values an If/Loop/Scan step takes after the node's own inputs: what its bodies read from
+// enclosing graphs, constants excepted (read in place), in first-use order. PlanBuilder lays the
+// step out so and CompiledExecutor::run_control_flow reads it back.
+std::vector<Value*> step_captures(const Node& n);
+// The same for one body: a nested executor's inputs after the body's own.
+std::vector<Value*> body_captures(const Graph& body);
+
 // KILN_LOG_COMPILED=1: why nodes fall back (lowering declined or failed, kernel build errors).
 void log(const std::string& msg);
 // Plans whose shapes needed a reference run (process-wide; tests assert on it).
