@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/x86/activation_avx2.h"
+#include "kernels/x86/activation_simd.h"
 #include "kernels/x86/f32_depthwise.h"
 #include "kernels/x86/lane_mask_avx2.h"
 #include "kernels/x86/transpose8.h"
@@ -38,7 +38,7 @@ struct Epilogue8 {
   Activation act;
   template <int N>
   __attribute__((always_inline)) inline void apply(__m256 (&o)[N]) const {
-    clamp_activate8_all(clamp, lo, hi, act, o);
+    clamp_activate_all<F32x8>(clamp, lo, hi, act, o);
   }
 };
 

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "kernels/x86/activation_avx2.h"
+#include "kernels/x86/activation_simd.h"
 #include "kernels/x86/f32_gemm.h"
 #include "kernels/x86/lane_mask_avx2.h"
 
@@ -41,7 +41,7 @@ __attribute__((always_inline)) inline void store_whole_tile(const __m256 (&acc)[
       v = _mm256_add_ps(_mm256_add_ps(v, bias[j]), row_bias);
       if (kResidual) v = _mm256_add_ps(v, _mm256_loadu_ps(p.residual + i * p.ldr + 8 * j));
       if (kClamp) v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
-      if (kAct != static_cast<int>(Activation::kNone)) v = activate8_fixed<kAct>(p.act, v);
+      if (kAct != static_cast<int>(Activation::kNone)) v = activate_fixed<F32x8, kAct>(p.act, v);
       _mm256_storeu_ps(row + 8 * j, v);
     }
   }
@@ -158,7 +158,7 @@ void gemm_tile(int64_t nr, int64_t kc, const float* a, const float* b, float* c,
       if (p.residual) v = _mm256_add_ps(v, load(p.residual + i * p.ldr + 8 * j, j));
       if (p.relu) v = _mm256_max_ps(v, zero);
       if (p.clamp) v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
-      if (p.act != Activation::kNone) v = activate8(p.act, v);
+      if (p.act != Activation::kNone) v = activate<F32x8>(p.act, v);
       if (full[j]) _mm256_storeu_ps(row + 8 * j, v);
       else _mm256_maskstore_ps(row + 8 * j, mask[j], v);
     }
@@ -187,22 +187,6 @@ void f32_gemm_ukernel_6x16__avx2(int64_t mr, int64_t nr, int64_t kc, const float
   return gemm_rows<2>(mr, nr, kc, a, b, c, ldc, p);
 }
 
-void activate_inplace__avx2(Activation a, float* y, int64_t n) {
-  int64_t i = 0;
-  // Four independent vectors per step: each is a long dependency chain (polynomials, reciprocal).
-  for (; i + 32 <= n; i += 32) {
-    const __m256 v0 = activate8(a, _mm256_loadu_ps(y + i)), v1 = activate8(a, _mm256_loadu_ps(y + i + 8));
-    const __m256 v2 = activate8(a, _mm256_loadu_ps(y + i + 16)), v3 = activate8(a, _mm256_loadu_ps(y + i + 24));
-    _mm256_storeu_ps(y + i, v0);
-    _mm256_storeu_ps(y + i + 8, v1);
-    _mm256_storeu_ps(y + i + 16, v2);
-    _mm256_storeu_ps(y + i + 24, v3);
-  }
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, activate8(a, _mm256_loadu_ps(y + i)));
-  if (i < n) {
-    const __m256i m = first_lanes8(n - i);
-    _mm256_maskstore_ps(y + i, m, activate8(a, _mm256_maskload_ps(y + i, m)));
-  }
-}
+void activate_inplace__avx2(Activation a, float* y, int64_t n) { activate_inplace<F32x8>(a, y, n); }
 
 }  // namespace kiln::kernels

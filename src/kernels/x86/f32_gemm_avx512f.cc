@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "kernels/x86/activation_avx512f.h"
+#include "kernels/x86/activation_simd.h"
 #include "kernels/x86/f32_gemm.h"
 #include "kernels/x86/lane_mask.h"
 #include "kernels/x86/transpose16.h"
@@ -103,8 +103,8 @@ inline void store_tile32(const __m512* acc0, const __m512* acc1, int64_t mr, int
       v1 = _mm512_maskz_min_ps(__mmask16(0xFFFF), _mm512_maskz_max_ps(__mmask16(0xFFFF), v1, lo), hi);
     }
     if (p.act != Activation::kNone) {
-      v0 = activate16(p.act, v0);
-      v1 = activate16(p.act, v1);
+      v0 = activate<F32x16>(p.act, v0);
+      v1 = activate<F32x16>(p.act, v1);
     }
     _mm512_mask_storeu_ps(row, m0, v0);
     _mm512_mask_storeu_ps(row + 16, m1, v1);
@@ -113,23 +113,7 @@ inline void store_tile32(const __m512* acc0, const __m512* acc1, int64_t mr, int
 
 }  // namespace
 
-void activate_inplace__avx512f(Activation a, float* y, int64_t n) {
-  int64_t i = 0;
-  // Four independent vectors per step: each is a ~70-cycle dependency chain (exp, reciprocal).
-  for (; i + 64 <= n; i += 64) {
-    const __m512 v0 = activate16(a, _mm512_loadu_ps(y + i)), v1 = activate16(a, _mm512_loadu_ps(y + i + 16));
-    const __m512 v2 = activate16(a, _mm512_loadu_ps(y + i + 32)), v3 = activate16(a, _mm512_loadu_ps(y + i + 48));
-    _mm512_storeu_ps(y + i, v0);
-    _mm512_storeu_ps(y + i + 16, v1);
-    _mm512_storeu_ps(y + i + 32, v2);
-    _mm512_storeu_ps(y + i + 48, v3);
-  }
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, activate16(a, _mm512_loadu_ps(y + i)));
-  if (i < n) {
-    const __mmask16 m = first_lanes(n - i);
-    _mm512_mask_storeu_ps(y + i, m, activate16(a, _mm512_maskz_loadu_ps(m, y + i)));
-  }
-}
+void activate_inplace__avx512f(Activation a, float* y, int64_t n) { activate_inplace<F32x16>(a, y, n); }
 
 void f32_gemm_pack_b_panel32__avx512f(int64_t kc, const float* b, int64_t ldb, float* out) {
   for (int64_t k = 0; k < kc; ++k) {

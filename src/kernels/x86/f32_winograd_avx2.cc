@@ -11,7 +11,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/x86/activation_avx2.h"
+#include "kernels/x86/activation_simd.h"
 #include "kernels/x86/f32_winograd.h"
 #include "kernels/x86/lane_mask_avx2.h"
 
@@ -311,7 +311,7 @@ void gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const W
                 val = _mm256_add_ps(val, whole ? _mm256_loadu_ps(rrow + x0) : _mm256_maskload_ps(rrow + x0, mask));
               // max(lo, val) / min(hi, val) return val when it is NaN, like the reference clamp.
               if (clamp) val = _mm256_min_ps(hi, _mm256_max_ps(lo, val));
-              val = activate8(ep.act, val);
+              val = activate<F32x8>(ep.act, val);
               if (whole) _mm256_storeu_ps(yrow + x0, val);
               else store_first(yrow + x0, val, x_end - x0);
             }
