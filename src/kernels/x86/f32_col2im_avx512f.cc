@@ -21,10 +21,10 @@ void col2im_pair_row_avx512f(const float* s0, const float* s1, int64_t n, float*
   }
   if (k < n) {
     const int64_t r = n - k;  // 1..15 pairs: 2r outputs
-    const __mmask16 m = first_lanes(r);
+    const __mmask16 m = F32x16::first(r);
     const __m512 a = _mm512_maskz_loadu_ps(m, s0 + k), b = _mm512_maskz_loadu_ps(m, s1 + k);
     float* o = d + 2 * k;
-    const __mmask16 m0 = first_lanes(2 * r), m1 = first_lanes(2 * r - 16);
+    const __mmask16 m0 = F32x16::first(2 * r), m1 = F32x16::first(2 * r - 16);
     _mm512_mask_storeu_ps(o, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, o), _mm512_permutex2var_ps(a, lo_idx, b)));
     _mm512_mask_storeu_ps(o + 16, m1,
                           _mm512_add_ps(_mm512_maskz_loadu_ps(m1, o + 16), _mm512_permutex2var_ps(a, hi_idx, b)));

@@ -12,22 +12,13 @@
 
 #include "kernels/x86/activation_simd.h"
 #include "kernels/x86/f32_depthwise.h"
-#include "kernels/x86/lane_mask_avx2.h"
+#include "kernels/x86/simd.h"
 #include "kernels/x86/transpose8.h"
 
 namespace kiln::kernels {
 namespace {
 
 int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
-
-// Writes the first n lanes of v; plain stores for the common full vector (AMD's masked stores are
-// slow).
-inline void store_first(float* dst, __m256 v, int64_t n) {
-  if (n >= 8) return _mm256_storeu_ps(dst, v);
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, v);
-  for (int64_t k = 0; k < n; ++k) dst[k] = lanes[k];
-}
 
 using avx2::transpose8;
 
@@ -166,7 +157,7 @@ inline void plane_tile(const PlaneTile& a, int64_t oy0, int64_t ox0, int64_t las
     float* dst = a.y + (oy0 + r) * a.wo + ox0;
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
-      if (v == V - 1) store_first(dst + 8 * v, o[r * V + v], last);
+      if (v == V - 1) F32x8::store_first(dst + 8 * v, o[r * V + v], last);
       else _mm256_storeu_ps(dst + 8 * v, o[r * V + v]);
     }
   }
@@ -208,7 +199,7 @@ __attribute__((always_inline)) inline void load_pixels(const float* xb, int64_t 
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) r[c] = c < nc ? _mm256_loadu_ps(xb + c * hw + f0) : _mm256_setzero_ps();
   } else {
-    const __m256i m = first_lanes8(nv);
+    const __m256i m = F32x8::first(nv);
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) r[c] = c < nc ? _mm256_maskload_ps(xb + c * hw + f0, m) : _mm256_setzero_ps();
   }
@@ -331,7 +322,7 @@ void store_blocked(const float* out, int64_t f_begin, int64_t f_end, int64_t how
 #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) _mm256_storeu_ps(yb + c * howo + f0, r[c]);
     } else {
-      for (int64_t c = 0; c < nc; ++c) store_first(yb + c * howo + f0, r[c], nv);
+      for (int64_t c = 0; c < nc; ++c) F32x8::store_first(yb + c * howo + f0, r[c], nv);
     }
   }
 }
@@ -410,7 +401,7 @@ void s2_row(const S2Plane& p, const S2Chunk& c, int64_t oy) {
   p.ep.apply(o);
 #pragma GCC unroll 8
   for (int v = 0; v < V; ++v) {
-    if (v == V - 1) store_first(dst + 8 * v, o[v], c.last);
+    if (v == V - 1) F32x8::store_first(dst + 8 * v, o[v], c.last);
     else _mm256_storeu_ps(dst + 8 * v, o[v]);
   }
 }
@@ -485,7 +476,7 @@ struct NchwIo {
 struct NhwcIo {
   // wt[t][c] from the [kh * kw][c] taps.
   static void weights(const DepthwiseGeom& g, const float* taps, int64_t c0, int64_t nc, float* wt) {
-    const __m256i m = first_lanes8(nc);
+    const __m256i m = F32x8::first(nc);
     for (int64_t t = 0; t < g.kh * g.kw; ++t) _mm256_store_ps(wt + t * 8, _mm256_maskload_ps(taps + t * g.c + c0, m));
   }
   static void fill(const DepthwiseGeom& g, const DepthwiseBlockedLayout& l, const float* x, int64_t img, int64_t c0,
@@ -496,7 +487,7 @@ struct NhwcIo {
       for (int64_t f = f_begin; f < f_end; ++f)
         if (dst[f] >= 0) _mm256_storeu_ps(s + dst[f], _mm256_loadu_ps(xb + f * g.c));
     } else {
-      const __m256i m = first_lanes8(nc);
+      const __m256i m = F32x8::first(nc);
       for (int64_t f = f_begin; f < f_end; ++f)
         if (dst[f] >= 0) _mm256_storeu_ps(s + dst[f], _mm256_maskload_ps(xb + f * g.c, m));
     }
@@ -507,7 +498,7 @@ struct NhwcIo {
     if (nc == 8) {
       for (int64_t f = f_begin; f < f_end; ++f) _mm256_storeu_ps(yb + f * g.c, _mm256_load_ps(out + f * 8));
     } else {
-      const __m256i m = first_lanes8(nc);
+      const __m256i m = F32x8::first(nc);
       for (int64_t f = f_begin; f < f_end; ++f) _mm256_maskstore_ps(yb + f * g.c, m, _mm256_load_ps(out + f * 8));
     }
   }
@@ -545,7 +536,7 @@ void blocked(const DepthwiseGeom& g, const float* x, const float* w, float* y, c
       a.wt = wt;
       a.step = g.sw * 8;
       a.row = l.wp * 8;
-      a.bias = ep.bias ? _mm256_maskload_ps(ep.bias + c0, first_lanes8(nc)) : _mm256_setzero_ps();
+      a.bias = ep.bias ? _mm256_maskload_ps(ep.bias + c0, F32x8::first(nc)) : _mm256_setzero_ps();
       a.ep = e;
       if (square && g.kh == 3 && g.sw == 1) blocked_rows<SquareTile<3, 1>>(a, oy0, oy1, g.wo, g.sh, out);
       else if (square && g.kh == 3 && g.sw == 2) blocked_rows<SquareTile<3, 2>>(a, oy0, oy1, g.wo, g.sh, out);

@@ -140,7 +140,7 @@ void column_chunk(const TileArgs& a, int64_t ho, int64_t ox0, __mmask16 last) {
 void plane(const TileArgs& a, int64_t ho) {
   const int64_t nvec = (a.wo + 15) / 16;
   const int64_t rem = a.wo - (nvec - 1) * 16;
-  const __mmask16 tail = first_lanes(rem);
+  const __mmask16 tail = F32x16::first(rem);
   int64_t v0 = 0;
   // Four-vector chunks, then one chunk of the remaining 1-3 vectors; fewer vectors per row
   // take more rows per tile so that 6-8 independent accumulators hide the FMA latency.
@@ -170,7 +170,7 @@ void fill_blocked(const DepthwiseGeom& g, const DepthwiseBlockedLayout& l, const
   const int32_t* dst = l.dst.data();
   for (int64_t f0 = f_begin; f0 < f_end; f0 += 16) {
     const int64_t nv = std::min<int64_t>(16, f_end - f0);
-    const __mmask16 m = first_lanes(nv);
+    const __mmask16 m = F32x16::first(nv);
     __m512 r[16];
     load_transposed16(xb + f0, hw, nc, m, r);
     if (nv == 16 && l.run[f0]) {
@@ -282,7 +282,7 @@ void blocked_rows(const BlockedArgs& a, int64_t oy0, int64_t oy1, int64_t wo, in
 void store_blocked(const float* out, int64_t f_begin, int64_t f_end, int64_t howo, int64_t nc, float* yb) {
   for (int64_t f0 = f_begin; f0 < f_end; f0 += 16) {
     const int64_t nv = std::min<int64_t>(16, f_end - f0);
-    const __mmask16 m = first_lanes(nv);
+    const __mmask16 m = F32x16::first(nv);
     __m512 r[16];
 #pragma GCC unroll 16
     for (int k = 0; k < 16; ++k) r[k] = _mm512_loadu_ps(out + (f0 + k) * 16);  // rows past f_end: slack
@@ -301,7 +301,7 @@ void store_blocked(const float* out, int64_t f_begin, int64_t f_end, int64_t how
 void repack_weights(const float* w, int64_t ntaps, int64_t nc, float* wt) {
   for (int64_t t0 = 0; t0 < ntaps; t0 += 16) {
     const int64_t nt = std::min<int64_t>(16, ntaps - t0);
-    const __mmask16 m = first_lanes(nt);
+    const __mmask16 m = F32x16::first(nt);
     __m512 r[16];
     load_transposed16(w + t0, ntaps, nc, m, r);
     for (int64_t t = 0; t < nt; ++t) _mm512_storeu_ps(wt + (t0 + t) * 16, r[t]);
@@ -340,7 +340,7 @@ void depthwise_conv2d_f32_avx512f_blocked(const DepthwiseGeom& g, const float* x
       const int64_t oy0 = part * g.ho / parts, oy1 = (part + 1) * g.ho / parts;
       const int64_t iy0 = std::clamp<int64_t>(oy0 * g.sh - g.pt, 0, g.h);
       const int64_t iy1 = std::clamp<int64_t>((oy1 - 1) * g.sh + (g.kh - 1) * g.dh - g.pt + 1, iy0, g.h);
-      const __mmask16 cm = first_lanes(nc);
+      const __mmask16 cm = F32x16::first(nc);
       repack_weights(w + c0 * ntaps, ntaps, nc, wt);
       fill_blocked(g, l, x + (img * g.c + c0) * g.h * g.w, nc, s, iy0 * g.w, iy1 * g.w);
       BlockedArgs a;
@@ -453,12 +453,12 @@ void depthwise_conv2d_f32_avx512f_s2(const DepthwiseGeom& g, const float* x, con
     S2Chunk c;
     const int nv = static_cast<int>(std::min<int64_t>(4, nvec - v0));
     c.ox0 = v0 * 16;
-    c.last = first_lanes(g.wo - (v0 + nv - 1) * 16);
+    c.last = F32x16::first(g.wo - (v0 + nv - 1) * 16);
     for (int v = 0; v < nv; ++v)
       for (int64_t j = 0; j < g.kw; j += 2) {
         const int64_t start = 2 * (c.ox0 + 16 * v) + j - g.pl;
-        c.m0[v][j / 2] = lanes_in_range(start, g.w);
-        c.m1[v][j / 2] = lanes_in_range(start + 16, g.w);
+        c.m0[v][j / 2] = F32x16::in_range(start, g.w);
+        c.m1[v][j / 2] = F32x16::in_range(start + 16, g.w);
       }
     c.row = s2_row_fn(nv, g.kw);
     chunks.push_back(c);

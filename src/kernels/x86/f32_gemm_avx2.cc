@@ -7,7 +7,7 @@
 
 #include "kernels/x86/activation_simd.h"
 #include "kernels/x86/f32_gemm.h"
-#include "kernels/x86/lane_mask_avx2.h"
+#include "kernels/x86/simd.h"
 
 namespace kiln::kernels {
 namespace {
@@ -138,7 +138,7 @@ void gemm_tile(int64_t nr, int64_t kc, const float* a, const float* b, float* c,
 #pragma GCC unroll 2
   for (int j = 0; j < NV; ++j) {
     full[j] = nr >= 8 * (j + 1);
-    mask[j] = first_lanes8(nr - 8 * j);
+    mask[j] = F32x8::first(nr - 8 * j);
   }
   auto load = [&](const float* src, int j) { return full[j] ? _mm256_loadu_ps(src) : _mm256_maskload_ps(src, mask[j]); };
   const __m256 zero = _mm256_setzero_ps();

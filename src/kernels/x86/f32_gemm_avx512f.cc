@@ -61,7 +61,7 @@ inline void gemm_mrx32(int64_t mr, int64_t nr, int64_t kc, const float* a, const
 template <int MR>
 inline void store_tile32(const __m512* acc0, const __m512* acc1, int64_t mr, int64_t nr,
                                                         float* c, int64_t ldc, const F32GemmParams& p) {
-  const __mmask16 m0 = first_lanes(nr), m1 = first_lanes(nr - 16);
+  const __mmask16 m0 = F32x16::first(nr), m1 = F32x16::first(nr - 16);
   const __m512 beta = _mm512_set1_ps(p.beta);
   const __m512 zero = _mm512_setzero_ps();
   const __m512 lo = _mm512_set1_ps(p.lo), hi = _mm512_set1_ps(p.hi);
@@ -124,11 +124,11 @@ void f32_gemm_pack_b_panel32__avx512f(int64_t kc, const float* b, int64_t ldb, f
 
 void f32_gemm_pack_a_panel__avx512f(int mr, int64_t rows, int64_t kc, const float* a, int64_t lda, float alpha,
                                     float* out) {
-  const __mmask16 row_mask = first_lanes(mr);
+  const __mmask16 row_mask = F32x16::first(mr);
   const __m512 scale = _mm512_set1_ps(alpha);
   for (int64_t k0 = 0; k0 < kc; k0 += 16) {
     const int64_t n = std::min<int64_t>(16, kc - k0);
-    const __mmask16 m = first_lanes(n);
+    const __mmask16 m = F32x16::first(n);
     __m512 r[16];
     load_transposed16(a + k0, lda, rows, m, r);
 #pragma GCC unroll 16
@@ -149,7 +149,7 @@ void coltail(int64_t a_rows, int64_t mr, int64_t cols, int64_t kc, const float* 
   __m512 acc[T];
 #pragma GCC unroll 24
   for (int j = 0; j < T; ++j) acc[j] = _mm512_setzero_ps();
-  const __mmask16 rows = first_lanes(a_rows);
+  const __mmask16 rows = F32x16::first(a_rows);
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 av = _mm512_maskz_loadu_ps(rows, a);
 #pragma GCC unroll 24

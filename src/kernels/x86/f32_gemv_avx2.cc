@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "kernels/x86/f32_gemv.h"
-#include "kernels/x86/lane_mask_avx2.h"
+#include "kernels/x86/simd.h"
 
 namespace kiln::kernels {
 namespace {
@@ -60,7 +60,7 @@ void gemv_block(const float* x, float alpha, const float* p, int64_t K, const fl
       if (relu) out = _mm256_max_ps(out, zero);
       _mm256_storeu_ps(y + 8 * v, out);
     } else {
-      const __m256i m = first_lanes8(left);
+      const __m256i m = F32x8::first(left);
       if (bias) out = _mm256_add_ps(out, _mm256_maskload_ps(bias + 8 * v, m));
       if (relu) out = _mm256_max_ps(out, zero);
       _mm256_maskstore_ps(y + 8 * v, m, out);

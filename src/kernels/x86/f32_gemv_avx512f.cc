@@ -38,7 +38,7 @@ void gemv_block(const float* x, float alpha, const float* p, int64_t K, const fl
   for (int v = 0; v < V; ++v) {
     const int64_t left = cols - 16 * v;
     if (left <= 0) break;
-    const __mmask16 m = first_lanes(left);
+    const __mmask16 m = F32x16::first(left);
     __m512 r = _mm512_mul_ps(va, _mm512_add_ps(acc0[v], acc1[v]));
     if (bias) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(m, bias + 16 * v));
     if (relu) r = _mm512_maskz_max_ps(__mmask16(0xFFFF), r, zero);  // (GCC 12 warns on plain max)

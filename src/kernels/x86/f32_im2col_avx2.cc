@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kernels/x86/f32_im2col.h"
-#include "kernels/x86/lane_mask_avx2.h"
+#include "kernels/x86/simd.h"
 
 namespace kiln::kernels {
 namespace {
@@ -60,11 +60,11 @@ inline void copy_run(float* out, const float* xr, int64_t a, int64_t b) {
   if (o >= b) return;
   const int64_t n = b - o;
   if constexpr (S == 1) {
-    _mm256_storeu_ps(out + o, _mm256_maskload_ps(xr + o, first_lanes8(n)));
+    _mm256_storeu_ps(out + o, _mm256_maskload_ps(xr + o, F32x8::first(n)));
   } else {
     const int64_t floats = 2 * n - 1;  // 2o .. 2o + 2(n - 1)
-    const __m256 lo = _mm256_maskload_ps(xr + 2 * o, first_lanes8(floats));
-    const __m256 hi = _mm256_maskload_ps(xr + 2 * o + 7, first_lanes8(floats - 7));
+    const __m256 lo = _mm256_maskload_ps(xr + 2 * o, F32x8::first(floats));
+    const __m256 hi = _mm256_maskload_ps(xr + 2 * o + 7, F32x8::first(floats - 7));
     const __m256 e = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 2, 0));
     _mm256_storeu_ps(out + o, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0))));
   }
@@ -195,12 +195,6 @@ bool im2col_pack_b_gather_avx2(const Im2colGeom& g, const float* x, int64_t k0, 
 
 namespace {
 
-// Floats [col, col + 8) of an n-float row, zero outside it (masked-off lanes are not read).
-inline __m256 load_or_zero(const float* row, int64_t col, int64_t n) {
-  if (col >= 0 && col + 8 <= n) return _mm256_loadu_ps(row + col);
-  return _mm256_maskload_ps(row + col, _mm256_andnot_si256(first_lanes8(-col), first_lanes8(n - col)));
-}
-
 }  // namespace
 
 void im2col_split_phases_avx2(const Im2colGeom& g, const float* x, int64_t c0, int64_t c1, float* phases) {
@@ -223,7 +217,7 @@ void im2col_split_phases_avx2(const Im2colGeom& g, const float* x, int64_t c0, i
         const float* row = x + (c * g.h + iy) * g.w;
         for (int64_t v0 = 0; v0 < l.wp; v0 += 8) {
           const int64_t col = 2 * v0 - g.pl;  // input column of e[v0]
-          const __m256 lo = load_or_zero(row, col, g.w), hi = load_or_zero(row, col + 8, g.w);
+          const __m256 lo = F32x8::load_range(row, col, g.w, F32x8::zero()), hi = F32x8::load_range(row, col + 8, g.w, F32x8::zero());
           // Even / odd floats of lo then hi: in-lane shuffles leave the 64-bit pairs as 0 2 1 3.
           const __m256 ev = _mm256_castpd_ps(_mm256_permute4x64_pd(
               _mm256_castps_pd(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0))), _MM_SHUFFLE(3, 1, 2, 0)));
@@ -233,8 +227,8 @@ void im2col_split_phases_avx2(const Im2colGeom& g, const float* x, int64_t c0, i
             _mm256_storeu_ps(e + v0, ev);
             if (odd_columns) _mm256_storeu_ps(o + v0, od);
           } else {
-            store_first(e + v0, ev, l.wp - v0);
-            if (odd_columns) store_first(o + v0, od, l.wp - v0);
+            F32x8::store_first(e + v0, ev, l.wp - v0);
+            if (odd_columns) F32x8::store_first(o + v0, od, l.wp - v0);
           }
         }
       }
@@ -267,7 +261,7 @@ bool im2col_pack_b_phased_avx2(const Im2colGeom& g, const float* phases, int64_t
         const int64_t len = std::min(g.wo - ox, pend - p);
         const int64_t lo = std::max(col, 8 * h), hi = std::min(col + len, 8 * h + 8);
         if (lo < hi) {
-          const __m256i in = _mm256_andnot_si256(first_lanes8(lo - 8 * h), first_lanes8(hi - 8 * h));
+          const __m256i in = _mm256_andnot_si256(F32x8::first(lo - 8 * h), F32x8::first(hi - 8 * h));
           runs.push_back({oy * l.wp + ox - col + 8 * h, _mm256_castsi256_ps(in)});
         }
         col += len;

@@ -110,12 +110,12 @@ bool im2col_pack_b_segments_avx512f(const Im2colGeom& g, const float* x, int64_t
           float* out = d + col - ox;  // out[o] holds output column o of this row
           for (int64_t o = a; o < b; o += 16) {
             const int64_t n = std::min<int64_t>(16, b - o);
-            const __mmask16 store = first_lanes(n);
+            const __mmask16 store = F32x16::first(n);
             if (g.sw == 1) {
               _mm512_mask_storeu_ps(out + o, store, _mm512_maskz_loadu_ps(store, xr + o));
             } else {
               const int64_t e = 2 * n - 1;  // source elements xr[2o .. 2o + e)
-              const __mmask16 m0 = first_lanes(e), m1 = first_lanes(e - 16);
+              const __mmask16 m0 = F32x16::first(e), m1 = F32x16::first(e - 16);
               const __m512 v0 = _mm512_maskz_loadu_ps(m0, xr + 2 * o), v1 = _mm512_maskz_loadu_ps(m1, xr + 2 * o + 16);
               _mm512_mask_storeu_ps(out + o, store, _mm512_permutex2var_ps(v0, even, v1));
             }

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "kernels/x86/f32_transpose.h"
-#include "kernels/x86/lane_mask_avx2.h"
+#include "kernels/x86/simd.h"
 #include "kernels/x86/transpose8.h"
 
 namespace kiln::kernels {
@@ -24,7 +24,7 @@ void transpose_strip8(int64_t j_begin, int64_t j_end, const float* s, int64_t ld
   }
   if (full_end < j_end) {
     const int64_t nc = j_end - full_end;
-    avx2::load_transposed8(s + full_end, lds, 8, first_lanes8(nc), r);
+    avx2::load_transposed8(s + full_end, lds, 8, F32x8::first(nc), r);
     for (int64_t j = 0; j < nc; ++j) _mm256_storeu_ps(d + (full_end + j) * ldd, r[j]);
   }
 }
@@ -65,7 +65,7 @@ void pack_rows_k_major_avx2(int mr, int64_t rows, int64_t kc, const float* a, in
   }
   for (; k0 < kc; k0 += 8) {
     const int64_t n = std::min<int64_t>(8, kc - k0);
-    avx2::load_transposed8(a + k0, lda, rows, first_lanes8(n), r);
+    avx2::load_transposed8(a + k0, lda, rows, F32x8::first(n), r);
     alignas(32) float lanes[8][8];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) _mm256_store_ps(lanes[j], alpha == 1.0f ? r[j] : _mm256_mul_ps(r[j], scale));

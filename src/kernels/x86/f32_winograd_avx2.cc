@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "kernels/x86/activation_simd.h"
-#include "kernels/x86/f32_winograd.h"
-#include "kernels/x86/lane_mask_avx2.h"
+#include "kernels/x86/f32_winograd_simd.h"
+#include "kernels/x86/simd.h"
 
 namespace kiln::kernels {
 namespace {
@@ -24,46 +24,6 @@ constexpr int64_t kStrip = 144;
 // Output-channel micro-panels whose GEMMs run back to back over one point's transformed input
 // (it is read from L1 by all of them; their outputs, points x 24 rows x panel, stay in L2).
 constexpr int64_t kPanelGroup = 4;
-
-// out[k] = sum_i BT[k][i] d[i] (B^T of F(4x4, 3x3)).
-inline void bt6(const __m256 d[6], __m256 out[6]) {
-  const __m256 two = _mm256_set1_ps(2.0f), four = _mm256_set1_ps(4.0f), five = _mm256_set1_ps(5.0f);
-  out[0] = _mm256_fmadd_ps(four, d[0], _mm256_fnmadd_ps(five, d[2], d[4]));
-  const __m256 a = _mm256_fnmadd_ps(four, d[2], d[4]);  // d4 - 4 d2
-  const __m256 b = _mm256_fnmadd_ps(four, d[1], d[3]);  // d3 - 4 d1
-  out[1] = _mm256_add_ps(a, b);
-  out[2] = _mm256_sub_ps(a, b);
-  const __m256 c = _mm256_sub_ps(d[4], d[2]);
-  const __m256 e = _mm256_mul_ps(two, _mm256_sub_ps(d[3], d[1]));
-  out[3] = _mm256_add_ps(c, e);
-  out[4] = _mm256_sub_ps(c, e);
-  out[5] = _mm256_fmadd_ps(four, d[1], _mm256_fnmadd_ps(five, d[3], d[5]));
-}
-
-// out[k] = sum_i BT[k][i] d[i] (B^T of F(2x2, 3x3)).
-inline void bt4(const __m256 d[4], __m256 out[4]) {
-  out[0] = _mm256_sub_ps(d[0], d[2]);
-  out[1] = _mm256_add_ps(d[1], d[2]);
-  out[2] = _mm256_sub_ps(d[2], d[1]);
-  out[3] = _mm256_sub_ps(d[1], d[3]);
-}
-
-// out[a] = sum_k AT[a][k] m[k] (A^T of F(2x2, 3x3)).
-inline void at2(const __m256 m[4], __m256 out[2]) {
-  out[0] = _mm256_add_ps(_mm256_add_ps(m[0], m[1]), m[2]);
-  out[1] = _mm256_sub_ps(_mm256_sub_ps(m[1], m[2]), m[3]);
-}
-
-// out[a] = sum_k AT[a][k] m[k] (A^T of F(4x4, 3x3)).
-inline void at4(const __m256 m[6], __m256 out[4]) {
-  const __m256 two = _mm256_set1_ps(2.0f), four = _mm256_set1_ps(4.0f), eight = _mm256_set1_ps(8.0f);
-  const __m256 p1 = _mm256_add_ps(m[1], m[2]), d1 = _mm256_sub_ps(m[1], m[2]);
-  const __m256 p3 = _mm256_add_ps(m[3], m[4]), d3 = _mm256_sub_ps(m[3], m[4]);
-  out[0] = _mm256_add_ps(_mm256_add_ps(m[0], p1), p3);
-  out[1] = _mm256_fmadd_ps(two, d3, d1);
-  out[2] = _mm256_fmadd_ps(four, p3, p1);
-  out[3] = _mm256_add_ps(_mm256_fmadd_ps(eight, d3, d1), m[5]);
-}
 
 // C[rows, 16] = A * B over kc: A packed [kc][6] (rows <= 6 of them used), B rows `b_stride`
 // floats apart, C rows `ldc` apart (overwritten). The 6x16 AVX2 microkernel's loop, inline
@@ -108,18 +68,6 @@ void gemm_rows_x16(int64_t rows, int64_t kc, const float* a, const float* b, int
   }
 }
 
-template <int M>
-inline void bt(const __m256* d, __m256* out) {
-  if constexpr (M == 4) bt6(d, out);
-  else bt4(d, out);
-}
-
-template <int M>
-inline void at(const __m256* m, __m256* out) {
-  if constexpr (M == 4) at4(m, out);
-  else at2(m, out);
-}
-
 // How one 8-column vector of an input row is read: whole, not at all (padding), or masked.
 struct ColumnLoad {
   enum Kind { kFull, kNone, kMasked } kind;
@@ -140,7 +88,7 @@ void row_pass(const WinogradGeom& g, const float* xc, int64_t iy0, int64_t xbase
       else if (loads[q].kind == ColumnLoad::kFull) d[i] = _mm256_loadu_ps(src);
       else d[i] = _mm256_maskload_ps(src, loads[q].mask);  // masked-off lanes are not read
     }
-    bt<M>(d, out);
+    winograd_bt<F32x8, M>(d, out);
     for (int k = 0; k < A; ++k) _mm256_store_ps(t + k * kStrip + 8 * q, out[k]);
   }
 }
@@ -192,7 +140,7 @@ void input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* 
     const int64_t x0 = xbase + 8 * q;
     if (x0 >= 0 && x0 + 8 <= g.w) loads[q] = {ColumnLoad::kFull, _mm256_setzero_si256()};
     else if (x0 + 8 <= 0 || x0 >= g.w) loads[q] = {ColumnLoad::kNone, _mm256_setzero_si256()};
-    else loads[q] = {ColumnLoad::kMasked, _mm256_andnot_si256(first_lanes8(-x0), first_lanes8(g.w - x0))};
+    else loads[q] = {ColumnLoad::kMasked, F32x8::in_range(x0, g.w)};
   }
   // Zeroed so that the columns past the strip, read for lanes of absent tiles, hold no garbage.
   alignas(32) float t[A * kStrip] = {};
@@ -207,11 +155,11 @@ void input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* 
         // Lanes past the tile row land on the next tile row's columns (written after this one)
         // or on unused ones; only the panel's end bounds the store.
         const bool whole = col + 8 <= b.panel;
-        const __m256i mask = first_lanes8(b.panel - col);
+        const __m256i mask = F32x8::first(b.panel - col);
         for (int k = 0; k < A; ++k) {
           __m256 p[A], out[A];
           tile_phases<M>(t + k * kStrip + 8 * M * gi, p);
-          bt<M>(p, out);
+          winograd_bt<F32x8, M>(p, out);
           float* dst = v + k * A * row + c * b.panel + col;
           for (int l = 0; l < A; ++l) {
             if (whole) _mm256_storeu_ps(dst + l * row, out[l]);
@@ -288,7 +236,7 @@ void gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const W
           for (int l = 0; l < A; ++l) {
             __m256 col[A], out[M];
             for (int j = 0; j < A; ++j) col[j] = _mm256_loadu_ps(mp + (j * A + l) * estride);
-            at<M>(col, out);
+            winograd_at<F32x8, M>(col, out);
             for (int a = 0; a < M; ++a) sa[a][l] = out[a];
           }
           const int64_t xo = M * (s.tx0 + 8 * gi);
@@ -296,25 +244,11 @@ void gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const W
             const int64_t oy = M * ty + a;
             if (oy >= g.ho) break;
             __m256 o[M], row[M];
-            at<M>(sa[a], o);
+            winograd_at<F32x8, M>(sa[a], o);
             for (int i = 0; i < M; ++i) o[i] = _mm256_add_ps(o[i], bias);
             interleave_columns<M>(o, row);
-            float* yrow = yk + oy * g.wo;
-            const float* rrow = rk ? rk + oy * g.wo : nullptr;
-            for (int i = 0; i < M; ++i) {
-              const int64_t x0 = xo + 8 * i;
-              if (x0 >= x_end) break;
-              const bool whole = x0 + 8 <= x_end;
-              const __m256i mask = whole ? _mm256_set1_epi32(-1) : first_lanes8(x_end - x0);
-              __m256 val = row[i];
-              if (rrow)
-                val = _mm256_add_ps(val, whole ? _mm256_loadu_ps(rrow + x0) : _mm256_maskload_ps(rrow + x0, mask));
-              // max(lo, val) / min(hi, val) return val when it is NaN, like the reference clamp.
-              if (clamp) val = _mm256_min_ps(hi, _mm256_max_ps(lo, val));
-              val = activate<F32x8>(ep.act, val);
-              if (whole) _mm256_storeu_ps(yrow + x0, val);
-              else store_first(yrow + x0, val, x_end - x0);
-            }
+            winograd_store_row<F32x8, M>(row, xo, x_end, rk ? rk + oy * g.wo : nullptr, clamp, lo, hi, ep.act,
+                                         yk + oy * g.wo);
           }
         }
       }

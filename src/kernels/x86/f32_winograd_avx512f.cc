@@ -9,70 +9,16 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/x86/f32_winograd.h"
+#include "kernels/x86/f32_winograd_simd.h"
 #include "kernels/x86/lane_mask.h"
 
 namespace kiln::kernels {
-
-void activate_inplace__avx512f(Activation a, float* y, int64_t n);  // f32_gemm_avx512f.cc
 
 namespace {
 
 // Floats per row of the row-transformed strip: at most 4 * 32 + 2 columns read, rounded up to
 // whole vectors, plus the two columns past the last 16-tile group that the column pass reads.
 constexpr int64_t kStrip = 144;
-
-// out[k] = sum_i BT[k][i] d[i] (B^T of F(4x4, 3x3)).
-inline void bt6(const __m512 d[6], __m512 out[6]) {
-  const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f);
-  out[0] = _mm512_fmadd_ps(four, d[0], _mm512_fnmadd_ps(five, d[2], d[4]));
-  const __m512 a = _mm512_fnmadd_ps(four, d[2], d[4]);  // d4 - 4 d2
-  const __m512 b = _mm512_fnmadd_ps(four, d[1], d[3]);  // d3 - 4 d1
-  out[1] = _mm512_add_ps(a, b);
-  out[2] = _mm512_sub_ps(a, b);
-  const __m512 c = _mm512_sub_ps(d[4], d[2]);
-  const __m512 e = _mm512_mul_ps(two, _mm512_sub_ps(d[3], d[1]));
-  out[3] = _mm512_add_ps(c, e);
-  out[4] = _mm512_sub_ps(c, e);
-  out[5] = _mm512_fmadd_ps(four, d[1], _mm512_fnmadd_ps(five, d[3], d[5]));
-}
-
-// out[k] = sum_i BT[k][i] d[i] (B^T of F(2x2, 3x3)).
-inline void bt4(const __m512 d[4], __m512 out[4]) {
-  out[0] = _mm512_sub_ps(d[0], d[2]);
-  out[1] = _mm512_add_ps(d[1], d[2]);
-  out[2] = _mm512_sub_ps(d[2], d[1]);
-  out[3] = _mm512_sub_ps(d[1], d[3]);
-}
-
-// out[a] = sum_k AT[a][k] m[k] (A^T of F(2x2, 3x3)).
-inline void at2(const __m512 m[4], __m512 out[2]) {
-  out[0] = _mm512_add_ps(_mm512_add_ps(m[0], m[1]), m[2]);
-  out[1] = _mm512_sub_ps(_mm512_sub_ps(m[1], m[2]), m[3]);
-}
-
-// out[a] = sum_k AT[a][k] m[k] (A^T of F(4x4, 3x3)).
-inline void at4(const __m512 m[6], __m512 out[4]) {
-  const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f), eight = _mm512_set1_ps(8.0f);
-  const __m512 p1 = _mm512_add_ps(m[1], m[2]), d1 = _mm512_sub_ps(m[1], m[2]);
-  const __m512 p3 = _mm512_add_ps(m[3], m[4]), d3 = _mm512_sub_ps(m[3], m[4]);
-  out[0] = _mm512_add_ps(_mm512_add_ps(m[0], p1), p3);
-  out[1] = _mm512_fmadd_ps(two, d3, d1);
-  out[2] = _mm512_fmadd_ps(four, p3, p1);
-  out[3] = _mm512_add_ps(_mm512_fmadd_ps(eight, d3, d1), m[5]);
-}
-
-template <int M>
-inline void bt(const __m512* d, __m512* out) {
-  if constexpr (M == 4) bt6(d, out);
-  else bt4(d, out);
-}
-
-template <int M>
-inline void at(const __m512* m, __m512* out) {
-  if constexpr (M == 4) at4(m, out);
-  else at2(m, out);
-}
 
 // C[mr, 16] = A * B over kc: A packed [kc][MR], B [kc][16], C rows 16 floats apart (overwritten).
 // One vector column, so MR up to 28 accumulators hide the FMA latency.
@@ -116,7 +62,7 @@ void row_pass(const WinogradGeom& g, const float* xc, int64_t iy0, int64_t xbase
                  ? _mm512_setzero_ps()
                  : _mm512_maskz_loadu_ps(masks[q], xc + iy * g.w + xbase + 16 * q);
     }
-    bt<M>(d, out);
+    winograd_bt<F32x16, M>(d, out);
     for (int k = 0; k < A; ++k) _mm512_store_ps(t + k * kStrip + 16 * q, out[k]);
   }
 }
@@ -153,7 +99,7 @@ void input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* 
   const int64_t xbase = M * s.tx0 - g.pl;
   const int nx = static_cast<int>((M * s.ncol + 2 + 15) / 16);
   __mmask16 masks[kStrip / 16];
-  for (int q = 0; q < nx; ++q) masks[q] = lanes_in_range(xbase + 16 * q, g.w);
+  for (int q = 0; q < nx; ++q) masks[q] = F32x16::in_range(xbase + 16 * q, g.w);
   // Zeroed so that the columns past the strip, read for lanes of absent tiles, hold no garbage.
   alignas(64) float t[A * kStrip] = {};
   for (int64_t c = c0; c < c1; ++c) {
@@ -162,11 +108,11 @@ void input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* 
       row_pass<M>(g, xc, M * ty - g.pt, xbase, nx, masks, t);
       const int64_t col0 = (ty - s.ty0) * b.cols;
       for (int64_t gi = 0; gi < s.groups; ++gi) {
-        const __mmask16 store = first_lanes(s.ncol - 16 * gi);
+        const __mmask16 store = F32x16::first(s.ncol - 16 * gi);
         for (int k = 0; k < A; ++k) {
           __m512 p[A], out[A];
           tile_phases<M>(t + k * kStrip + 16 * M * gi, p);
-          bt<M>(p, out);
+          winograd_bt<F32x16, M>(p, out);
           float* dst = v + (k * A * g.c + c) * b.panel + col0 + 16 * gi;
           for (int l = 0; l < A; ++l) _mm512_mask_storeu_ps(dst + l * g.c * b.panel, store, out[l]);
         }
@@ -230,7 +176,7 @@ void gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const W
           for (int l = 0; l < A; ++l) {
             __m512 col[A], out[M];
             for (int j = 0; j < A; ++j) col[j] = _mm512_loadu_ps(mp + (j * A + l) * estride);
-            at<M>(col, out);
+            winograd_at<F32x16, M>(col, out);
             for (int a = 0; a < M; ++a) sa[a][l] = out[a];
           }
           const int64_t xo = M * (s.tx0 + 16 * gi);
@@ -238,26 +184,11 @@ void gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const W
             const int64_t oy = M * ty + a;
             if (oy >= g.ho) break;
             __m512 o[M], row[M];
-            at<M>(sa[a], o);
+            winograd_at<F32x16, M>(sa[a], o);
             for (int i = 0; i < M; ++i) o[i] = _mm512_add_ps(o[i], bias);
             interleave_columns<M>(o, row);
-            float* yrow = yk + oy * g.wo;
-            int64_t stored = 0;
-            for (int i = 0; i < M; ++i) {
-              const int64_t x0 = xo + 16 * i;
-              if (x0 >= x_end) break;
-              const __mmask16 mask = first_lanes(x_end - x0);
-              __m512 val = row[i];
-              if (rk) val = _mm512_add_ps(val, _mm512_maskz_loadu_ps(mask, rk + oy * g.wo + x0));
-              // max(lo, val) / min(hi, val) keep a NaN val, like the reference clamp. Full-mask
-              // forms: GCC 12 warns (falsely) that plain _mm512_min/max_ps read an uninitialized
-              // passthrough.
-              if (clamp)
-                val = _mm512_maskz_min_ps(__mmask16(0xFFFF), hi, _mm512_maskz_max_ps(__mmask16(0xFFFF), lo, val));
-              _mm512_mask_storeu_ps(yrow + x0, mask, val);
-              stored = std::min<int64_t>(x_end, x0 + 16) - xo;
-            }
-            if (ep.act != Activation::kNone && stored > 0) activate_inplace__avx512f(ep.act, yrow + xo, stored);
+            winograd_store_row<F32x16, M>(row, xo, x_end, rk ? rk + oy * g.wo : nullptr, clamp, lo, hi, ep.act,
+                                          yk + oy * g.wo);
           }
         }
       }

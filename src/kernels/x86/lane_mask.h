@@ -1,23 +1,12 @@
-// Lane masks of the AVX-512 kernels' partial vectors (16 f32 lanes), and the permute indices
-// that split two vectors into their even and odd floats (stride-2 reads).
+// The permute indices that split two AVX-512 vectors into their even and odd floats (stride-2
+// reads); lane masks of partial vectors are F32x16::first / F32x16::in_range (simd.h).
 #pragma once
 
 #include <immintrin.h>
 
-#include <cstdint>
+#include "kernels/x86/simd.h"
 
 namespace kiln::kernels {
-
-// The first n lanes of 16 (none for n <= 0, all for n >= 16).
-inline __mmask16 first_lanes(int64_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : static_cast<__mmask16>((1u << n) - 1);
-}
-
-// The lanes l with 0 <= lo + l < n: a vector starting at element lo of an n-element row, lanes
-// outside the row masked off.
-inline __mmask16 lanes_in_range(int64_t lo, int64_t n) {
-  return static_cast<__mmask16>(first_lanes(n - lo) & ~first_lanes(-lo));
-}
 
 // _mm512_permutex2var_ps(a, even_lanes(), b): the floats at even positions of a then b (a
 // stride-2 load of 16 from 32); odd_lanes(): those at odd positions.

@@ -31,7 +31,7 @@ void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const
     a += 4 * kMr;
     b += 128;
   }
-  const __mmask16 m0 = first_lanes(nr), m1 = first_lanes(nr - 16);
+  const __mmask16 m0 = F32x16::first(nr), m1 = F32x16::first(nr - 16);
 #pragma GCC unroll 14
   for (int i = 0; i < kMr; ++i) {
     if (i >= mr) break;
