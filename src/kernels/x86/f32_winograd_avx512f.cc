@@ -153,9 +153,9 @@ void gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const W
   if (mbuf.size() < static_cast<size_t>(E * estride + panel)) mbuf.resize(static_cast<size_t>(E * estride + panel));
   float* m = mbuf.data();
   const bool clamp = ep.lo > -std::numeric_limits<float>::infinity() || ep.hi < std::numeric_limits<float>::infinity();
-  const __m512 lo = _mm512_set1_ps(ep.lo), hi = _mm512_set1_ps(ep.hi);
   const int64_t plane = g.ho * g.wo;
-  const int64_t x_end = std::min(g.wo, M * (s.tx0 + s.ncol));
+  const WinogradRowEpilogue<F32x16> row_ep{clamp, F32x16::set1(ep.lo), F32x16::set1(ep.hi), ep.act,
+                                       std::min(g.wo, M * (s.tx0 + s.ncol))};
   const F32GemmParams params;  // plain overwrite
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t k0 = p * mr, rows = std::min(mr, g.co - k0);
@@ -165,33 +165,9 @@ void gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const W
     }
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t k = k0 + r;
-      const __m512 bias = _mm512_set1_ps(ep.bias ? ep.bias[k] : 0.0f);
-      float* yk = y + k * plane;
       const float* rk = ep.residual ? ep.residual + k * ep.ldr : nullptr;
-      for (int64_t ty = s.ty0; ty < s.ty1; ++ty) {
-        const int64_t col0 = (ty - s.ty0) * b.cols;
-        for (int64_t gi = 0; gi < s.groups; ++gi) {
-          const float* mp = m + r * panel + col0 + 16 * gi;
-          __m512 sa[M][A];
-          for (int l = 0; l < A; ++l) {
-            __m512 col[A], out[M];
-            for (int j = 0; j < A; ++j) col[j] = _mm512_loadu_ps(mp + (j * A + l) * estride);
-            winograd_at<F32x16, M>(col, out);
-            for (int a = 0; a < M; ++a) sa[a][l] = out[a];
-          }
-          const int64_t xo = M * (s.tx0 + 16 * gi);
-          for (int a = 0; a < M; ++a) {
-            const int64_t oy = M * ty + a;
-            if (oy >= g.ho) break;
-            __m512 o[M], row[M];
-            winograd_at<F32x16, M>(sa[a], o);
-            for (int i = 0; i < M; ++i) o[i] = _mm512_add_ps(o[i], bias);
-            interleave_columns<M>(o, row);
-            winograd_store_row<F32x16, M>(row, xo, x_end, rk ? rk + oy * g.wo : nullptr, clamp, lo, hi, ep.act,
-                                          yk + oy * g.wo);
-          }
-        }
-      }
+      winograd_output_channel<F32x16, M, interleave_columns<M>>(g, b, s, m + r * panel, estride, ep.bias ? ep.bias[k] : 0.0f,
+                                                          row_ep, rk, y + k * plane);
     }
   }
 }

@@ -1,7 +1,7 @@
 // The Winograd transforms of f32_winograd.h written once over simd.h's vector types (used by
 // f32_winograd_avx2.cc and f32_winograd_avx512f.cc, whose block layouts, deinterleaves and GEMM
 // loops differ per ISA): B^T of the input tiles, A^T of the products, and the store of one output
-// row segment with the conv epilogue.
+// channel's output transform with the conv epilogue.
 #pragma once
 
 #include "kernels/x86/activation_simd.h"
@@ -68,21 +68,65 @@ inline void winograd_at(const typename S::V* m, typename S::V* out) {
   else winograd_at2<S>(m, out);
 }
 
-// Output row columns [xo, x_end) from `row` (M vectors of consecutive columns, bias added) with
-// the rest of the epilogue: + residual row `rrow` (or null), the clamp (max(lo, v) / min(hi, v)
-// keep a NaN v, like the reference clamp), the activation; lanes past x_end are not written.
+// The conv epilogue after the bias, per output row: + the residual (or none), the clamp (max(lo,
+// v) / min(hi, v) keep a NaN v, like the reference clamp), the activation; columns from x_end on
+// are not written.
+template <class S>
+struct WinogradRowEpilogue {
+  bool clamp;
+  typename S::V lo, hi;
+  Activation act;
+  int64_t x_end;
+};
+
+// Output row columns [xo, x_end) from `row` (M vectors of consecutive columns, bias added).
 template <class S, int M>
-inline void winograd_store_row(const typename S::V* row, int64_t xo, int64_t x_end, const float* rrow, bool clamp,
-                               typename S::V lo, typename S::V hi, Activation act, float* yrow) {
+inline void winograd_store_row(const typename S::V* row, int64_t xo, const float* rrow,
+                               const WinogradRowEpilogue<S>& ep, float* yrow) {
   constexpr int L = S::kLanes;
   for (int i = 0; i < M; ++i) {
     const int64_t x0 = xo + L * i;
-    if (x0 >= x_end) break;
+    if (x0 >= ep.x_end) break;
     typename S::V val = row[i];
-    if (rrow) val = S::add(val, S::load_first(rrow + x0, x_end - x0));
-    if (clamp) val = S::min(hi, S::max(lo, val));
-    val = activate<S>(act, val);
-    S::store_first(yrow + x0, val, x_end - x0);
+    if (rrow) val = S::add(val, S::load_first(rrow + x0, ep.x_end - x0));
+    if (ep.clamp) val = S::min(ep.hi, S::max(ep.lo, val));
+    val = activate<S>(ep.act, val);
+    S::store_first(yrow + x0, val, ep.x_end - x0);
+  }
+}
+
+// One output channel of a block: A^T (.) A^T of its products, point e of tile column col at
+// mr_row[e * estride + col], for L tiles at a time; Interleave(o, row) turns the M x L outputs
+// of one output row, o[j][tile] (column M * tile + j), into M vectors of consecutive columns.
+// yk / rk: the channel's output plane and residual plane (or null).
+template <class S, int M, void (*Interleave)(const typename S::V*, typename S::V*)>
+void winograd_output_channel(const WinogradGeom& g, const WinogradBlocking& b, const WinogradBlockSpan& s,
+                             const float* mr_row, int64_t estride, float bias, const WinogradRowEpilogue<S>& ep,
+                             const float* rk, float* yk) {
+  constexpr int A = M + 2, L = S::kLanes;
+  const typename S::V bias_v = S::set1(bias);
+  for (int64_t ty = s.ty0; ty < s.ty1; ++ty) {
+    const int64_t col0 = (ty - s.ty0) * b.cols;
+    for (int64_t gi = 0; gi < s.groups; ++gi) {
+      const float* mp = mr_row + col0 + L * gi;
+      typename S::V sa[M][A];
+      for (int l = 0; l < A; ++l) {
+        typename S::V col[A], out[M];
+        for (int j = 0; j < A; ++j) col[j] = S::loadu(mp + (j * A + l) * estride);
+        winograd_at<S, M>(col, out);
+        for (int a = 0; a < M; ++a) sa[a][l] = out[a];
+      }
+      const int64_t xo = M * (s.tx0 + L * gi);
+      for (int a = 0; a < M; ++a) {
+        const int64_t oy = M * ty + a;
+        if (oy >= g.ho) break;
+        typename S::V o[M], row[M];
+        winograd_at<S, M>(sa[a], o);
+        for (int i = 0; i < M; ++i) o[i] = S::add(o[i], bias_v);
+        Interleave(o, row);
+        winograd_store_row<S, M>(row, xo, rk ? rk + oy * g.wo : nullptr, ep, yk + oy * g.wo);
+      }
+    }
   }
 }
 

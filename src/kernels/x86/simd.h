@@ -12,6 +12,13 @@
 
 #include <cstdint>
 
+#if defined(__AVX2__) && defined(__FMA__)
+#include "kernels/x86/transpose8.h"
+#endif
+#if defined(__AVX512F__)
+#include "kernels/x86/transpose16.h"
+#endif
+
 namespace kiln::kernels {
 namespace {
 
@@ -87,6 +94,8 @@ struct F32x8 {
     even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
     odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
   }
+  // In-register transpose of an 8x8 block: r[i][j] -> r[j][i].
+  static void transpose(V r[8]) { avx2::transpose8(r); }
 };
 #endif
 
@@ -132,6 +141,7 @@ struct F32x16 {
     even = _mm512_permutex2var_ps(lo, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), hi);
     odd = _mm512_permutex2var_ps(lo, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), hi);
   }
+  static void transpose(V r[16]) { transpose16(r); }
 };
 #endif
 
