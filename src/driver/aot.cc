@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "codegen/llvm/codegen.h"
+#include "driver/compile/plan_builder.h"
 #include "driver/compile_model.h"
 #include "frontend/onnx/onnx_io.h"
 #include "kiln/c_api.h"
@@ -210,6 +211,7 @@ AotResult compile_shared_library(const std::string& model_path, const std::strin
   auto t1 = Clock::now();
   codegen::TargetOptions target;
   target.cpu = o.target;
+  target = compile::codegen_target(target);
   const fs::path obj = dir / "kernels.o";
   const std::vector<tir::PrimFunc>* funcs = ex.last_kernels();
   if (funcs && !funcs->empty()) codegen::emit_object(*funcs, target, obj.string());

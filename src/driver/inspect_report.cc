@@ -8,6 +8,7 @@
 #include "driver/model_info.h"
 #include "frontend/onnx/onnx_io.h"
 #include "pass/pass.h"
+#include "target/target.h"
 
 namespace kiln {
 namespace {
@@ -118,6 +119,7 @@ std::string inspect_report_json(const InspectReport& r, bool passes, int indent)
     }
     j[which] = list;
   }
+  j["target"] = target::Target::host().describe();
   j["nodes"] = info.node_count;
   j["op_histogram"] = info.op_histogram;
   j["parameters"] = info.parameter_count;

@@ -396,6 +396,7 @@ int bench_command(const BenchArgs& a) {
   if (a.json) {
     std::cout << "{\"kiln_version\": \"0.1.0\", \"date\": " << json_string(today())
               << ", \"cpu\": " << json_string(cpu_model_name())
+              << ", \"target\": " << json_string(target::Target::host().describe())
               << ", \"hardware_threads\": " << std::thread::hardware_concurrency()
               << ", \"engine\": " << json_string(a.engine) << ", \"threads\": " << a.threads
               << ", \"batch\": " << a.batch << ", \"optimize\": " << (a.optimize ? "true" : "false")
@@ -418,7 +419,7 @@ int bench_command(const BenchArgs& a) {
     return exit;
   }
   std::cout << "engine " << a.engine << ", " << a.threads << " thread(s), batch " << a.batch << ", cpu "
-            << cpu_model_name() << "\n";
+            << cpu_model_name() << ", target " << target::Target::host().describe() << "\n";
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"model", "kiln median ms", "kiln min ms", "runs"});
   if (!a.compare.empty())

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <random>
 #include <sstream>
@@ -12,6 +11,7 @@
 
 #include "core/error.h"
 #include "driver/session.h"
+#include "target/target.h"
 
 namespace kiln::cli {
 
@@ -126,14 +126,8 @@ inline std::string json_number(double v) {
 }
 
 inline std::string cpu_model_name() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto c = line.find(':');
-      if (c != std::string::npos) return line.substr(line.find_first_not_of(" \t", c + 1));
-    }
-  return "unknown";
+  const std::string& name = target::Target::host().cpu_name;
+  return name.empty() ? "unknown" : name;
 }
 
 inline std::string dims_text(const std::vector<int64_t>& d) {

@@ -12,6 +12,7 @@
 #include "driver/npy.h"
 #include "driver/session.h"
 #include "frontend/onnx/onnx_io.h"
+#include "target/target.h"
 
 namespace kiln::cli {
 namespace {
@@ -140,6 +141,7 @@ int run_command(const RunArgs& a) {
     std::cout << "nodes: " << s.generated_nodes << " generated, " << s.gemm_nodes << " microkernel, " << s.folded_nodes
               << " folded, " << s.control_flow_nodes << " control flow, " << s.fallback_nodes
               << " reference kernel (shapes: " << s.shapes << ")\n";
+    std::cout << "target: " << target::Target::host().describe() << "\n";
   }
   if (!a.output_dir.empty()) {
     std::filesystem::create_directories(a.output_dir);

@@ -1,5 +1,6 @@
 // The compile steps in order (plan_builder.h): slots, shapes, steps, codegen, arena.
 #include "driver/compile/plan_builder.h"
+#include "target/target.h"
 
 #include <algorithm>
 #include <cctype>
@@ -204,12 +205,20 @@ void PlanBuilder::plan_steps() {
 
 // ---- S3: one LLVM module for all kernels ----------------------------------------------------
 
+codegen::TargetOptions codegen_target(const codegen::TargetOptions& o) {
+  if (!o.cpu.empty() && o.cpu != "native") return o;
+  codegen::TargetOptions t = o;
+  const std::string limit = target::Target::host().llvm_features();
+  if (!limit.empty()) t.features = t.features.empty() ? limit : limit + "," + t.features;
+  return t;
+}
+
 void PlanBuilder::plan_codegen() {
   const auto t2 = Clock::now();
   share_identical_kernels();
   if (!plan->funcs.empty()) {
     codegen::SymbolMap symbols{{"kiln_parallel_for", reinterpret_cast<void*>(&kiln_parallel_for)}};
-    plan->module = codegen::JitModule::compile(plan->funcs, opts_.target, symbols);
+    plan->module = codegen::JitModule::compile(plan->funcs, codegen_target(opts_.target), symbols);
     const std::string& dir = plan->module->cache_dir();
     plan->stats.llvm_cache = dir.empty() ? "off" : (plan->module->from_cache() ? "hit (" : "miss (") + dir + ")";
     for (const auto& name : ex.kernel_names) ex.kernels.push_back(plan->module->lookup(name));

@@ -53,6 +53,11 @@ std::vector<Value*> body_captures(const Graph& body);
 
 // KILN_LOG_COMPILED=1: why nodes fall back (lowering declined or failed, kernel build errors).
 void log(const std::string& msg);
+
+// The code generator's options for `o`: a "native" CPU is limited to the ISA the microkernels
+// use (target::Target::host(): KILN_ISA=avx2 on an AVX-512 CPU makes generated code AVX2 too);
+// a named CPU is left as given.
+codegen::TargetOptions codegen_target(const codegen::TargetOptions& o);
 // Plans whose shapes needed a reference run (process-wide; tests assert on it).
 int64_t reference_runs();
 

@@ -11,31 +11,15 @@
 #include <limits>
 #include <string>
 
-#include <unistd.h>
 #include <xmmintrin.h>
 
 #include "core/error.h"
 
 namespace kiln::kernels {
 
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::kGeneric: return "generic";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
-  }
-  return "?";
-}
-
 bool isa_supported(Isa isa) {
-  switch (isa) {
-    case Isa::kGeneric: return true;
-    case Isa::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case Isa::kAvx512:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("fma");
-  }
-  return false;
+  static const target::CpuFeatures cpu = target::CpuFeatures::detect();
+  return cpu.supports(isa);
 }
 
 const std::vector<F32GemmUkernel>& f32_gemm_ukernels() {
@@ -50,15 +34,10 @@ const std::vector<F32GemmUkernel>& f32_gemm_ukernels() {
 namespace {
 
 const F32GemmUkernel* choose_default() {
-  const auto& table = f32_gemm_ukernels();
-  const char* env = std::getenv("KILN_ISA");
-  if (env && *env) {
-    for (const auto& k : table)
-      if (std::string(env) == isa_name(k.isa) && isa_supported(k.isa)) return &k;
-  }
-  for (const auto& k : table)
-    if (isa_supported(k.isa)) return &k;
-  return &table.back();
+  const Isa isa = target::Target::host().isa;
+  for (const auto& k : f32_gemm_ukernels())
+    if (k.isa == isa) return &k;
+  return &f32_gemm_ukernels().back();
 }
 
 }  // namespace
@@ -84,13 +63,7 @@ double gemm_split_compute_ns(int64_t M, int64_t N, int64_t K) {
 
 double gemm_split_stream_ns(double bytes) { return double(bytes) <= double(l2_cache_bytes()) / 2 ? 0.0 : bytes / 10.0; }
 
-int64_t l2_cache_bytes() {
-  static const int64_t bytes = [] {
-    const long s = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return s > 0 ? std::clamp<int64_t>(s, int64_t{256} << 10, int64_t{8} << 20) : int64_t{1} << 20;
-  }();
-  return bytes;
-}
+int64_t l2_cache_bytes() { return target::Target::host().l2_bytes; }
 
 const F32GemmUkernel& f32_gemm_for_rows(int64_t M, const F32GemmUkernel& base) {
   // Padded rows decide: 10 to 14 rows compute at the same rate per padded row here, 8 rows about

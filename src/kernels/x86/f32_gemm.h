@@ -9,12 +9,14 @@
 #include <memory>
 #include <vector>
 
+#include "target/target.h"
+
 namespace kiln::kernels {
 
-enum class Isa { kGeneric, kAvx2, kAvx512 };
-
-const char* isa_name(Isa isa);
-// True when this CPU can run code for `isa`.
+using target::Isa;
+using target::isa_name;
+// True when this CPU can run code for `isa` (whatever KILN_ISA selects: tests run every kernel
+// the CPU can). The kernels a plan uses follow target::Target::host().isa.
 bool isa_supported(Isa isa);
 
 // An activation a GEMM epilogue applies last (values fixed: plans serialize them).
@@ -97,7 +99,7 @@ struct F32GemmUkernel {
 };
 
 const std::vector<F32GemmUkernel>& f32_gemm_ukernels();
-// The kernel chosen once at start-up: the best supported one, or the one KILN_ISA names.
+// The kernel chosen once at start-up: the first of the list for target::Target::host().isa.
 const F32GemmUkernel& f32_gemm_default();
 
 // A partial last column panel (cols < NR) computed with A's rows in vector lanes and one
@@ -135,7 +137,7 @@ double gemm_split_compute_ns(int64_t M, int64_t N, int64_t K);
 double gemm_split_stream_ns(double bytes);
 // Of the kernels that read the same packed B as `base` (ISA, NR, KC), the one that pads M least.
 const F32GemmUkernel& f32_gemm_for_rows(int64_t M, const F32GemmUkernel& base = f32_gemm_default());
-// This CPU's L2 size per core in bytes (sysconf; 1 MiB when unknown).
+// This CPU's L2 size per core in bytes (target::Target::host().l2_bytes; 1 MiB when unknown).
 int64_t l2_cache_bytes();
 
 // op(B) (K x N) packed into NR-column panels per K block; pack once for constant weights.

@@ -39,12 +39,8 @@ void pack_a_u8(const uint8_t* A, int64_t lda, int64_t M, int64_t K, int64_t i0, 
 }  // namespace
 
 bool s8_gemm_has_vnni() {
-  static const bool vnni = [] {
-    const char* env = std::getenv("KILN_ISA");
-    if (env && *env && std::string(env) != "avx512") return false;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
-  }();
-  return vnni;
+  const target::Target& t = target::Target::host();
+  return t.isa == Isa::kAvx512 && t.features.avx512vnni;
 }
 
 PackedB8 pack_b_s8(int64_t K, int64_t N, const int8_t* B, int64_t ldb) {
