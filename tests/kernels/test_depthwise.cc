@@ -1,13 +1,14 @@
 // Depthwise conv kernels (kernels/x86/f32_depthwise.h) against a double-precision naive
 // reference: odd H/W, W below and around the vector width, pads 0-2 (asymmetric), strides 1-3,
 // dilation, kernels 1x1 to 7x7, bias / no bias, clamp epilogue, batch > 1, 1 and 2 threads, plus a
-// sweep of small/medium planes and channel counts around 16 for the channel-blocked path.
-// The channels-last (NHWC) kernels run the same cases between layout permutes.
-// The AVX-512 and AVX2 kernels are skipped on CPUs without them.
+// sweep of small/medium planes and channel counts around 8 and 16 for the channel-blocked paths.
+// Every kernel of f32_depthwise.h's two lists that the CPU runs takes every case its kind accepts;
+// the channels-last (NHWC) ones run between layout permutes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -18,8 +19,8 @@
 namespace kiln::kernels {
 namespace {
 
-using Kernel = void (*)(const DepthwiseGeom&, const float*, const float*, float*, const DepthwiseEpilogue&,
-                        const ParallelFor&);
+using Kernel = std::function<void(const DepthwiseGeom&, const float*, const float*, float*, const DepthwiseEpilogue&,
+                                  const ParallelFor&)>;
 
 // Splits [0, n) into two halves run on two threads.
 struct Case {
@@ -28,12 +29,17 @@ struct Case {
   Activation act = Activation::kNone;
 };
 
-void check(const Case& cs, Kernel kernel, bool threaded) {
+DepthwiseGeom geom_of(const Case& cs) {
   DepthwiseGeom g;
   g.n = cs.n, g.c = cs.c, g.h = cs.h, g.w = cs.w, g.kh = cs.k_h, g.kw = cs.k_w;
   g.sh = cs.s_h, g.sw = cs.s_w, g.dh = cs.d_h, g.dw = cs.d_w, g.pt = cs.pt, g.pl = cs.pl;
   g.ho = (cs.h + cs.pt + cs.pb - (cs.k_h - 1) * cs.d_h - 1) / cs.s_h + 1;
   g.wo = (cs.w + cs.pl + cs.pr - (cs.k_w - 1) * cs.d_w - 1) / cs.s_w + 1;
+  return g;
+}
+
+void check(const Case& cs, const Kernel& kernel, bool threaded) {
+  const DepthwiseGeom g = geom_of(cs);
   ASSERT_TRUE(depthwise_geom_ok(g));
   std::mt19937 rng(static_cast<unsigned>(cs.h * 131 + cs.w * 7 + cs.k_w));
   std::uniform_real_distribution<float> dist(-1, 1);
@@ -124,51 +130,9 @@ std::vector<Case> cases() {
   return v;
 }
 
-TEST(Depthwise, GenericMatchesReference) {
-  for (const Case& c : cases()) {
-    check(c, depthwise_conv2d_f32_generic, false);
-    check(c, depthwise_conv2d_f32_generic, true);
-  }
-}
-
-TEST(Depthwise, Avx512MatchesReference) {
-  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
-  for (const Case& c : cases()) {
-    check(c, depthwise_conv2d_f32_avx512f, false);
-    check(c, depthwise_conv2d_f32_avx512f, true);
-  }
-}
-
-TEST(Depthwise, Avx512BlockedAndPlanesMatchReference) {
-  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
-  for (const Case& c : cases())
-    for (Kernel k : {depthwise_conv2d_f32_avx512f_blocked, depthwise_conv2d_f32_avx512f_planes}) {
-      check(c, k, false);
-      check(c, k, true);
-    }
-}
-
-// The stride-2 kernel on every case it accepts (any plane size; dispatch picks it for large ones),
-// plus MobileNet/EfficientNet shapes: 112x112 3x3 and 56x56 5x5 at stride 2.
-TEST(Depthwise, Avx512Stride2MatchesReference) {
-  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
-  std::vector<Case> all = cases();
-  all.push_back({1, 3, 112, 112, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true});
-  all.push_back({1, 2, 57, 57, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, true, false, Activation::kSilu});
-  all.push_back({1, 2, 40, 83, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, false, true});
-  int ran = 0;
-  for (const Case& c : all) {
-    if (c.s_h != 2 || c.s_w != 2 || c.d_h != 1 || c.d_w != 1 || (c.k_w != 3 && c.k_w != 5 && c.k_w != 7)) continue;
-    check(c, depthwise_conv2d_f32_avx512f_s2, false);
-    check(c, depthwise_conv2d_f32_avx512f_s2, true);
-    ++ran;
-  }
-  EXPECT_GE(ran, 20);
-}
-
-// Channel counts around the 8-lane block of the AVX2 kernels, on both of their paths (blocked and
-// per plane) with strides 1 and 2, 3x3 / 5x5 / 7x7 filters, padding, dilation and activations.
-std::vector<Case> avx2_cases() {
+// cases() plus channel counts around the 8-lane block of the AVX2 kernels with strides 1 and 2,
+// 3x3 / 5x5 / 7x7 filters, padding, dilation and activations, and large stride-2 planes.
+std::vector<Case> all_cases() {
   std::vector<Case> v = cases();
   const int64_t channels[] = {7, 8, 9, 24, 25};
   int i = 0;
@@ -190,92 +154,67 @@ std::vector<Case> avx2_cases() {
   return v;
 }
 
-TEST(Depthwise, Avx2MatchesReference) {
-  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
-  for (const Case& c : avx2_cases()) {
-    check(c, depthwise_conv2d_f32_avx2, false);
-    check(c, depthwise_conv2d_f32_avx2, true);
-  }
-}
-
-TEST(Depthwise, Avx2BlockedAndPlanesMatchReference) {
-  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
-  for (const Case& c : avx2_cases())
-    for (Kernel k : {depthwise_conv2d_f32_avx2_blocked, depthwise_conv2d_f32_avx2_planes}) {
-      check(c, k, false);
-      check(c, k, true);
-    }
-}
-
-TEST(Depthwise, Avx2Stride2MatchesReference) {
-  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
-  std::vector<Case> all = avx2_cases();
-  all.push_back({1, 3, 112, 112, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true});
-  all.push_back({1, 2, 57, 57, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, true, false, Activation::kSilu});
-  all.push_back({1, 2, 40, 83, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, false, true});
-  all.push_back({1, 2, 9, 150, 3, 3, 2, 2, 1, 1, 0, 2, 1, 0, true, false, Activation::kHardSwish});
-  int ran = 0;
-  for (const Case& c : all) {
-    if (c.s_h != 2 || c.s_w != 2 || c.d_h != 1 || c.d_w != 1 || (c.k_w != 3 && c.k_w != 5 && c.k_w != 7)) continue;
-    check(c, depthwise_conv2d_f32_avx2_s2, false);
-    check(c, depthwise_conv2d_f32_avx2_s2, true);
-    ++ran;
-  }
-  EXPECT_GE(ran, 30);
-}
-
 // A channels-last kernel with the NCHW kernels' signature: x permuted to [n, h, w, c], the weight
 // repacked tap-major, the [n, ho, wo, c] result (poisoned first, so unwritten lanes fail) permuted back.
-template <Kernel kChannelsLast>
-void via_channels_last(const DepthwiseGeom& g, const float* x, const float* w, float* y, const DepthwiseEpilogue& ep,
-                       const ParallelFor& parallel) {
+Kernel via_channels_last(DepthwiseKernelFn channels_last) {
+  return [channels_last](const DepthwiseGeom& g, const float* x, const float* w, float* y,
+                         const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
   std::vector<float> xl(g.n * g.h * g.w * g.c), taps(g.kh * g.kw * g.c), yl(g.n * g.ho * g.wo * g.c, 1e30f);
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t c = 0; c < g.c; ++c)
       for (int64_t p = 0; p < g.h * g.w; ++p) xl[(n * g.h * g.w + p) * g.c + c] = x[(n * g.c + c) * g.h * g.w + p];
   depthwise_nhwc_taps(g, w, taps.data());
-  kChannelsLast(g, xl.data(), taps.data(), yl.data(), ep, parallel);
+  channels_last(g, xl.data(), taps.data(), yl.data(), ep, parallel);
   for (int64_t n = 0; n < g.n; ++n)
     for (int64_t c = 0; c < g.c; ++c)
       for (int64_t p = 0; p < g.ho * g.wo; ++p) y[(n * g.c + c) * g.ho * g.wo + p] = yl[(n * g.ho * g.wo + p) * g.c + c];
+  };
 }
 
-TEST(Depthwise, ChannelsLastMatchesReference) {
-  std::vector<Case> all = cases();
-  // MobileNetV2's 7x7 stage (960 channels) and its stride-2 entry from 14x14; rows wider than a tile.
-  all.push_back({1, 960, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true, true});
-  all.push_back({1, 576, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true});
-  all.push_back({2, 40, 9, 29, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, true, false, Activation::kHardSwish});
-  for (const Case& c : all) {
-    check(c, via_channels_last<depthwise_conv2d_nhwc_f32_generic>, false);
-    check(c, via_channels_last<depthwise_conv2d_nhwc_f32>, true);
-    if (isa_supported(Isa::kAvx512)) {
-      check(c, via_channels_last<depthwise_conv2d_nhwc_f32_avx512f>, false);
-      check(c, via_channels_last<depthwise_conv2d_nhwc_f32_avx512f>, true);
+// Every kernel of a list that this CPU runs, on every case its kind accepts, 1 and 2 threads.
+// MobileNet/EfficientNet shapes (112x112 3x3 and 56x56 5x5 at stride 2, the 7x7 stage) included.
+void check_list(const std::vector<DepthwiseKernel>& list, const std::vector<Case>& all, const Kernel& wrap_nhwc = {}) {
+  int tested = 0;
+  for (const DepthwiseKernel& k : list) {
+    if (!isa_supported(k.isa)) continue;
+    const Kernel fn = wrap_nhwc ? via_channels_last(k.fn) : Kernel(k.fn);
+    int ran = 0;
+    for (const Case& c : all) {
+      if (!k.accepts(geom_of(c))) continue;
+      SCOPED_TRACE(k.name);
+      check(c, fn, false);
+      check(c, fn, true);
+      ++ran;
     }
+    EXPECT_GE(ran, 20) << k.name << " ran on too few cases";
+    ++tested;
   }
+  EXPECT_GE(tested, 1);
 }
 
-// The AVX2 channels-last kernels (the dispatching one and the blocked one on every case) on the
-// AVX2 sweep (channel tails around 8) and MobileNet shapes.
-TEST(Depthwise, ChannelsLastAvx2MatchesReference) {
-  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
-  std::vector<Case> all = avx2_cases();
-  all.push_back({1, 960, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true, true});
-  all.push_back({1, 576, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true});
-  all.push_back({2, 43, 9, 29, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, true, false, Activation::kHardSwish});
-  all.push_back({1, 12, 15, 31, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, false, true, Activation::kSilu});
-  all.push_back({1, 20, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true});
-  for (const Case& c : all) {
-    check(c, via_channels_last<depthwise_conv2d_nhwc_f32_avx2>, false);
-    check(c, via_channels_last<depthwise_conv2d_nhwc_f32_avx2>, true);
-    check(c, via_channels_last<depthwise_conv2d_nhwc_f32_avx2_blocked>, false);
-    check(c, via_channels_last<depthwise_conv2d_nhwc_f32_avx2_blocked>, true);
-  }
+std::vector<Case> mobilenet_cases() {
+  std::vector<Case> v = all_cases();
+  v.push_back({1, 96, 112, 112, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true});
+  v.push_back({1, 40, 56, 56, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, true, false, Activation::kSilu});
+  v.push_back({1, 960, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true, true});
+  v.push_back({1, 576, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true});
+  v.push_back({2, 43, 9, 29, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, true, false, Activation::kHardSwish});
+  v.push_back({1, 12, 15, 31, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, false, true, Activation::kSilu});
+  v.push_back({1, 20, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true});
+  return v;
+}
+
+TEST(Depthwise, EveryNchwKernelMatchesReference) { check_list(depthwise_f32_kernels(), mobilenet_cases()); }
+
+TEST(Depthwise, EveryChannelsLastKernelMatchesReference) {
+  check_list(depthwise_nhwc_f32_kernels(), mobilenet_cases(), via_channels_last(depthwise_conv2d_nhwc_f32_generic));
 }
 
 TEST(Depthwise, DispatchMatchesReference) {
-  for (const Case& c : cases()) check(c, depthwise_conv2d_f32, true);
+  for (const Case& c : cases()) {
+    check(c, depthwise_conv2d_f32, true);
+    check(c, via_channels_last(depthwise_conv2d_nhwc_f32), true);
+  }
 }
 
 }  // namespace

@@ -93,12 +93,50 @@ void depthwise_conv2d_f32_generic(const DepthwiseGeom& g, const float* x, const 
   run_parallel(parallel, n, planes);
 }
 
+bool DepthwiseKernel::accepts(const DepthwiseGeom& g) const {
+  switch (kind) {
+    case kDispatch:
+    case kAny: return true;
+    case kStride2: return depthwise_stride2_geometry(g);
+    case kBlockedFits: return depthwise_nhwc_avx2_blocked_fits(g);
+  }
+  return false;
+}
+
+#define KILN_DEPTHWISE_ENTRY(NAME, ISA, KIND) DepthwiseKernel{#NAME, ISA, DepthwiseKernel::KIND, &NAME},
+const std::vector<DepthwiseKernel>& depthwise_f32_kernels() {
+  static const std::vector<DepthwiseKernel> table = {KILN_DEPTHWISE_F32_KERNELS(KILN_DEPTHWISE_ENTRY)};
+  return table;
+}
+
+const std::vector<DepthwiseKernel>& depthwise_nhwc_f32_kernels() {
+  static const std::vector<DepthwiseKernel> table = {KILN_DEPTHWISE_NHWC_F32_KERNELS(KILN_DEPTHWISE_ENTRY)};
+  return table;
+}
+#undef KILN_DEPTHWISE_ENTRY
+
+namespace {
+
+// The first entry of the host target's ISA (its dispatching kernel).
+DepthwiseKernelFn host_kernel(const std::vector<DepthwiseKernel>& table) {
+  const Isa isa = target::Target::host().isa;
+  for (const DepthwiseKernel& k : table)
+    if (k.isa == isa) return k.fn;
+  return table.back().fn;
+}
+
+}  // namespace
+
 void depthwise_conv2d_f32(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                           const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
-  const Isa isa = f32_gemm_default().isa;
-  if (isa == Isa::kAvx512) depthwise_conv2d_f32_avx512f(g, x, w, y, ep, parallel);
-  else if (isa == Isa::kAvx2) depthwise_conv2d_f32_avx2(g, x, w, y, ep, parallel);
-  else depthwise_conv2d_f32_generic(g, x, w, y, ep, parallel);
+  static const DepthwiseKernelFn fn = host_kernel(depthwise_f32_kernels());
+  fn(g, x, w, y, ep, parallel);
+}
+
+void depthwise_conv2d_nhwc_f32(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
+                               const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
+  static const DepthwiseKernelFn fn = host_kernel(depthwise_nhwc_f32_kernels());
+  fn(g, x, taps, y, ep, parallel);
 }
 
 }  // namespace kiln::kernels

@@ -1,7 +1,6 @@
 // f32 depthwise 2-D convolution (NCHW, one kh x kw filter per channel) with a fused bias + clamp
 // + activation epilogue: AVX-512 and AVX2 kernels (channel-blocked, per plane along W, per plane
-// at stride 2; each ISA's dispatch below says which where) and a portable scalar kernel, run in
-// parallel.
+// at stride 2) and a portable scalar kernel, run in parallel; one list per layout below.
 // Tests: tests/kernels/test_depthwise.cc.
 #pragma once
 
@@ -64,76 +63,89 @@ DepthwiseNhwcRowPlan depthwise_nhwc_row_plan(const DepthwiseGeom& g);
 // non-negative pads).
 bool depthwise_geom_ok(const DepthwiseGeom& g);
 
-// x: [n, c, h, w], w: [c, 1, kh, kw], y: [n, c, ho, wo]. Uses the AVX-512 or AVX2 kernels as
-// f32_gemm_default() picks its ISA (the CPU's best, unless KILN_ISA forces another).
+using DepthwiseKernelFn = void (*)(const DepthwiseGeom& g, const float* x, const float* w, float* y,
+                                   const DepthwiseEpilogue& ep, const ParallelFor& parallel);
+
+// The one list of NCHW depthwise kernels: X(name, Isa, kind). It drives the declarations below,
+// depthwise_f32_kernels() (the tests run every entry the CPU supports on every case its kind
+// accepts) and the dispatch (the first entry of target::Target::host().isa). Kinds:
+// kDispatch picks a path per geometry (the ISA's entry point); kAny handles any geometry;
+// kStride2 only stride 2 both ways, no dilation, 3/5/7 columns (depthwise_stride2_geometry).
+// x: [n, c, h, w], w: [c, 1, kh, kw], y: [n, c, ho, wo].
+// - _avx512f: _s2 where depthwise_s2_preferred(), else _blocked where depthwise_blocked_preferred(),
+//   else _planes. _avx2: _s2 for 3x3 stride 2 on planes 96 wide and more (48 when the output rows
+//   are whole vectors), else _blocked (which falls back to _planes for huge planes).
+// - _blocked: L channels in the vector lanes (16 on AVX-512, 8 on AVX2) via in-register
+//   transposes, any geometry; _planes: one plane at a time, vectorized along W over a padded
+//   copy; _s2: per plane straight from the input (masked loads and even/odd permutes, no scratch).
+#define KILN_DEPTHWISE_F32_KERNELS(X)                                      \
+  X(depthwise_conv2d_f32_avx512f, ::kiln::kernels::Isa::kAvx512, kDispatch) \
+  X(depthwise_conv2d_f32_avx512f_blocked, ::kiln::kernels::Isa::kAvx512, kAny) \
+  X(depthwise_conv2d_f32_avx512f_planes, ::kiln::kernels::Isa::kAvx512, kAny)  \
+  X(depthwise_conv2d_f32_avx512f_s2, ::kiln::kernels::Isa::kAvx512, kStride2)  \
+  X(depthwise_conv2d_f32_avx2, ::kiln::kernels::Isa::kAvx2, kDispatch)          \
+  X(depthwise_conv2d_f32_avx2_blocked, ::kiln::kernels::Isa::kAvx2, kAny)       \
+  X(depthwise_conv2d_f32_avx2_planes, ::kiln::kernels::Isa::kAvx2, kAny)        \
+  X(depthwise_conv2d_f32_avx2_s2, ::kiln::kernels::Isa::kAvx2, kStride2)        \
+  X(depthwise_conv2d_f32_generic, ::kiln::kernels::Isa::kGeneric, kDispatch)
+
+// The channels-last (NHWC) kernels, the layout the assign-layouts pass gives small-plane conv
+// chains: x [n, h, w, c], taps [kh * kw, c] (depthwise_nhwc_taps of the [c, 1, kh, kw] weight), y
+// [n, ho, wo, c]. The channels are the vector lanes, so no transposes are needed: L channels x up
+// to 8 output pixels of a row in registers, one tap vector per 8 FMAs, border pixels skip the
+// taps that fall into padding. _avx2 takes _avx2_blocked (the NCHW blocked kernel's tiles over a
+// copy of each 8-channel block, stored back at the channel stride) where that wins (stride 1, and
+// strided planes up to 28x28); kind kBlockedFits: only where depthwise_nhwc_avx2_blocked_fits()
+// (the scratch stays addressable).
+#define KILN_DEPTHWISE_NHWC_F32_KERNELS(X)                                           \
+  X(depthwise_conv2d_nhwc_f32_avx512f, ::kiln::kernels::Isa::kAvx512, kDispatch)     \
+  X(depthwise_conv2d_nhwc_f32_avx2, ::kiln::kernels::Isa::kAvx2, kDispatch)          \
+  X(depthwise_conv2d_nhwc_f32_avx2_blocked, ::kiln::kernels::Isa::kAvx2, kBlockedFits) \
+  X(depthwise_conv2d_nhwc_f32_generic, ::kiln::kernels::Isa::kGeneric, kDispatch)
+
+#define KILN_DECLARE_DEPTHWISE(NAME, ISA, KIND)                                                  \
+  void NAME(const DepthwiseGeom& g, const float* x, const float* w, float* y, const DepthwiseEpilogue& ep, \
+            const ParallelFor& parallel = nullptr);
+KILN_DEPTHWISE_F32_KERNELS(KILN_DECLARE_DEPTHWISE)
+KILN_DEPTHWISE_NHWC_F32_KERNELS(KILN_DECLARE_DEPTHWISE)
+#undef KILN_DECLARE_DEPTHWISE
+
+struct DepthwiseKernel {
+  enum Kind { kDispatch, kAny, kStride2, kBlockedFits };
+  const char* name;
+  Isa isa;
+  Kind kind;
+  DepthwiseKernelFn fn;
+  // True when this kernel takes geometry g (depthwise_geom_ok(g) assumed).
+  bool accepts(const DepthwiseGeom& g) const;
+};
+const std::vector<DepthwiseKernel>& depthwise_f32_kernels();
+const std::vector<DepthwiseKernel>& depthwise_nhwc_f32_kernels();
+
+// Stride 2 both ways, no dilation, 3/5/7 columns: what the _s2 kernels take.
+inline bool depthwise_stride2_geometry(const DepthwiseGeom& g) {
+  return g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && (g.kw == 3 || g.kw == 5 || g.kw == 7);
+}
+
+// The NCHW kernel of target::Target::host().isa (the first of its entries).
 void depthwise_conv2d_f32(const DepthwiseGeom& g, const float* x, const float* w, float* y,
                           const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
-
-// The portable kernel alone (the reference for tests and the fallback).
-void depthwise_conv2d_f32_generic(const DepthwiseGeom& g, const float* x, const float* w, float* y,
-                                  const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
-// The AVX-512 kernels; only call them when isa_supported(Isa::kAvx512). _avx512f picks
-// _blocked (16 channels in the vector lanes, via in-register transposes; any geometry) where
-// depthwise_blocked_preferred() says so, else _planes (one plane at a time, vectorized along W
-// over a padded copy).
-void depthwise_conv2d_f32_avx512f(const DepthwiseGeom& g, const float* x, const float* w, float* y,
-                                  const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 // Measured (MobileNetV2 shapes, 1 thread): blocked wins on every strided conv and on planes up
 // to ~40x40; at stride 1 on 56x56 and larger both are memory bound and _planes is a little ahead.
 inline bool depthwise_blocked_preferred(const DepthwiseGeom& g) {
   return g.sh > 1 || g.sw > 1 || g.h * g.w <= 40 * 40;
 }
-// Stride 2 both ways, no dilation, 3/5/7 columns, on large planes. Measured (1 thread, the
-// blocked path's time in parentheses): 96 channels 112x112 3x3 0.28 (0.56) ms, 144 at 56x56 3x3
-// 0.146 (0.174), 5x5 0.238 (0.226); at 28x28 and below the blocked path wins (192 3x3: 0.058 vs
-// 0.046).
+// AVX-512: stride 2 on large planes. Measured (1 thread, the blocked path's time in parentheses):
+// 96 channels 112x112 3x3 0.28 (0.56) ms, 144 at 56x56 3x3 0.146 (0.174), 5x5 0.238 (0.226); at
+// 28x28 and below the blocked path wins (192 3x3: 0.058 vs 0.046).
 inline bool depthwise_s2_preferred(const DepthwiseGeom& g) {
-  return g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && (g.kw == 3 || g.kw == 5 || g.kw == 7) &&
-         (g.w >= 96 || (g.w >= 48 && g.kw == 3));
+  return depthwise_stride2_geometry(g) && (g.w >= 96 || (g.w >= 48 && g.kw == 3));
 }
-// Per plane, straight from the input (masked loads and even/odd permutes, no scratch).
-void depthwise_conv2d_f32_avx512f_s2(const DepthwiseGeom& g, const float* x, const float* w, float* y,
-                                     const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
-void depthwise_conv2d_f32_avx512f_blocked(const DepthwiseGeom& g, const float* x, const float* w, float* y,
-                                          const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
-void depthwise_conv2d_f32_avx512f_planes(const DepthwiseGeom& g, const float* x, const float* w, float* y,
-                                         const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 
-// The AVX2 + FMA kernels (the AVX-512 designs on 8 lanes); only call them when
-// isa_supported(Isa::kAvx2). _avx2 picks _s2 for 3x3 stride 2 on planes 96 wide and more (48
-// when the output rows are whole vectors), else _blocked (8 channels in the lanes); _planes
-// serves as the blocked path's fallback for huge planes.
-void depthwise_conv2d_f32_avx2(const DepthwiseGeom& g, const float* x, const float* w, float* y,
-                               const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
-void depthwise_conv2d_f32_avx2_blocked(const DepthwiseGeom& g, const float* x, const float* w, float* y,
-                                       const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
-void depthwise_conv2d_f32_avx2_planes(const DepthwiseGeom& g, const float* x, const float* w, float* y,
-                                      const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
-// Stride 2 both ways, no dilation, 3/5/7 columns, any plane: per plane straight from the input.
-void depthwise_conv2d_f32_avx2_s2(const DepthwiseGeom& g, const float* x, const float* w, float* y,
-                                  const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
-
-// Channels-last (NHWC) depthwise convolution, the layout the assign-layouts pass gives small-plane
-// conv chains: x [n, h, w, c], taps [kh * kw, c] (depthwise_nhwc_taps of the [c, 1, kh, kw]
-// weight), y [n, ho, wo, c]. The channels are the vector lanes, so no transposes are needed.
 void depthwise_nhwc_taps(const DepthwiseGeom& g, const float* w, float* taps);
+// The NHWC kernel of target::Target::host().isa.
 void depthwise_conv2d_nhwc_f32(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
                                const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
-void depthwise_conv2d_nhwc_f32_generic(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
-                                       const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
-// 16 channels x up to 8 output pixels of a row in registers, one tap vector per 8 FMAs; border
-// pixels skip the taps that fall into padding. Only call when isa_supported(Isa::kAvx512).
-void depthwise_conv2d_nhwc_f32_avx512f(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
-                                       const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
-// The same on 8 channels (AVX2 + FMA), or depthwise_conv2d_nhwc_f32_avx2_blocked where that wins
-// (stride 1, and strided planes up to 28x28). Only call when isa_supported(Isa::kAvx2).
-void depthwise_conv2d_nhwc_f32_avx2(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
-                                    const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
-// The NCHW _avx2_blocked kernel's tiles on NHWC tensors: per 8-channel block, the pixels copied
-// into the zero-bordered scratch (no transposes), the results stored back at the channel stride.
-// Only for geometries where depthwise_nhwc_avx2_blocked_fits() (the scratch stays addressable).
 bool depthwise_nhwc_avx2_blocked_fits(const DepthwiseGeom& g);
-void depthwise_conv2d_nhwc_f32_avx2_blocked(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
-                                            const DepthwiseEpilogue& ep, const ParallelFor& parallel = nullptr);
 
 }  // namespace kiln::kernels

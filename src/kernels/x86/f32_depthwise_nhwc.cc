@@ -58,12 +58,4 @@ void depthwise_conv2d_nhwc_f32_generic(const DepthwiseGeom& g, const float* x, c
   run_parallel(parallel, g.n * g.ho, rows);
 }
 
-void depthwise_conv2d_nhwc_f32(const DepthwiseGeom& g, const float* x, const float* taps, float* y,
-                               const DepthwiseEpilogue& ep, const ParallelFor& parallel) {
-  const Isa isa = f32_gemm_default().isa;
-  if (isa == Isa::kAvx512) depthwise_conv2d_nhwc_f32_avx512f(g, x, taps, y, ep, parallel);
-  else if (isa == Isa::kAvx2) depthwise_conv2d_nhwc_f32_avx2(g, x, taps, y, ep, parallel);
-  else depthwise_conv2d_nhwc_f32_generic(g, x, taps, y, ep, parallel);
-}
-
 }  // namespace kiln::kernels
