@@ -58,35 +58,39 @@ struct StemTileArgs {
   const float* w;  // this block's [c][kh][kw][kStemChannelBlock]
 };
 
+// One tap: acc[o][v] += w[o] * src[L v] (a function, not a lambda: through a lambda's captures
+// GCC kept the accumulators in memory, 8-14% slower on AVX-512).
+template <class S, int V>
+__attribute__((always_inline)) inline void stem_tap(const float* src, const float* wk,
+                                                    typename S::V (&acc)[StemTiling<S>::kChannels][V]) {
+  constexpr int L = S::kLanes, C = StemTiling<S>::kChannels;
+  typename S::V in[V];
+#pragma GCC unroll 3
+  for (int v = 0; v < V; ++v) in[v] = S::loadu(src + L * v);
+#pragma GCC unroll 8
+  for (int o = 0; o < C; ++o) {
+    const typename S::V wv = S::broadcast(wk + o);
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) acc[o][v] = S::fmadd(wv, in[v], acc[o][v]);
+  }
+}
+
 // acc[o][v] += sum over (c, i, j) of w[c][i][j][o0 + o] * input(ox0 + L v); KW > 0 fixed, else kw_rt.
 template <class S, int KW, int V>
 inline void stem_accumulate(const StemTileArgs& a, int64_t kw_rt, int64_t ox0, int o0,
                             typename S::V (&acc)[StemTiling<S>::kChannels][V]) {
-  constexpr int L = S::kLanes, C = StemTiling<S>::kChannels;
   const int64_t kw = KW > 0 ? KW : kw_rt;
   const float* wk = a.w + o0;
   for (int64_t c = 0; c < a.c; ++c)
     for (int64_t i = 0; i < a.kh; ++i) {
       const float* even = a.phases + c * a.channel_floats + i * a.row_floats + ox0;
       const float* odd = even + a.ur;
-      auto tap = [&](int64_t j) __attribute__((always_inline)) {
-        const float* src = ((j & 1) ? odd : even) + (j >> 1);
-        typename S::V in[V];
-#pragma GCC unroll 3
-        for (int v = 0; v < V; ++v) in[v] = S::loadu(src + L * v);
-#pragma GCC unroll 8
-        for (int o = 0; o < C; ++o) {
-          const typename S::V wv = S::broadcast(wk + o);
-#pragma GCC unroll 3
-          for (int v = 0; v < V; ++v) acc[o][v] = S::fmadd(wv, in[v], acc[o][v]);
-        }
-      };
       if constexpr (StemTiling<S>::kUnrollTaps) {
 #pragma GCC unroll 7
-        for (int64_t j = 0; j < kw; ++j, wk += kStemChannelBlock) tap(j);
+        for (int64_t j = 0; j < kw; ++j, wk += kStemChannelBlock) stem_tap<S, V>(((j & 1) ? odd : even) + (j >> 1), wk, acc);
       } else {
 #pragma GCC unroll 1
-        for (int64_t j = 0; j < kw; ++j, wk += kStemChannelBlock) tap(j);
+        for (int64_t j = 0; j < kw; ++j, wk += kStemChannelBlock) stem_tap<S, V>(((j & 1) ? odd : even) + (j >> 1), wk, acc);
       }
     }
 }
@@ -102,9 +106,11 @@ struct StemStoreArgs {
   int64_t plane;  // ho * wo
 };
 
-// `last`: how many lanes of the last vector to store (1-L). Never inlined: inlined into the band
-// loop, GCC spills most of the accumulators inside the tap loop (AVX2: 2.2x slower).
-template <class S, int KW, int V>
+// `last`: how many lanes of the last vector to store (1-L). kAct: the activation as a template
+// argument (activate_fixed), so the tile's vectors run it as one straight-line block. Never
+// inlined: inlined into the band loop, GCC spills most of the accumulators inside the tap loop
+// (AVX2: 2.2x slower; AVX-512: 12%).
+template <class S, int KW, int V, int kAct>
 __attribute__((noinline)) void stem_tile(const StemTileArgs& a, int64_t kw_rt, const StemStoreArgs<S>& s,
                                          int64_t ox0, int64_t last) {
   constexpr int L = S::kLanes, C = StemTiling<S>::kChannels;
@@ -115,40 +121,35 @@ __attribute__((noinline)) void stem_tile(const StemTileArgs& a, int64_t kw_rt, c
 #pragma GCC unroll 3
       for (int v = 0; v < V; ++v) acc[o][v] = S::zero();
     stem_accumulate<S, KW, V>(a, kw_rt, ox0, o0, acc);
-    // The activation a template argument: the tile's vectors then run it as one straight-line
-    // block (see with_fixed_activation).
-    with_fixed_activation(s.act, [&](auto act) __attribute__((always_inline)) {
 #pragma GCC unroll 8
-      for (int o = 0; o < C; ++o) {
-        if (o0 + o >= s.channels) break;
-        const typename S::V b = s.bias ? S::set1(s.bias[o0 + o]) : S::zero();
-        float* out = s.y + (o0 + o) * s.plane + ox0;
+    for (int o = 0; o < C; ++o) {
+      if (o0 + o >= s.channels) break;
+      const typename S::V b = s.bias ? S::set1(s.bias[o0 + o]) : S::zero();
+      float* out = s.y + (o0 + o) * s.plane + ox0;
 #pragma GCC unroll 3
-        for (int v = 0; v < V; ++v) {
-          typename S::V r = S::add(acc[o][v], b);
-          // max(lo, r) / min(hi, r) return r when it is NaN, like the reference clamp.
-          if (s.clamp) r = S::min(s.hi, S::max(s.lo, r));
-          r = activate_fixed<S, decltype(act)::value>(s.act, r);
-          if (v == V - 1 && last < L) S::store_first(out + L * v, r, last);
-          else S::storeu(out + L * v, r);
-        }
+      for (int v = 0; v < V; ++v) {
+        typename S::V r = S::add(acc[o][v], b);
+        if (s.clamp) r = S::min(s.hi, S::max(s.lo, r));
+        r = activate_fixed<S, kAct>(s.act, r);
+        if (v == V - 1 && last < L) S::store_first(out + L * v, r, last);
+        else S::storeu(out + L * v, r);
       }
-    });
+    }
   }
 }
 
 // One output row of one channel block: chunks of 3 vectors of columns, then the remainder.
-template <class S, int KW>
+template <class S, int KW, int kAct>
 void stem_row(const StemTileArgs& a, int64_t kw_rt, const StemStoreArgs<S>& s, int64_t wo) {
   constexpr int L = S::kLanes, V = kStemChunkVectors;
   int64_t ox0 = 0;
-  for (; ox0 + L * V <= wo; ox0 += L * V) stem_tile<S, KW, V>(a, kw_rt, s, ox0, L);
+  for (; ox0 + L * V <= wo; ox0 += L * V) stem_tile<S, KW, V, kAct>(a, kw_rt, s, ox0, L);
   const int64_t rest = wo - ox0;
   if (rest <= 0) return;
   const int64_t last = rest - (rest - 1) / L * L;
-  if (rest > 2 * L) stem_tile<S, KW, 3>(a, kw_rt, s, ox0, last);
-  else if (rest > L) stem_tile<S, KW, 2>(a, kw_rt, s, ox0, last);
-  else stem_tile<S, KW, 1>(a, kw_rt, s, ox0, last);
+  if (rest > 2 * L) stem_tile<S, KW, 3, kAct>(a, kw_rt, s, ox0, last);
+  else if (rest > L) stem_tile<S, KW, 2, kAct>(a, kw_rt, s, ox0, last);
+  else stem_tile<S, KW, 1, kAct>(a, kw_rt, s, ox0, last);
 }
 
 // One row of the 3x3 / stride 2 / pad 1 max pool of `channels` conv planes held in `conv`
@@ -166,10 +167,11 @@ void stem_pool_row(const float* conv, int64_t r0, int64_t rows, int64_t ld, int6
       const int64_t c0 = 2 * px0 - 1;  // conv column of tap 0 of output px0
       for (int64_t yy = y0; yy < y1; ++yy) {
         const float* row = conv + o * cs + (yy - r0) * ld;
-        // Taps 0 and 1: the even and odd floats of 2L from c0; tap 2: the even floats from c0 + 2.
-        typename S::V t0, t1, t2, unused;
+        // Taps 0 and 1: the even and odd floats of 2L from c0; tap 2 of lane l is column c0 + 2 l + 2,
+        // lane l + 1 of tap 0 (the last lane: the first float of the next 2L).
+        typename S::V t0, t1;
         S::deinterleave(S::load_range(row, c0, wo, ninf), S::load_range(row, c0 + L, wo, ninf), t0, t1);
-        S::deinterleave(S::load_range(row, c0 + 2, wo, ninf), S::load_range(row, c0 + 2 + L, wo, ninf), t2, unused);
+        const typename S::V t2 = S::shift_in(t0, S::load_range(row, c0 + 2 * L, wo, ninf));
         acc = S::max(acc, S::max(t0, S::max(t1, t2)));
       }
       S::store_first(out + o * plane + py * wp + px0, acc, wp - px0);
@@ -224,12 +226,15 @@ void conv_stem_f32_simd(const StemConvGeom& g, const float* x, const float* pack
         for (int64_t oy = oy0; oy < oy1; ++oy) {
           a.phases = phases + 2 * oy * l.row_floats();
           s.y = pool.on ? conv + (oy - oy0) * ld : y + ((img * g.co + b * kCb) * g.ho + oy) * g.wo;
-          switch (g.kw) {
-            case 3: stem_row<S, 3>(a, 3, s, g.wo); break;
-            case 5: stem_row<S, 5>(a, 5, s, g.wo); break;
-            case 7: stem_row<S, 7>(a, 7, s, g.wo); break;
-            default: stem_row<S, 0>(a, g.kw, s, g.wo); break;
-          }
+          with_fixed_activation(ep.act, [&](auto act) {
+            constexpr int kAct = decltype(act)::value;
+            switch (g.kw) {
+              case 3: stem_row<S, 3, kAct>(a, 3, s, g.wo); break;
+              case 5: stem_row<S, 5, kAct>(a, 5, s, g.wo); break;
+              case 7: stem_row<S, 7, kAct>(a, 7, s, g.wo); break;
+              default: stem_row<S, 0, kAct>(a, g.kw, s, g.wo); break;
+            }
+          });
         }
         if (pool.on)
           for (int64_t py = y0; py < y1; ++py)
