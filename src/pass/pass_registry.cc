@@ -19,6 +19,7 @@ std::vector<PassInfo> registered_passes() {
       fuse_attention_pass(),
       assign_layouts_pass(),
       fusion_pass(),
+      fuse_epilogues_pass(),
   };
 }
 

@@ -23,6 +23,7 @@ PassInfo fuse_composites_pass();     // pass/fuse_composites.cc
 PassInfo fuse_attention_pass();      // pass/fuse_composites.cc (same matcher; not in the default pipeline)
 PassInfo assign_layouts_pass();      // pass/assign_layouts.cc
 PassInfo fusion_pass();              // pass/fusion.cc
+PassInfo fuse_epilogues_pass();      // pass/fuse_epilogues.cc
 
 std::vector<PassInfo> registered_passes();
 

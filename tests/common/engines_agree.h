@@ -55,7 +55,7 @@ inline bool outputs_agree(const std::vector<RtValue>& got, const std::vector<RtV
 inline CompileStats engines_agree(const std::string& text, int threads, uint64_t seed) {
   Model m = parse_model(text);
   PassContext ctx;
-  run_passes(m, {"shape-inference", "fusion"}, ctx);
+  run_passes(m, {"shape-inference", "fusion", "fuse-epilogues"}, ctx);
   const std::vector<RtValue> feeds = random_feeds(m, seed);
   Interpreter interp(m);
   auto want = interp.run(feeds);

@@ -122,7 +122,7 @@ Rewritten chain_agrees(const std::string& text, int threads) {
   Model original = parse_model(text), rewritten = parse_model(text);
   PassContext ctx;
   run_passes(original, {"shape-inference"}, ctx);
-  run_passes(rewritten, {"shape-inference", "assign-layouts", "fusion"}, ctx);
+  run_passes(rewritten, {"shape-inference", "assign-layouts", "fusion", "fuse-epilogues"}, ctx);
   const std::vector<RtValue> feeds = test::random_feeds(original, 5);
   const std::vector<RtValue> want = Interpreter(original).run(feeds);
   CompiledOptions opts;

@@ -22,7 +22,7 @@ void check(const std::string& text) {
 std::string kernels_of(const std::string& text) {
   Model m = parse_model(text);
   PassContext ctx;
-  run_passes(m, {"shape-inference", "fusion"}, ctx);
+  run_passes(m, {"shape-inference", "fusion", "fuse-epilogues"}, ctx);
   CompiledExecutor exec(m, CompiledOptions());
   exec.run(test::random_feeds(m, 3));
   return exec.kernels_text();

@@ -17,7 +17,7 @@ namespace {
 Model prepare_pool(const std::string& text) {
   Model m = parse_model(text);
   PassContext ctx;
-  run_passes(m, {"shape-inference", "fusion"}, ctx);
+  run_passes(m, {"shape-inference", "fusion", "fuse-epilogues"}, ctx);
   return m;
 }
 

@@ -64,7 +64,7 @@ TEST(ConvSelect, LargeConvInExecutorMatchesInterpreter) {
                            "  %y = Relu(%c) : f32[1,40,29,27]\n  return %y\n}";
   Model m = parse_model(text);
   PassContext ctx;
-  run_passes(m, {"shape-inference", "fusion"}, ctx);
+  run_passes(m, {"shape-inference", "fusion", "fuse-epilogues"}, ctx);
   Tensor x(DType::kFloat32, {1, 32, 29, 27});
   std::uniform_real_distribution<double> uni(-1.0, 1.0);
   for (int64_t i = 0; i < x.numel(); ++i) x.set_double(i, uni(rng));

@@ -76,7 +76,7 @@ TEST(ConvTranspose, RunTimeWeight) {
   std::mt19937_64 rng(1);
   Model m = parse_model(model({{1, 4, 5, 5}, {4, 3, 3, 3}, "strides=[2, 2]", {1, 3, 11, 11}, true, "", true}, rng));
   PassContext ctx;
-  run_passes(m, {"shape-inference", "fusion"}, ctx);
+  run_passes(m, {"shape-inference", "fusion", "fuse-epilogues"}, ctx);
   Interpreter interp(m);
   CompiledOptions opts;
   opts.threads = 2;

@@ -497,7 +497,7 @@ TEST(GemmEpilogue, MaxPoolNotFused) {
 ExecPlan expect_blob_round_trip(const std::string& text, int gemm_nodes) {
   Model m = parse_model(text);
   PassContext ctx;
-  run_passes(m, {"shape-inference", "fusion"}, ctx);
+  run_passes(m, {"shape-inference", "fusion", "fuse-epilogues"}, ctx);
   const std::vector<RtValue> feeds = test::random_feeds(m, 9);
   CompiledExecutor exec(m, CompiledOptions());
   auto want = exec.run(feeds);

@@ -139,7 +139,7 @@ TEST(Recurrent, RunTimeSequenceLens) {
       Case c{op, 5, 4, 6, 8, "bidirectional", 0, true, true, op == "LSTM", {output}, "", 2};
       Model m = parse_model(model(c, rng));
       PassContext ctx;
-      run_passes(m, {"shape-inference", "fusion"}, ctx);
+      run_passes(m, {"shape-inference", "fusion", "fuse-epilogues"}, ctx);
       std::vector<RtValue> feeds = test::random_feeds(m, 3);
       Tensor& sl = feeds[op == "LSTM" ? 3 : 2].tensor;
       ASSERT_EQ(sl.dtype(), DType::kInt32);

@@ -1,16 +1,14 @@
 // S2 of the compile steps (plan_builder.h), microkernel steps: float32 MatMul/Gemm/Conv/RNN
 // nodes that runtime/gemm_ops.h covers run through sgemm (constant weights packed once), with
-//   - fused epilogues: the chain after the node ([bias Add] [residual Add] [Relu | Clip |
-//     HardSwish | Sigmoid | SiLU, as Mul(v, Sigmoid(v)) or kiln::Silu/HardSwish]) runs in the
-//     step's store when every intermediate has one consumer and is no graph output, dims and
-//     dtypes match, and a residual is computed before the GEMM in the execution order;
-//   - input scales: Conv(Mul(x, s)) with s one value per input channel (a squeeze-and-excitation
-//     gate) scales the conv's packed weights per run where that costs less than the Mul;
-//   - the stem's MaxPool (3x3, stride 2, pad 1) pooled in the conv's step.
-// KILN_GEMM_EPILOGUES=0 turns the fusions off (A/B measurements).
-#include <cstdlib>
-#include <limits>
-
+// what the fuse-epilogues pass (pass/fuse_epilogues.cc) marked for them:
+//   - the epilogue chain after the node (kiln.epilogue / kiln.fused_into): bias and residual
+//     Adds become operands of the step, Relu / Clip / HardSwish / Sigmoid / SiLU its clamp and
+//     activation, all applied in the microkernel's store;
+//   - the input scale (kiln.input_scale_of): Conv(Mul(x, s)) scales the conv's packed weights per
+//     run, where gemm_ops::input_scale_pays says that costs less than the Mul (bound dims);
+//   - the stem's MaxPool (kiln.epilogue = "max_pool"), pooled in the conv's step where its op can.
+// A mark is followed only when the op the step makes takes it; otherwise the marked nodes run as
+// usual. KILN_DISABLE_PASSES=fuse-epilogues turns the fusions off (A/B measurements).
 #include "driver/compile/plan_builder.h"
 #include "kernels/x86/f32_conv_stem.h"
 #include "kernels/x86/f32_gemm.h"
@@ -18,45 +16,41 @@
 namespace kiln::compile {
 namespace {
 
-bool fuse_epilogues() {
-  static const bool on = [] {
-    const char* e = std::getenv("KILN_GEMM_EPILOGUES");
-    return !(e && std::string(e) == "0");
-  }();
-  return on;
+constexpr const char* kRoleAttr = "kiln.epilogue";
+constexpr const char* kIntoAttr = "kiln.fused_into";
+
+// Through Identity nodes to the value they forward (exporters share a bias through them: ViT).
+const Value* through_identities(const Value* v) {
+  while (v && v->producer && v->producer->op_type == "Identity" && v->producer->inputs.size() == 1 &&
+         (v->producer->domain.empty() || v->producer->domain == "ai.onnx"))
+    v = v->producer->inputs[0];
+  return v;
 }
 
 }  // namespace
 
-// Muls deferred to the conv after them as its input scale (scaled_input, deferred_muls).
+// The Muls fuse-epilogues marked as input scales, deferred into the conv after them where its op
+// takes the scale and that pays (scaled_input, deferred_muls).
 void PlanBuilder::find_input_scales() {
-  if (!fuse_epilogues()) return;
-  for (int i = 0; i < nnodes; ++i) {
-    const Node& n = *g.nodes[static_cast<size_t>(i)];
-    if (n.op_type != "Conv" || (!n.domain.empty() && n.domain != "ai.onnx") || n.inputs.size() < 2 ||
-        !n.inputs[0] || folded_nodes.count(i))
-      continue;
-    auto p = producer.find(n.inputs[0]);
-    if (p == producer.end()) continue;
-    const int m = p->second;
+  for (int m = 0; m < nnodes; ++m) {
     const Node& mn = *g.nodes[static_cast<size_t>(m)];
-    const Value* y = n.inputs[0];
-    if (mn.op_type != "Mul" || (!mn.domain.empty() && mn.domain != "ai.onnx") || mn.inputs.size() != 2 ||
-        !mn.inputs[0] || !mn.inputs[1] || mn.outputs.size() != 1 || folded_nodes.count(m) || graph_outputs.count(y) ||
-        consumers[y] != std::vector<int>{i} || n.inputs[1] == y || (n.inputs.size() > 2 && n.inputs[2] == y))
+    const Attribute* of = mn.attr("kiln.input_scale_of");
+    if (!of || of->kind != Attribute::Kind::kString || folded_nodes.count(m) || mn.outputs.size() != 1 ||
+        mn.inputs.size() != 2)
       continue;
-    // x: the operand with the Mul's dims; the scale: one value per channel ([..., C, 1, 1]).
-    const std::vector<int64_t>& ydims = ex.slots[static_cast<size_t>(slot_of.at(y))].dims;
+    const Value* y = mn.outputs[0];
+    auto cit = consumers.find(y);
+    if (!y || graph_outputs.count(y) || cit == consumers.end() || cit->second.size() != 1) continue;
+    const int i = cit->second[0];
+    const Node& n = *g.nodes[static_cast<size_t>(i)];
+    if (folded_nodes.count(i) || n.outputs.empty() || !n.outputs[0] || n.outputs[0]->name != of->s) continue;
+    // x: the operand with the Mul's (bound) dims; the other is the scale.
     auto dims = [&](const Value* v) -> const std::vector<int64_t>& {
       return ex.slots[static_cast<size_t>(slot_of.at(v))].dims;
     };
-    auto per_channel = [&](const std::vector<int64_t>& sd) {
-      return ydims.size() == 4 && sd.size() >= 3 && sd.size() <= 4 && sd[sd.size() - 1] == 1 &&
-             sd[sd.size() - 2] == 1 && sd[sd.size() - 3] == ydims[1];
-    };
     const Value *x = mn.inputs[0], *scale = mn.inputs[1];
-    if (dims(x) != ydims) std::swap(x, scale);
-    if (dims(x) != ydims || !per_channel(dims(scale))) continue;
+    if (dims(x) != dims(y)) std::swap(x, scale);
+    if (dims(x) != dims(y)) continue;
     std::optional<gemm_ops::GemmDesc> d = desc_of(n);
     if (!d) continue;
     ScaledInput si;
@@ -89,7 +83,7 @@ bool PlanBuilder::add_gemm_step(int i) {
   // The output the descriptor was made for (a recurrent node's one in use).
   const size_t out_index = desc && gemm_ops::recurrent(desc->kind) ? static_cast<size_t>(desc->rnn.output) : 0;
   const Value* produced = desc ? n.outputs[out_index] : nullptr;
-  if (desc && fuse_epilogues() && !gemm_ops::recurrent(desc->kind)) {
+  if (desc && !gemm_ops::recurrent(desc->kind)) {
     gemm_ops::GemmDesc fused = *desc;
     std::vector<int32_t> fused_inputs = step_inputs;
     const Value* end = absorb_epilogue(i, fused, fused_inputs, chain);
@@ -105,7 +99,7 @@ bool PlanBuilder::add_gemm_step(int i) {
   if (desc && !op) op = scaled ? si->second.op : gemm_ops::make_gemm_op(*desc);
   // A stem conv's MaxPool (3x3, stride 2, pad 1) runs in its step too: the conv's output, the
   // network's largest activation, is then never written out. Only the stem conv op takes it.
-  if (op && fuse_epilogues() && desc->kind == gemm_ops::GemmKind::kConv && desc->epilogue_residual < 0) {
+  if (op && desc->kind == gemm_ops::GemmKind::kConv && desc->epilogue_residual < 0) {
     if (const int pool = max_pool_after(produced, i); pool >= 0) {
       gemm_ops::GemmDesc pooled = *desc;
       pooled.epilogue_max_pool = 1;
@@ -166,168 +160,75 @@ int32_t PlanBuilder::add_operand(gemm_ops::GemmDesc& d, std::vector<int32_t>& in
   return static_cast<int32_t>(d.operands.size() - 1);
 }
 
+// The fuse-epilogues role of node c in the step of the GEMM whose output is named `into`, or "".
+std::string PlanBuilder::epilogue_role(int c, const std::string& into) {
+  const Node& n = *g.nodes[static_cast<size_t>(c)];
+  const Attribute* role = n.attr(kRoleAttr);
+  const Attribute* of = n.attr(kIntoAttr);
+  if (!role || !of || role->kind != Attribute::Kind::kString || of->kind != Attribute::Kind::kString ||
+      of->s != into || absorbed.count(c) || deferred_muls.count(c))
+    return "";
+  return role->s;
+}
+
 // Extends `d` (operands, and `inputs`, the step's input slots parallel to them) with the chain
-// after GEMM node i; appends the absorbed nodes to `chain` and returns the value the step then
-// produces.
+// fuse-epilogues marked after GEMM node i; appends the absorbed nodes to `chain` and returns the
+// value the step then produces.
 const Value* PlanBuilder::absorb_epilogue(int i, gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs,
                                           std::vector<int>& chain) {
   const Value* cur = g.nodes[static_cast<size_t>(i)]->outputs[0];
-  if (d.out_dtype != DType::kFloat32 || d.out_dims.empty()) return cur;
-  const std::vector<int64_t>& dims = d.out_dims;
-  const size_t channel_axis = gemm_ops::channels_first(d.kind) ? 1 : dims.size() - 1;
-  if (channel_axis >= dims.size()) return cur;
-  // A per-output-channel bias under numpy broadcasting: 1 everywhere but the channel axis.
-  auto is_channel_bias = [&](const std::vector<int64_t>& b) {
-    if (b.size() > dims.size() || b.size() < dims.size() - channel_axis) return false;
-    const size_t off = dims.size() - b.size();
-    for (size_t k = 0; k < b.size(); ++k)
-      if (b[k] != (off + k == channel_axis ? dims[channel_axis] : 1)) return false;
-    return true;
-  };
-  auto computed_before = [&](const Value* v) {
-    if (v->is_graph_input || constant_of(v)) return true;
-    auto it = producer.find(v);
-    return it != producer.end() && pos_in_order[static_cast<size_t>(it->second)] < pos_in_order[static_cast<size_t>(i)];
-  };
-  auto scalar_f32 = [&](const Value* v, float& out) {
-    if (!v) return true;  // absent bound
-    const Tensor* c = constant_of(v);
-    if (!c || c->dtype() != DType::kFloat32 || c->numel() != 1) return false;
-    out = c->data<float>()[0];
-    return true;
-  };
-  // A node that may join the chain: ai.onnx (or kiln's SiLU/HardSwish composites), one f32
-  // output with the GEMM's dims, after the GEMM in the execution order and not taken yet.
-  auto joinable = [&](int c) {
-    const Node& cn = *g.nodes[static_cast<size_t>(c)];
-    if ((!cn.domain.empty() && cn.domain != "ai.onnx" && cn.domain != "kiln") || cn.outputs.size() != 1 ||
-        !cn.outputs[0])
-      return false;
-    if (pos_in_order[static_cast<size_t>(c)] < pos_in_order[static_cast<size_t>(i)] || absorbed.count(c) ||
-        deferred_muls.count(c))
-      return false;
-    const PlanSlot& os = ex.slots[static_cast<size_t>(slot_of[cn.outputs[0]])];
-    return os.tensor && os.dtype == DType::kFloat32 && os.dims == dims;
-  };
-  int stage = 0;  // 0: a bias may come next; 1: a residual; 2: a clamp or activation; 3: done
-  while (stage < 3) {
-    if (graph_outputs.count(cur)) break;
+  if (d.out_dtype != DType::kFloat32 || d.out_dims.empty() || !cur) return cur;
+  const std::string into = cur->name;
+  for (;;) {
     auto cit = consumers.find(cur);
-    if (cit != consumers.end() && cit->second.size() == 2) {
-      // SiLU as exported: Mul(v, Sigmoid(v)), the Sigmoid's output used by that Mul only.
-      int sig = -1, mul = -1;
-      for (int c : cit->second) {
-        const std::string& op = g.nodes[static_cast<size_t>(c)]->op_type;
-        if (op == "Sigmoid") sig = c;
-        else if (op == "Mul") mul = c;
-      }
-      if (sig < 0 || mul < 0 || !joinable(sig) || !joinable(mul)) break;
-      const Node& sn = *g.nodes[static_cast<size_t>(sig)];
-      const Node& mn = *g.nodes[static_cast<size_t>(mul)];
-      const Value* s = sn.outputs[0];
-      auto sc = consumers.find(s);
-      if (graph_outputs.count(s) || sc == consumers.end() || sc->second.size() != 1 || sc->second[0] != mul ||
-          mn.inputs.size() != 2 || !((mn.inputs[0] == cur && mn.inputs[1] == s) || (mn.inputs[0] == s && mn.inputs[1] == cur)))
-        break;
-      d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSilu);
-      chain.push_back(sig);
-      chain.push_back(mul);
-      cur = mn.outputs[0];
-      break;
+    if (cit == consumers.end()) break;
+    int c = -1, gate = -1;
+    std::string role;
+    for (int k : cit->second) {
+      const std::string r = epilogue_role(k, into);
+      if (r == "silu_gate") gate = k;
+      else if (!r.empty() && r != "max_pool") c = k, role = r;
     }
-    if (cit == consumers.end() || cit->second.size() != 1) break;
-    const int c = cit->second[0];
-    if (!joinable(c)) break;
+    if (c < 0) break;
     const Node& cn = *g.nodes[static_cast<size_t>(c)];
-    const Value* out = cn.outputs[0];
-    const int opset = model_.opset(cn.domain);
-    const bool composite = cn.domain == "kiln";  // fuse-composites' ops (ops/kiln_composites.cc)
-    if (composite && cn.op_type == "Silu") {
-      d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSilu);
-      stage = 3;
-    } else if (composite && cn.op_type == "HardSwish") {
-      d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kHardSwish);
-      stage = 3;
-    } else if (composite) {
-      break;
-    } else if (cn.op_type == "Add" && cn.inputs.size() == 2 && opset >= 7) {
-      const Value* other = cn.inputs[0] == cur ? cn.inputs[1] : cn.inputs[0];
-      if (!other) break;
-      const PlanSlot& vs = ex.slots[static_cast<size_t>(slot_of[other])];
-      if (!vs.tensor || vs.dtype != DType::kFloat32) break;
-      // Exporters share a bias through Identity (ViT): the step reads the constant itself.
-      const Value* bias = other;
-      for (auto p = producer.find(bias); p != producer.end(); p = producer.find(bias)) {
-        const Node& pn = *g.nodes[static_cast<size_t>(p->second)];
-        if (pn.op_type != "Identity" || (!pn.domain.empty() && pn.domain != "ai.onnx") || pn.inputs.size() != 1 ||
-            !pn.inputs[0])
-          break;
-        bias = pn.inputs[0];
-      }
-      if (stage == 0 && constant_of(bias) && is_channel_bias(vs.dims)) {
-        d.epilogue_bias = add_operand(d, inputs, bias);
-        stage = 1;
-      } else if (stage <= 1 && vs.dims == dims && computed_before(other)) {
-        d.epilogue_residual = add_operand(d, inputs, other);
-        stage = 2;
-      } else {
-        break;
-      }
-    } else if (cn.op_type == "HardSwish" && opset >= 14) {
-      d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kHardSwish);
-      stage = 3;
-    } else if (cn.op_type == "Sigmoid") {
-      d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSigmoid);
-      stage = 3;
-    } else if (cn.op_type == "Relu") {
+    const PlanSlot& os = ex.slots[static_cast<size_t>(slot_of.at(cn.outputs[0]))];
+    // The pass checked the types; dims they leave unknown are checked here, with the bound shapes.
+    if (!os.tensor || os.dtype != DType::kFloat32 || os.dims != d.out_dims) break;
+    const Value* other = cn.inputs.size() == 2 ? (cn.inputs[0] == cur ? cn.inputs[1] : cn.inputs[0]) : nullptr;
+    if (role == "bias" && other) {
+      d.epilogue_bias = add_operand(d, inputs, through_identities(other));
+    } else if (role == "residual" && other && ex.slots[static_cast<size_t>(slot_of.at(other))].dims == d.out_dims) {
+      d.epilogue_residual = add_operand(d, inputs, other);
+    } else if (role == "relu") {
       d.clamp_lo = 0.0f;
-      stage = 3;
-    } else if (cn.op_type == "Clip") {
-      // The interpreter's bounds when absent: the float range.
-      float lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
-      if (opset < 11) {
-        const Attribute* a = cn.attr("min");
-        if (a && a->kind == Attribute::Kind::kFloat) lo = a->f;
-        a = cn.attr("max");
-        if (a && a->kind == Attribute::Kind::kFloat) hi = a->f;
-      } else if (!scalar_f32(cn.inputs.size() > 1 ? cn.inputs[1] : nullptr, lo) ||
-                 !scalar_f32(cn.inputs.size() > 2 ? cn.inputs[2] : nullptr, hi)) {
-        break;
-      }
-      d.clamp_lo = lo;
-      d.clamp_hi = hi;
-      stage = 3;
+    } else if (const Attribute* b = cn.attr("kiln.clip"); role == "clip" && b && b->floats.size() == 2) {
+      d.clamp_lo = b->floats[0];
+      d.clamp_hi = b->floats[1];
+    } else if (role == "hardswish") {
+      d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kHardSwish);
+    } else if (role == "sigmoid") {
+      d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSigmoid);
+    } else if (role == "silu") {
+      d.epilogue_activation = static_cast<int32_t>(kernels::Activation::kSilu);
+      if (gate >= 0) chain.push_back(gate);
     } else {
       break;
     }
     chain.push_back(c);
-    cur = out;
+    cur = cn.outputs[0];
   }
   return cur;
 }
 
-// The node that max-pools v with 3x3 windows, stride 2 and pad 1 (floor mode, no indices) as v's
-// only consumer after node i, or -1.
+// The MaxPool fuse-epilogues marked for GEMM node i's step as v's only consumer, when its output
+// has the pooled dims (3x3, stride 2, pad 1, floor mode), or -1.
 int PlanBuilder::max_pool_after(const Value* v, int i) {
   auto cit = consumers.find(v);
-  if (!v || graph_outputs.count(v) || cit == consumers.end() || cit->second.size() != 1) return -1;
+  const Value* gemm_out = g.nodes[static_cast<size_t>(i)]->outputs[0];
+  if (!v || !gemm_out || graph_outputs.count(v) || cit == consumers.end() || cit->second.size() != 1) return -1;
   const int c = cit->second[0];
+  if (epilogue_role(c, gemm_out->name) != "max_pool") return -1;
   const Node& pn = *g.nodes[static_cast<size_t>(c)];
-  if (pn.op_type != "MaxPool" || (!pn.domain.empty() && pn.domain != "ai.onnx") || pn.inputs.size() != 1 ||
-      pn.outputs.empty() || !pn.outputs[0] || (pn.outputs.size() > 1 && pn.outputs[1]) || absorbed.count(c) ||
-      pos_in_order[static_cast<size_t>(c)] < pos_in_order[static_cast<size_t>(i)])
-    return -1;
-  auto ints = [&](const char* name, std::vector<int64_t> dflt) {
-    const Attribute* a = pn.attr(name);
-    return a && a->kind == Attribute::Kind::kInts ? a->ints : dflt;
-  };
-  const Attribute* ap = pn.attr("auto_pad");
-  const Attribute* cm = pn.attr("ceil_mode");
-  if ((ap && ap->kind == Attribute::Kind::kString && ap->s != "NOTSET") || (cm && cm->i != 0)) return -1;
-  using Ints = std::vector<int64_t>;
-  if (ints("kernel_shape", {}) != Ints{3, 3} || ints("strides", {1, 1}) != Ints{2, 2} ||
-      ints("pads", {0, 0, 0, 0}) != Ints{1, 1, 1, 1} || ints("dilations", {1, 1}) != Ints{1, 1})
-    return -1;
   const PlanSlot& in = ex.slots[static_cast<size_t>(slot_of.at(v))];
   const PlanSlot& out = ex.slots[static_cast<size_t>(slot_of.at(pn.outputs[0]))];
   if (!out.tensor || out.dtype != DType::kFloat32 || in.dims.size() != 4 || out.dims.size() != 4) return -1;

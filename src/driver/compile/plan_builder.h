@@ -109,6 +109,7 @@ class PlanBuilder {
   gemm_ops::Operand operand_of(const Value* v, bool& known);
   int32_t add_operand(gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs, const Value* v);
   const Value* absorb_epilogue(int i, gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs, std::vector<int>& chain);
+  std::string epilogue_role(int c, const std::string& into);
   int max_pool_after(const Value* v, int i);
   int step_output(const Node& n);
   std::optional<gemm_ops::GemmDesc> desc_of(const Node& n);
