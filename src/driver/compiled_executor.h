@@ -47,6 +47,7 @@ struct CompileStats {
   int control_flow_nodes = 0;  // If/Loop/Scan steps (their bodies' nodes are counted above)
   int kernels = 0;           // kernel steps
   int compiled_kernels = 0;  // distinct kernels compiled (identical ones share code)
+  int reused_lowerings = 0;  // kernels whose TIR an earlier segment of the same structure gave (not lowered again)
   std::map<std::string, int> fallback_ops;  // op -> nodes run through the reference kernel
   int64_t arena_bytes = 0;
   std::string shapes;       // S1: where shapes came from: "inference" or "reference run (why)"

@@ -381,6 +381,12 @@ void append_graph(std::string& out, const Graph& g, size_t indent, const PrintOp
 
 }  // namespace
 
+std::string print_attribute(const Attribute& a) {
+  std::string out;
+  append_attr(out, a, 0, PrintOptions{});
+  return out;
+}
+
 std::string print_type(const Type& t) {
   std::string out;
   append_type(out, t);

@@ -56,6 +56,8 @@ std::string print_model(const Model& m, const PrintOptions& opts = {});
 std::string print_graph(const Graph& g, const PrintOptions& opts = {});
 // Type in text form (same as to_string(Type) except that odd symbols are quoted).
 std::string print_type(const Type& t);
+// An attribute's value in text form (as it appears after `name=` in a node).
+std::string print_attribute(const Attribute& a);
 
 // Parses the text form. Throws kiln::Error(kInvalidModel) whose message gives the line:column,
 // e.g. "expected ')' at 3:17 (found '}')", and whose location names `source_name`.

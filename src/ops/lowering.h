@@ -42,8 +42,21 @@ class LowerContext : public AttrReader {
   const std::vector<int64_t>& out_shape(int i = 0) const { return output_shapes[static_cast<size_t>(i)]; }
   DType in_dtype(int i) const { return input_dtypes[static_cast<size_t>(i)]; }
   DType out_dtype(int i = 0) const { return output_dtypes[static_cast<size_t>(i)]; }
+  // The value of constant input i, or nullptr. Lowerings read constants only through this (and
+  // constant_ints): the compiled executor reuses a kernel for a segment of the same structure
+  // whose constants agree where the lowering looked (constants_read).
   const Tensor* constant(int i) const {
-    return i < num_inputs() ? constants[static_cast<size_t>(i)] : nullptr;
+    if (i >= num_inputs() || i < 0) return nullptr;
+    if (read_.size() < inputs.size()) read_.resize(inputs.size(), 0);
+    read_[static_cast<size_t>(i)] = 1;
+    return constants[static_cast<size_t>(i)];
+  }
+  // The inputs whose constant value (or its absence) constant() returned, in increasing order.
+  std::vector<int> constants_read() const {
+    std::vector<int> out;
+    for (size_t i = 0; i < read_.size(); ++i)
+      if (read_[i]) out.push_back(static_cast<int>(i));
+    return out;
   }
   // Integer values of constant input i (any integer dtype); nullopt when not constant.
   std::optional<std::vector<int64_t>> constant_ints(int i) const;
@@ -53,6 +66,7 @@ class LowerContext : public AttrReader {
  private:
   int64_t opset_;
   std::string prefix_;
+  mutable std::vector<char> read_;
 };
 
 using LowerResult = std::optional<std::vector<te::Tensor>>;

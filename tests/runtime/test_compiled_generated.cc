@@ -210,5 +210,38 @@ TEST(CompiledGenerated, Resize) {
   }
 }
 
+// Segments of the same structure lower once (the later ones reuse the first's TIR), but only
+// where the constants their lowerings read agree: two Slices of the same dims with different
+// constant starts, or two Pows with different scalar exponents, are lowered apart.
+TEST(CompiledGenerated, RepeatedSegmentsLowerOnce) {
+  const std::string text = R"(model ir=8 opsets={"": 13}
+graph @g(%x: f32[4,32], %y: f32[4,32]) -> (%a: f32[4,32], %b: f32[4,32], %c: f32[4,16], %d: f32[4,16], %e: f32[4,32], %f: f32[4,32]) {
+  %s0 = const i64[2] [0, 0]
+  %s1 = const i64[2] [0, 16]
+  %e16 = const i64[2] [4, 16]
+  %e32 = const i64[2] [4, 32]
+  %ax = const i64[2] [0, 1]
+  %two = const f32[] [2]
+  %three = const f32[] [3]
+  %x1 = Sigmoid(%x) : f32[4,32]
+  %a = Mul(%x1, %x) : f32[4,32]
+  %y1 = Sigmoid(%y) : f32[4,32]
+  %b = Mul(%y1, %y) : f32[4,32]
+  %c = Slice(%a, %s0, %e16, %ax) : f32[4,16]
+  %d = Slice(%b, %s1, %e32, %ax) : f32[4,16]
+  %e = Pow(%a, %two) : f32[4,32]
+  %f = Pow(%b, %three) : f32[4,32]
+  return %a, %b, %c, %d, %e, %f
+}
+)";
+  for (int threads : {1, 2}) {
+    const CompileStats s = test::engines_agree(text, threads, 7);
+    EXPECT_EQ(s.fallback_nodes, 0);
+    // Only the second Sigmoid+Mul segment reuses a kernel (a wrong reuse of the first Slice's
+    // would also make the outputs disagree).
+    EXPECT_EQ(s.reused_lowerings, 1);
+  }
+}
+
 }  // namespace
 }  // namespace kiln

@@ -3,9 +3,11 @@
 // tensors are composed (external inputs are placeholders, scalar constants immediates, values
 // used outside the segment kernel outputs, the rest inlined) and lowered to one TIR PrimFunc.
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "driver/compile/plan_builder.h"
+#include "ir/text.h"
 #include "ops/lowering.h"
 
 namespace kiln::compile {
@@ -30,6 +32,7 @@ void PlanBuilder::lower_node(int i) {
   for (const Value* v : n.inputs) ok = ok && (!v || tensor_ok(v));
   for (const Value* v : n.outputs) ok = ok && (!v || tensor_ok(v));
   LowerResult res;
+  std::vector<int> seg_reads;
   if (ok) {
     LowerContext ctx(n, model_.opset(n.domain), "n" + std::to_string(i));
     for (const Value* v : n.inputs) {
@@ -75,6 +78,7 @@ void PlanBuilder::lower_node(int i) {
     }
     try {
       res = fn(ctx);
+      seg_reads = ctx.constants_read();
       if (!res) log("lowering of " + n.display_name() + " (" + n.qualified_op() + ") declined");
     } catch (const Error& e) {
       log("lowering of " + n.display_name() + " failed: " + e.what());
@@ -93,6 +97,7 @@ void PlanBuilder::lower_node(int i) {
   for (size_t k = 0; k < n.outputs.size(); ++k)
     if (n.outputs[k]) seg.tensors[n.outputs[k]] = (*res)[k];
   seg.nodes.push_back(i);
+  seg.constants_read.push_back(std::move(seg_reads));
 }
 
 // Turns the current segment into a kernel step (or fallback steps if lowering fails).
@@ -157,8 +162,18 @@ void PlanBuilder::flush() {
       st.args.push_back(make_out_arg(v));
     }
     std::string name = "k" + std::to_string(kernel_count);
-      tir::PrimFunc f = lower_with_default_schedule(out_tensors, computes, args, name, opts_.schedule);
-    plan->funcs.push_back(std::move(f));
+    const std::string key = segment_key(outputs);
+    if (std::optional<size_t> same = reusable_kernel(key)) {
+      // The TIR of an earlier segment of the same structure (a repeated layer): its copy is
+      // dropped by share_identical_kernels, this step calls the earlier kernel's code.
+      plan->funcs.push_back(plan->funcs[*same]);
+      func_identities.push_back(func_identities[*same]);
+      ++plan->stats.reused_lowerings;
+    } else {
+      plan->funcs.push_back(lower_with_default_schedule(out_tensors, computes, args, name, opts_.schedule));
+      func_identities.push_back(kernel_identity(plan->funcs.back()));
+      remember_kernel(key, plan->funcs.size() - 1);
+    }
     st.kind = PlanStep::Kind::kKernel;
     st.name = name;
     st.kernel = static_cast<int32_t>(ex.kernel_names.size());
@@ -172,6 +187,89 @@ void PlanBuilder::flush() {
     for (int i : seg.nodes) add_fallback(i);
   }
   seg = Segment();
+}
+
+// The segment's structure: per node its op, opset and attributes (kiln.* marks aside), where each
+// input comes from (a node of the segment, a placeholder, a scalar immediate with its value) with
+// its dtype and dims, its outputs' dtypes and dims; then which values leave the segment.
+std::string PlanBuilder::segment_key(const std::vector<std::pair<const Value*, te::Tensor>>& outputs) {
+  std::unordered_map<const Value*, std::string> local;
+  auto type_of = [&](const Value* v) {
+    const PlanSlot& ps = ex.slots[static_cast<size_t>(slot_of.at(v))];
+    std::string t = std::string(dtype_name(ps.dtype)) + "[";
+    for (int64_t d : ps.dims) t += std::to_string(d) + ",";
+    return t + "]";
+  };
+  std::string key = opts_.schedule ? "scheduled|" : "plain|";
+  for (size_t ln = 0; ln < seg.nodes.size(); ++ln) {
+    const Node& n = *g.nodes[static_cast<size_t>(seg.nodes[ln])];
+    key += n.domain + "::" + n.op_type + "@" + std::to_string(model_.opset(n.domain)) + "{";
+    for (const auto& [name, a] : n.attrs)
+      if (name.rfind("kiln.", 0) != 0) key += name + "=" + print_attribute(a) + ";";
+    key += "}(";
+    for (const Value* v : n.inputs) {
+      if (!v) {
+        key += "-,";
+        continue;
+      }
+      auto pit = std::find_if(seg.placeholders.begin(), seg.placeholders.end(),
+                              [&](const auto& p) { return p.first == v; });
+      if (auto it = local.find(v); it != local.end()) {
+        key += it->second;
+      } else if (pit != seg.placeholders.end()) {
+        key += "p" + std::to_string(pit - seg.placeholders.begin());
+      } else if (const Tensor* k = constant_of(v); k && k->numel() == 1) {
+        char buf[64];
+        std::snprintf(buf, sizeof(buf), "c%a", k->get_double(0));
+        key += buf;
+      } else {
+        key += "?";
+      }
+      key += ":" + type_of(v) + ",";
+    }
+    key += ")->";
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      if (!n.outputs[k]) continue;
+      local[n.outputs[k]] = "s" + std::to_string(ln) + "." + std::to_string(k);
+      key += type_of(n.outputs[k]) + ",";
+    }
+    key += ";";
+  }
+  key += "|out:";
+  for (const auto& [v, t] : outputs) key += local.count(v) ? local[v] + "," : "?,";
+  return key;
+}
+
+// A kernel lowered for `key` whose lowerings read the same constants as the current segment's.
+std::optional<size_t> PlanBuilder::reusable_kernel(const std::string& key) {
+  auto it = lowered.find(key);
+  if (it == lowered.end()) return std::nullopt;
+  auto same = [](const Tensor* a, const Tensor* b) {
+    if (!a || !b) return a == b;
+    return a == b || a->same_as(*b);
+  };
+  for (const LoweredKernel& k : it->second) {
+    bool ok = true;
+    for (const LoweredKernel::Read& r : k.reads) {
+      const Node& n = *g.nodes[static_cast<size_t>(seg.nodes[r.node])];
+      ok = ok && r.input < n.inputs.size() && same(n.inputs[r.input] ? constant_of(n.inputs[r.input]) : nullptr, r.value);
+    }
+    if (ok) return k.func;
+  }
+  return std::nullopt;
+}
+
+void PlanBuilder::remember_kernel(const std::string& key, size_t func) {
+  LoweredKernel k;
+  k.func = func;
+  for (size_t ln = 0; ln < seg.nodes.size(); ++ln) {
+    const Node& n = *g.nodes[static_cast<size_t>(seg.nodes[ln])];
+    for (int input : seg.constants_read[ln]) {
+      const size_t in = static_cast<size_t>(input);
+      k.reads.push_back({ln, in, in < n.inputs.size() && n.inputs[in] ? constant_of(n.inputs[in]) : nullptr});
+    }
+  }
+  lowered[key].push_back(std::move(k));
 }
 
 }  // namespace kiln::compile

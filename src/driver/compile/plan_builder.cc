@@ -228,8 +228,6 @@ void PlanBuilder::plan_codegen() {
   plan->stats.compiled_kernels = static_cast<int>(plan->funcs.size());
 }
 
-namespace {
-
 // A kernel's TIR with its own name and the node numbers in its identifiers ("n123_out") replaced
 // by their order of appearance: equal for the kernels of repeated layers.
 std::string kernel_identity(const tir::PrimFunc& f) {
@@ -257,15 +255,13 @@ std::string kernel_identity(const tir::PrimFunc& f) {
   return out;
 }
 
-}  // namespace
-
 // Kernels equal up to names (a transformer's layers repeat theirs) are compiled once: each later
 // one's steps call the first one's code.
 void PlanBuilder::share_identical_kernels() {
   std::unordered_map<std::string, std::string> first_of;  // identity -> kernel name
   std::vector<tir::PrimFunc> unique;
   for (size_t k = 0; k < plan->funcs.size(); ++k) {
-    auto [it, fresh] = first_of.emplace(kernel_identity(plan->funcs[k]), ex.kernel_names[k]);
+    auto [it, fresh] = first_of.emplace(func_identities[k], ex.kernel_names[k]);
     if (fresh) unique.push_back(std::move(plan->funcs[k]));
     else ex.kernel_names[k] = it->second;
   }

@@ -58,6 +58,9 @@ void log(const std::string& msg);
 // use (target::Target::host(): KILN_ISA=avx2 on an AVX-512 CPU makes generated code AVX2 too);
 // a named CPU is left as given.
 codegen::TargetOptions codegen_target(const codegen::TargetOptions& o);
+// A kernel's TIR with its own name and the node numbers in its identifiers ("n123_out")
+// replaced by their order of appearance: equal for the kernels of repeated layers.
+std::string kernel_identity(const tir::PrimFunc& f);
 // Plans whose shapes needed a reference run (process-wide; tests assert on it).
 int64_t reference_runs();
 
@@ -77,9 +80,21 @@ class PlanBuilder {
   // A run of consecutive lowerable nodes being composed into one kernel.
   struct Segment {
     std::vector<int> nodes;
+    std::vector<std::vector<int>> constants_read;  // per node: the inputs its lowering read as constants
     std::unordered_map<const Value*, te::Tensor> tensors;  // values computed in the segment
     std::vector<std::pair<const Value*, te::Tensor>> placeholders;
     int next_placeholder = 0;
+  };
+  // A kernel lowered earlier in this plan: a segment with the same structure (segment_key) whose
+  // nodes' lowerings saw the same constants reuses its TIR instead of lowering again.
+  struct LoweredKernel {
+    size_t func = 0;  // index into plan->funcs
+    struct Read {
+      size_t node;  // index in the segment
+      size_t input;
+      const Tensor* value;  // the constant seen, or nullptr
+    };
+    std::vector<Read> reads;
   };
   // A Mul deferred to the conv after it as its input scale (gemm_steps.cc).
   struct ScaledInput {
@@ -116,6 +131,9 @@ class PlanBuilder {
   bool tensor_ok(const Value* v);
   void lower_node(int i);
   void flush();
+  std::string segment_key(const std::vector<std::pair<const Value*, te::Tensor>>& outputs);
+  std::optional<size_t> reusable_kernel(const std::string& key);
+  void remember_kernel(const std::string& key, size_t func);
   // S3, S4
   void plan_codegen();
   void share_identical_kernels();
@@ -145,6 +163,8 @@ class PlanBuilder {
   Segment seg;
   int64_t seg_group = -2;
   int kernel_count = 0;
+  std::vector<std::string> func_identities;  // parallel to plan->funcs (kernel_identity)
+  std::unordered_map<std::string, std::vector<LoweredKernel>> lowered;  // segment_key -> kernels
   std::unordered_set<int> absorbed;                   // nodes run in a GEMM step's epilogue
   std::unordered_map<int, ScaledInput> scaled_input;  // conv node -> its deferred Mul
   std::unordered_set<int> deferred_muls;
