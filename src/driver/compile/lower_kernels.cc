@@ -170,7 +170,7 @@ void PlanBuilder::flush() {
       func_identities.push_back(func_identities[*same]);
       ++plan->stats.reused_lowerings;
     } else {
-      plan->funcs.push_back(lower_with_default_schedule(out_tensors, computes, args, name, opts_.schedule));
+      plan->funcs.push_back(lower_with_default_schedule(out_tensors, computes, args, name, opts_.schedule, schedule_lanes()));
       func_identities.push_back(kernel_identity(plan->funcs.back()));
       remember_kernel(key, plan->funcs.size() - 1);
     }
@@ -200,7 +200,7 @@ std::string PlanBuilder::segment_key(const std::vector<std::pair<const Value*, t
     for (int64_t d : ps.dims) t += std::to_string(d) + ",";
     return t + "]";
   };
-  std::string key = opts_.schedule ? "scheduled|" : "plain|";
+  std::string key = opts_.schedule ? "scheduled" + std::to_string(schedule_lanes()) + "|" : "plain|";
   for (size_t ln = 0; ln < seg.nodes.size(); ++ln) {
     const Node& n = *g.nodes[static_cast<size_t>(seg.nodes[ln])];
     key += n.domain + "::" + n.op_type + "@" + std::to_string(model_.opset(n.domain)) + "{";

@@ -171,9 +171,12 @@ class PlanBuilder {
 };
 
 // The kernel of one segment: inlines the intermediates, applies the default schedule rules
-// (when `schedule`) and lowers to TIR (default_schedule.cc). Throws when lowering fails.
+// (when `schedule`; vector loops of `lanes` elements) and lowers to TIR (default_schedule.cc).
+// Throws when lowering fails.
 tir::PrimFunc lower_with_default_schedule(const std::vector<te::Tensor>& out_tensors,
                                           const std::vector<te::Tensor>& computes, const std::vector<te::Tensor>& args,
-                                          const std::string& name, bool schedule);
+                                          const std::string& name, bool schedule, int lanes);
+// The default rules' vector loop length for the host target (schedule_lanes in default_schedule.cc).
+int schedule_lanes();
 
 }  // namespace kiln::compile
