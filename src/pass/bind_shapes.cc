@@ -54,6 +54,9 @@ class Binder {
                                    std::to_string(x.dims()[k]) + " in '" + in.name + "'");
       }
     out_.values[&in] = BoundValue{x.dtype(), x.dims(), Tensor()};
+    // A tiny input's value (a sample rate, a flag) may pick an If branch for this call's plan;
+    // never a plan constant (the plan serves every value of these shapes).
+    if (x.numel() <= kSpeculativeMaxElements && x.dtype() != DType::kString) speculative_[&in] = x;
     return true;
   }
 
@@ -66,7 +69,7 @@ class Binder {
     const OpRegistry& reg = OpRegistry::global();
     const OpSchema* schema = reg.find(n.domain, n.op_type, opset);
     if (!schema) return stop(&n, "no schema for opset " + std::to_string(opset));
-    if (n.has_subgraphs()) return stop(&n, "control flow is planned at run time");
+    if (n.has_subgraphs()) return bind_control_flow(n, opset);
     if (schema->data_dependent_shape) return stop(&n, "its output shape depends on input values");
     std::vector<Type> types;
     std::vector<const Tensor*> constants;
@@ -103,6 +106,8 @@ class Binder {
       computed[0] = shape_op_value(n, opset, out_.values[n.inputs[0]].dims);
     } else if (all_values && !schema->random && schema->kernel && small(inferred)) {
       if (!evaluate(n, *schema, opset, constants, computed)) return false;
+    } else if (!schema->random && schema->kernel) {
+      speculate(n, *schema, opset, constants);
     }
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       const Value* v = n.outputs[i];
@@ -122,6 +127,145 @@ class Binder {
       out_.values[v] = BoundValue{t.dtype, t.shape->sizes(), Tensor()};
     }
     return true;
+  }
+
+  // If: the branch the condition picks when its value is known here, else both branches, which
+  // must then agree on every output's dtype and dims. Scan (opset 9+): the body with the
+  // initial states and one slice of each scan input bound; the states must keep their dims.
+  // Loop (its trip count and condition are values of the run) and others stop.
+  bool bind_control_flow(const Node& n, int64_t opset) {
+    if (!n.domain.empty() && n.domain != "ai.onnx") return stop(&n, "control flow outside ai.onnx is planned at run time");
+    if (n.op_type == "If") return bind_if(n);
+    if (n.op_type == "Scan" && opset >= 9) return bind_scan(n);
+    return stop(&n, n.op_type == "Loop" ? "a Loop's trip count and condition are known only at run time"
+                                        : "control flow is planned at run time");
+  }
+
+  // Binds body `g` (inputs `input_types`, its captured values already bound) in this binder's map.
+  bool bind_body(const Node& n, const Graph& g, const std::vector<BoundValue>& input_types) {
+    if (g.inputs.size() != input_types.size())
+      return stop(&n, "body '" + g.name + "' has " + std::to_string(g.inputs.size()) + " inputs, expected " +
+                          std::to_string(input_types.size()));
+    for (size_t i = 0; i < g.inputs.size(); ++i) out_.values[g.inputs[i]] = input_types[i];
+    for (const Value* c : g.constants) bind_constant(*c);
+    for (const auto& bn : g.nodes)
+      if (!bind_node(*bn)) return false;
+    for (const Value* v : g.outputs)
+      if (!out_.values.count(v)) return stop(&n, "body output '" + v->name + "' has no known shape");
+    return true;
+  }
+
+  bool bind_if(const Node& n) {
+    const Graph* then_g = n.attr("then_branch") ? n.attr("then_branch")->g.get() : nullptr;
+    const Graph* else_g = n.attr("else_branch") ? n.attr("else_branch")->g.get() : nullptr;
+    if (!then_g || !else_g || n.inputs.empty() || !n.inputs[0]) return stop(&n, "If without its branches");
+    std::vector<const Graph*> branches{then_g, else_g};
+    const BoundValue& cond = out_.values[n.inputs[0]];
+    bool known = false;  // the condition is a plan constant: the outputs may carry values
+    if (cond.value.defined() && cond.value.numel() == 1) {
+      branches = {cond.value.get_double(0) != 0 ? then_g : else_g};
+      known = true;
+    } else if (auto sp = speculative_.find(n.inputs[0]); sp != speculative_.end() && sp->second.numel() == 1) {
+      // This call's branch: a later call whose condition picks the other branch with other output
+      // shapes is caught by the plan's shape check (PlanShapeMismatch) and replanned.
+      branches = {sp->second.get_double(0) != 0 ? then_g : else_g};
+    }
+    for (const Graph* b : branches) {
+      if (b->outputs.size() < n.outputs.size()) return stop(&n, "a branch has fewer outputs than the node");
+      if (!bind_body(n, *b, {})) return false;
+    }
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (!n.outputs[i]) continue;
+      const BoundValue& first = out_.values[branches[0]->outputs[i]];
+      for (const Graph* b : branches) {
+        const BoundValue& other = out_.values[b->outputs[i]];
+        if (other.dtype != first.dtype || other.dims != first.dims)
+          return stop(&n, "the branches give output '" + n.outputs[i]->name + "' different shapes");
+      }
+      out_.values[n.outputs[i]] = BoundValue{first.dtype, first.dims, known ? first.value : Tensor()};
+    }
+    return true;
+  }
+
+  bool bind_scan(const Node& n) {
+    const Attribute* body_attr = n.attr("body");
+    const Graph* body = body_attr ? body_attr->g.get() : nullptr;
+    const Attribute* nsi = n.attr("num_scan_inputs");
+    if (!body || !nsi) return stop(&n, "Scan without its body or num_scan_inputs");
+    const size_t n_scan_in = static_cast<size_t>(nsi->i);
+    if (n_scan_in == 0 || n_scan_in > n.inputs.size() || body->outputs.size() < n.inputs.size() - n_scan_in)
+      return stop(&n, "Scan's inputs do not fit its body");
+    const size_t n_state = n.inputs.size() - n_scan_in, n_scan_out = body->outputs.size() - n_state;
+    auto axes = [&](const char* name, size_t count) {
+      const Attribute* a = n.attr(name);
+      std::vector<int64_t> v = a ? a->ints : std::vector<int64_t>();
+      if (v.empty()) v.assign(count, 0);
+      return v;
+    };
+    const std::vector<int64_t> in_axes = axes("scan_input_axes", n_scan_in);
+    const std::vector<int64_t> out_axes = axes("scan_output_axes", n_scan_out);
+    if (in_axes.size() != n_scan_in || out_axes.size() != n_scan_out) return stop(&n, "Scan's axes do not fit");
+    std::vector<BoundValue> body_inputs;
+    for (size_t i = 0; i < n_state; ++i) body_inputs.push_back(out_.values[n.inputs[i]]);
+    int64_t len = -1;
+    for (size_t j = 0; j < n_scan_in; ++j) {
+      BoundValue slice = out_.values[n.inputs[n_state + j]];
+      const int64_t rank = static_cast<int64_t>(slice.dims.size());
+      const int64_t axis = in_axes[j] < 0 ? in_axes[j] + rank : in_axes[j];
+      if (axis < 0 || axis >= rank) return stop(&n, "scan input axis out of range");
+      if (len >= 0 && slice.dims[static_cast<size_t>(axis)] != len) return stop(&n, "scan inputs differ in length");
+      len = slice.dims[static_cast<size_t>(axis)];
+      slice.dims.erase(slice.dims.begin() + axis);
+      slice.value = Tensor();
+      body_inputs.push_back(std::move(slice));
+    }
+    if (!bind_body(n, *body, body_inputs)) return false;
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (!n.outputs[i]) continue;
+      BoundValue v = out_.values[body->outputs[i]];
+      v.value = Tensor();
+      if (i < n_state) {
+        if (v.dtype != body_inputs[i].dtype || v.dims != body_inputs[i].dims)
+          return stop(&n, "state '" + n.outputs[i]->name + "' changes shape in the body");
+      } else {
+        const int64_t rank = static_cast<int64_t>(v.dims.size()) + 1;
+        const int64_t axis = out_axes[i - n_state] < 0 ? out_axes[i - n_state] + rank : out_axes[i - n_state];
+        if (axis < 0 || axis >= rank) return stop(&n, "scan output axis out of range");
+        v.dims.insert(v.dims.begin() + axis, len);
+      }
+      out_.values[n.outputs[i]] = std::move(v);
+    }
+    return true;
+  }
+
+  // Tiny values computed from tiny inputs (speculative_), for picking If branches only; nothing
+  // is stopped when this fails.
+  void speculate(const Node& n, const OpSchema& s, int64_t opset, const std::vector<const Tensor*>& constants) {
+    std::vector<RtValue> in_values;
+    in_values.reserve(n.inputs.size());
+    std::vector<const RtValue*> ins;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const Tensor* t = constants[i];
+      if (!t && n.inputs[i]) {
+        auto it = speculative_.find(n.inputs[i]);
+        if (it == speculative_.end()) return;
+        t = &it->second;
+      }
+      if (!t) {
+        ins.push_back(nullptr);
+        continue;
+      }
+      in_values.emplace_back(*t);
+      ins.push_back(&in_values.back());
+    }
+    try {
+      std::vector<RtValue> outs = evaluate_node(n, s, opset, ins);
+      for (size_t i = 0; i < n.outputs.size() && i < outs.size(); ++i)
+        if (n.outputs[i] && outs[i].is_tensor() && outs[i].tensor.numel() <= kSpeculativeMaxElements)
+          speculative_[n.outputs[i]] = outs[i].tensor;
+    } catch (const std::exception&) {
+      // Not needed to plan: the run reports it if it matters.
+    }
   }
 
   // False when inference already shows an output too large to keep (not worth evaluating).
@@ -176,9 +320,12 @@ class Binder {
     return true;
   }
 
+  static constexpr int64_t kSpeculativeMaxElements = 16;
+
   const Model& m_;
   int64_t keep_;
   BoundShapes out_;
+  std::unordered_map<const Value*, Tensor> speculative_;
   std::unordered_map<std::string, int64_t> symbols_;
 };
 

@@ -131,5 +131,123 @@ graph @main(%x: f32[6]) -> (%y: f32[?]) {
   EXPECT_EQ(out[0].tensor.get_double(0), 1.5);
 }
 
+// If: a condition that is a tiny input picks this call's branch (its shapes differ from the other
+// branch's); a later call whose condition picks the other branch is replanned, not run wrong.
+const char* kIfByFlag = R"(
+graph @main(%x: f32[4,6], %flag: bool[]) -> (%y: f32[?,?]) {
+  %y = If(%flag) {else_branch=graph @e() -> (%o2: f32[6,4]) {
+    %o2 = Transpose(%x) {perm=[1, 0]} : f32[6,4]
+    return %o2
+  }, then_branch=graph @t() -> (%o1: f32[4,6]) {
+    %o1 = Relu(%x) : f32[4,6]
+    return %o1
+  }} : f32[?,?]
+  return %y
+}
+)";
+
+RtValue flag(bool v) {
+  Tensor t(DType::kBool, {});
+  t.set_double(0, v ? 1.0 : 0.0);
+  return RtValue(t);
+}
+
+TEST(BindShapes, IfTakesTheBranchATinyInputPicks) {
+  Model m = parse_model(kIfByFlag);
+  BoundShapes t = bind_shapes(m, {zeros({4, 6}), flag(true)}, 1 << 16);
+  ASSERT_TRUE(t.complete) << t.stopped_at;
+  EXPECT_EQ(t.values.at(named(m, "y")).dims, (std::vector<int64_t>{4, 6}));
+  BoundShapes e = bind_shapes(m, {zeros({4, 6}), flag(false)}, 1 << 16);
+  ASSERT_TRUE(e.complete) << e.stopped_at;
+  EXPECT_EQ(e.values.at(named(m, "y")).dims, (std::vector<int64_t>{6, 4}));
+}
+
+TEST(BindShapes, IfBranchesMustAgreeWhenTheConditionIsUnknown) {
+  // The condition comes from a 32-element input: both branches are bound.
+  const char* text = R"(
+graph @main(%x: f32[4,6], %v: f32[32]) -> (%y: f32[?,?]) {
+  %m = ReduceMax(%v) {keepdims=0} : f32[]
+  %zero = const f32[] [0]
+  %c = Greater(%m, %zero) : bool[]
+  %y = If(%c) {else_branch=graph @e() -> (%o2: f32[BRANCH]) {
+    %o2 = SHAPE_OP
+    return %o2
+  }, then_branch=graph @t() -> (%o1: f32[4,6]) {
+    %o1 = Relu(%x) : f32[4,6]
+    return %o1
+  }} : f32[?,?]
+  return %y
+}
+)";
+  auto with = [&](const std::string& branch, const std::string& op) {
+    std::string t = text;
+    t.replace(t.find("BRANCH"), 6, branch);
+    t.replace(t.find("SHAPE_OP"), 8, op);
+    return parse_model(t);
+  };
+  Model agree = with("4,6", "Neg(%x) : f32[4,6]");
+  BoundShapes a = bind_shapes(agree, {zeros({4, 6}), zeros({32})}, 1 << 16);
+  ASSERT_TRUE(a.complete) << a.stopped_at;
+  EXPECT_EQ(a.values.at(named(agree, "y")).dims, (std::vector<int64_t>{4, 6}));
+  Model differ = with("6,4", "Transpose(%x) {perm=[1, 0]} : f32[6,4]");
+  BoundShapes d = bind_shapes(differ, {zeros({4, 6}), zeros({32})}, 1 << 16);
+  EXPECT_FALSE(d.complete);
+  EXPECT_NE(d.stopped_at.find("different shapes"), std::string::npos) << d.stopped_at;
+}
+
+TEST(BindShapes, ScanStatesAndScanOutputs) {
+  Model m = parse_model(R"(
+graph @main(%h: f32[3], %xs: f32[5,3]) -> (%hn: f32[3], %ys: f32[5,3]) {
+  %hn, %ys = Scan(%h, %xs) {body=graph @b(%hi: f32[3], %xi: f32[3]) -> (%ho: f32[3], %yo: f32[3]) {
+    %ho = Add(%hi, %xi) : f32[3]
+    %yo = Tanh(%ho) : f32[3]
+    return %ho, %yo
+  }, num_scan_inputs=1} : f32[3], f32[5,3]
+  return %hn, %ys
+}
+)");
+  BoundShapes b = bind_shapes(m, {zeros({3}), zeros({7, 3})}, 1 << 16);
+  ASSERT_TRUE(b.complete) << b.stopped_at;
+  EXPECT_EQ(b.values.at(named(m, "hn")).dims, (std::vector<int64_t>{3}));
+  EXPECT_EQ(b.values.at(named(m, "ys")).dims, (std::vector<int64_t>{7, 3}));
+}
+
+TEST(BindShapes, LoopStopsWithTheReason) {
+  Model m = parse_model(R"(
+graph @main(%n: i64[], %c: bool[], %a: f32[2]) -> (%r: f32[2]) {
+  %r = Loop(%n, %c, %a) {body=graph @b(%i: i64[], %ci: bool[], %ai: f32[2]) -> (%co: bool[], %ao: f32[2]) {
+    %co = Identity(%ci) : bool[]
+    %ao = Neg(%ai) : f32[2]
+    return %co, %ao
+  }} : f32[2]
+  return %r
+}
+)");
+  Tensor n(DType::kInt64, {});
+  n.set_double(0, 3);
+  BoundShapes b = bind_shapes(m, {RtValue(n), flag(true), zeros({2})}, 1 << 16);
+  EXPECT_FALSE(b.complete);
+  EXPECT_NE(b.stopped_at.find("trip count"), std::string::npos) << b.stopped_at;
+}
+
+// The compiled executor plans the If model by inference; a call whose flag picks the other
+// branch (other output shapes) under the same input shapes still gets the right result.
+TEST(BindShapes, CompiledIfPlansWithoutAReferenceRun) {
+  Model m = fused(kIfByFlag);
+  CompiledExecutor ex(m);
+  const int64_t before = CompiledExecutor::reference_runs_while_compiling();
+  Tensor x(DType::kFloat32, {4, 6});
+  for (int64_t i = 0; i < x.numel(); ++i) x.set_double(i, static_cast<double>(i % 7) - 3.0);
+  std::vector<RtValue> out = ex.run({RtValue(x), flag(true)});
+  EXPECT_EQ(ex.stats().shapes, "inference");
+  EXPECT_EQ(CompiledExecutor::reference_runs_while_compiling(), before);
+  ASSERT_EQ(out[0].tensor.dims(), (std::vector<int64_t>{4, 6}));
+  EXPECT_EQ(out[0].tensor.get_double(1), 0.0);
+  EXPECT_EQ(out[0].tensor.get_double(4), 1.0);
+  out = ex.run({RtValue(x), flag(false)});
+  ASSERT_EQ(out[0].tensor.dims(), (std::vector<int64_t>{6, 4}));
+  EXPECT_EQ(out[0].tensor.get_double(1), x.get_double(6));  // y[0][1] = x[1][0]
+}
+
 }  // namespace
 }  // namespace kiln
