@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/x86/f32_col2im.h"
+#include "kernels/x86/f32_gemm.h"
 
 namespace kiln::kernels {
 namespace {
@@ -51,6 +52,28 @@ TEST(Col2im, MatchesDirectLoop) {
             ++cases;
           }
   EXPECT_GT(cases, 400);
+}
+
+// Every pair-row kernel of the family's list that the CPU runs: d[2k] += s0[k], d[2k+1] += s1[k]
+// for lengths around the 8- and 16-lane vectors.
+TEST(Col2im, EveryPairRowKernelInterleaves) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uni(-1, 1);
+  int ran = 0;
+  for (const auto& k : col2im_pair_row_kernels()) {
+    if (!isa_supported(k.isa)) continue;
+    for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 31, 33, 100}) {
+      std::vector<float> s0(n), s1(n), d(2 * n + 1), want;
+      for (auto* v : {&s0, &s1, &d})
+        for (float& e : *v) e = uni(rng);
+      want = d;
+      for (int64_t i = 0; i < n; ++i) want[2 * i] += s0[i], want[2 * i + 1] += s1[i];
+      k.fn(s0.data(), s1.data(), n, d.data());
+      for (int64_t i = 0; i < 2 * n + 1; ++i) ASSERT_EQ(d[i], want[i]) << k.name << " n=" << n << " at " << i;
+    }
+    ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << "no kernel of the list runs on this CPU";
 }
 
 }  // namespace

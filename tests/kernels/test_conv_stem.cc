@@ -4,8 +4,8 @@
 // AVX2: 8 / 24) (1, 7-9, 15-17, 23-25, 33, 47-49, 112); pads 0 to k-1, asymmetric (bottom/right from the output
 // size); bias / no bias, clamp, SiLU / HardSwish / Sigmoid; batch 2; 1 and 2 threads; the fused
 // 3x3 / stride 2 max pool over odd and even sizes (pooled widths around 16, and around 8 for the
-// AVX2 kernel's vectors). Runs the kernel of the default microkernel's ISA (AVX-512 or AVX2;
-// KILN_ISA=avx2 runs the AVX2 one on an AVX-512 CPU); skipped on other CPUs.
+// AVX2 kernel's vectors). Runs every kernel of the family's list (conv_stem_f32_kernels) that
+// the CPU supports, and the dispatching conv_stem_f32; skipped on CPUs without any.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,7 +19,15 @@
 namespace kiln::kernels {
 namespace {
 
-bool have_stem_kernel() { return f32_gemm_default().isa == Isa::kAvx512 || f32_gemm_default().isa == Isa::kAvx2; }
+bool have_stem_kernel() { return host_kernel(conv_stem_f32_kernels()) != nullptr; }
+
+// The dispatching entry point, then every listed kernel the CPU runs.
+std::vector<ConvStemFn> kernels_to_test() {
+  std::vector<ConvStemFn> fns{&conv_stem_f32};
+  for (const auto& k : conv_stem_f32_kernels())
+    if (isa_supported(k.isa)) fns.push_back(k.fn);
+  return fns;
+}
 
 struct Case {
   int64_t n, c, co, h, w, kh, kw, pt, pl, ho, wo;
@@ -28,7 +36,7 @@ struct Case {
   bool pool = false;
 };
 
-void check(const Case& cs, bool threaded) {
+void check(const Case& cs, bool threaded, ConvStemFn kernel) {
   StemConvGeom g;
   g.n = cs.n, g.c = cs.c, g.h = cs.h, g.w = cs.w, g.co = cs.co, g.kh = cs.kh, g.kw = cs.kw;
   g.ho = cs.ho, g.wo = cs.wo, g.pt = cs.pt, g.pl = cs.pl;
@@ -47,7 +55,7 @@ void check(const Case& cs, bool threaded) {
   pool.on = cs.pool;
   const int64_t hp = cs.pool ? StemMaxPool::pooled(g.ho) : g.ho, wp = cs.pool ? StemMaxPool::pooled(g.wo) : g.wo;
   std::vector<float> y(g.n * g.co * hp * wp, 1e30f);
-  conv_stem_f32(g, x.data(), packed.data(), y.data(), ep, threaded ? testing::two_threads() : ParallelFor(), pool);
+  kernel(g, x.data(), packed.data(), y.data(), ep, threaded ? testing::two_threads() : ParallelFor(), pool);
   std::vector<double> want(g.n * g.co * g.ho * g.wo);  // the conv with its epilogue
   for (int64_t img = 0; img < g.n; ++img)
     for (int64_t o = 0; o < g.co; ++o)
@@ -105,8 +113,9 @@ TEST(ConvStem, MatchesReference) {
   };
   // Output widths around the vector and tile sizes (AVX-512: 16 and 48, AVX2: 8 and 24), 3x3 with pad 1.
   for (int64_t wo : {1, 7, 8, 9, 15, 16, 17, 23, 24, 25, 33, 47, 48, 49}) cases.push_back(make(1, 3, 8, 6, 2 * wo, 3, 3, 1, 1, 0, 1, true, false));
-  for (const Case& c : cases)
-    for (bool threaded : {false, true}) check(c, threaded);
+  for (ConvStemFn kernel : kernels_to_test())
+    for (const Case& c : cases)
+      for (bool threaded : {false, true}) check(c, threaded, kernel);
 }
 
 // The fused max pool: ResNet's and ShuffleNet's stems on small planes, conv outputs of odd and
@@ -117,10 +126,10 @@ TEST(ConvStem, FusedMaxPool) {
                              make(2, 3, 24, 30, 27, 3, 3, 1, 1, 1, 1, true, false),
                              make(1, 3, 9, 9, 9, 3, 3, 1, 1, 1, 1, false, false, Activation::kSilu)};
   for (int64_t wp : {7, 8, 9, 15, 16, 17, 33}) cases.push_back(make(1, 3, 8, 13, 4 * wp, 3, 3, 1, 1, 1, 1, true, false));
-  for (Case& c : cases) {
-    c.pool = true;
-    for (bool threaded : {false, true}) check(c, threaded);
-  }
+  for (Case& c : cases) c.pool = true;
+  for (ConvStemFn kernel : kernels_to_test())
+    for (const Case& c : cases)
+      for (bool threaded : {false, true}) check(c, threaded, kernel);
 }
 
 TEST(ConvStem, Supported) {

@@ -29,9 +29,9 @@ void check_gemv(int64_t K, int64_t N, bool trans_b, float alpha, bool with_bias,
     want[j] = static_cast<float>(relu ? std::max(v, 0.0) : v);
   }
   const PackedGemvB p = pack_gemv_b(trans_b, K, N, b.data(), trans_b ? K : N);
-  std::vector<BlocksFn> fns = {&gemv_blocks_generic};
-  if (isa_supported(Isa::kAvx2)) fns.push_back(&gemv_blocks_avx2);
-  if (isa_supported(Isa::kAvx512)) fns.push_back(&gemv_blocks_avx512f);
+  std::vector<BlocksFn> fns;  // every kernel of the family's list that the CPU runs
+  for (const auto& k : gemv_f32_kernels())
+    if (isa_supported(k.isa)) fns.push_back(k.fn);
   for (BlocksFn fn : fns) {
     // Sentinel past the end: the kernels must not write beyond N.
     std::vector<float> y(N + 1, 12345.0f);

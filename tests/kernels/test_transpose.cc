@@ -13,12 +13,10 @@
 namespace kiln::kernels {
 namespace {
 
-using TransposeFn = void (*)(int64_t, int64_t, const float*, int64_t, float*, int64_t);
-
 TEST(Transpose, MatchesDefinition) {
-  std::vector<TransposeFn> fns = {&transpose_f32_generic, &transpose_f32};
-  if (isa_supported(Isa::kAvx2)) fns.push_back(&transpose_f32_avx2);
-  if (isa_supported(Isa::kAvx512)) fns.push_back(&transpose_f32_avx512f);
+  std::vector<TransposeFn> fns = {&transpose_f32};  // the dispatch, then the family's list
+  for (const auto& k : transpose_f32_kernels())
+    if (isa_supported(k.isa)) fns.push_back(k.fn);
   std::vector<std::pair<int64_t, int64_t>> shapes;
   for (int64_t rows : {1, 7, 8, 9, 16, 17, 49, 64})
     for (int64_t cols : {1, 5, 8, 15, 16, 31, 48, 50, 130}) shapes.emplace_back(rows, cols);

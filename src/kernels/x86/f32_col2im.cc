@@ -8,9 +8,10 @@
 
 namespace kiln::kernels {
 
-// d[2k] += s0[k], d[2k + 1] += s1[k] for k < n (f32_col2im_avx512f.cc, f32_col2im_avx2.cc).
-void col2im_pair_row_avx512f(const float* s0, const float* s1, int64_t n, float* d);
-void col2im_pair_row_avx2(const float* s0, const float* s1, int64_t n, float* d);
+const std::vector<IsaKernel<Col2imPairRowFn>>& col2im_pair_row_kernels() {
+  static const std::vector<IsaKernel<Col2imPairRowFn>> list = {KILN_COL2IM_PAIR_ROW_KERNELS(KILN_ISA_KERNEL_ENTRY)};
+  return list;
+}
 
 namespace {
 
@@ -33,10 +34,7 @@ void add_strided(const float* s, int64_t n, int64_t stride, float* d) {
 }  // namespace
 
 void col2im_add_plane(const Col2imGeom& g, const float* col, float* plane) {
-  static const Isa isa = f32_gemm_default().isa;
-  static const auto pair_row = isa == Isa::kAvx512 ? col2im_pair_row_avx512f
-                               : isa == Isa::kAvx2 ? col2im_pair_row_avx2
-                                                   : nullptr;
+  static const Col2imPairRowFn pair_row = host_kernel(col2im_pair_row_kernels());
   const int64_t hw = g.h * g.w;
   for (int64_t i = 0; i < g.kh; ++i) {
     const auto [iy0, iy1] = input_range(g.h, g.ho, g.sh, i * g.dh - g.pt);

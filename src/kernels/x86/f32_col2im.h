@@ -6,6 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
+
+#include "kernels/x86/isa_list.h"
 
 namespace kiln::kernels {
 
@@ -20,5 +23,16 @@ struct Col2imGeom {
 // plane[(iy*sh - pt + i*dh) * wo + ix*sw - pl + j*dw] += col[(i*kw + j) * h*w + iy*w + ix] for
 // every tap (i, j) and input pixel (iy, ix) whose position falls inside the ho x wo plane.
 void col2im_add_plane(const Col2imGeom& g, const float* col, float* plane);
+
+// d[2k] += s0[k], d[2k + 1] += s1[k] for k < n: stride-2 neighbouring taps interleaved (the
+// family's list, isa_list.h; without an entry for the host's ISA a portable loop runs).
+using Col2imPairRowFn = void (*)(const float* s0, const float* s1, int64_t n, float* d);
+#define KILN_COL2IM_PAIR_ROW_KERNELS(X)                       \
+  X(col2im_pair_row_avx512f, ::kiln::target::Isa::kAvx512) \
+  X(col2im_pair_row_avx2, ::kiln::target::Isa::kAvx2)
+#define KILN_DECLARE_COL2IM(NAME, ISA) void NAME(const float* s0, const float* s1, int64_t n, float* d);
+KILN_COL2IM_PAIR_ROW_KERNELS(KILN_DECLARE_COL2IM)
+#undef KILN_DECLARE_COL2IM
+const std::vector<IsaKernel<Col2imPairRowFn>>& col2im_pair_row_kernels();
 
 }  // namespace kiln::kernels

@@ -1,17 +1,16 @@
 // Stem conv: the supported geometries, the weight packing and the dispatch (see
-// f32_conv_stem.h); the kernels are in f32_conv_stem_avx512f.cc and f32_conv_stem_avx2.cc.
+// f32_conv_stem.h); the kernels (f32_conv_stem_simd.h per ISA) are listed in f32_conv_stem.h.
 #include "kernels/x86/f32_conv_stem.h"
 
 namespace kiln::kernels {
 
-void conv_stem_f32__avx512f(const StemConvGeom& g, const float* x, const float* packed_w, float* y,
-                            const DepthwiseEpilogue& ep, const ParallelFor& parallel, StemMaxPool pool);
-void conv_stem_f32__avx2(const StemConvGeom& g, const float* x, const float* packed_w, float* y,
-                         const DepthwiseEpilogue& ep, const ParallelFor& parallel, StemMaxPool pool);
+const std::vector<IsaKernel<ConvStemFn>>& conv_stem_f32_kernels() {
+  static const std::vector<IsaKernel<ConvStemFn>> list = {KILN_CONV_STEM_F32_KERNELS(KILN_ISA_KERNEL_ENTRY)};
+  return list;
+}
 
 bool conv_stem_supported(const StemConvGeom& g) {
-  const Isa isa = f32_gemm_default().isa;
-  if (isa != Isa::kAvx512 && isa != Isa::kAvx2) return false;
+  if (!host_kernel(conv_stem_f32_kernels())) return false;
   if (g.n < 1 || g.c < 1 || g.c > 4 || g.co < 1 || g.kh < 1 || g.kh > 7 || g.kw < 1 || g.kw > 7) return false;
   if (g.h < 1 || g.w < 1 || g.ho < 1 || g.wo < 1 || g.pt < 0 || g.pl < 0 || g.pt >= g.kh || g.pl >= g.kw) return false;
   // Every output reads at least one input row and column (the output sizes agree with the pads).
@@ -28,8 +27,8 @@ std::vector<float> pack_conv_stem_weights(const StemConvGeom& g, const float* w)
 
 void conv_stem_f32(const StemConvGeom& g, const float* x, const float* packed_w, float* y,
                    const DepthwiseEpilogue& ep, const ParallelFor& parallel, StemMaxPool pool) {
-  if (f32_gemm_default().isa == Isa::kAvx512) conv_stem_f32__avx512f(g, x, packed_w, y, ep, parallel, pool);
-  else conv_stem_f32__avx2(g, x, packed_w, y, ep, parallel, pool);
+  static const ConvStemFn fn = host_kernel(conv_stem_f32_kernels());
+  fn(g, x, packed_w, y, ep, parallel, pool);
 }
 
 }  // namespace kiln::kernels

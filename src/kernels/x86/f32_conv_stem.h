@@ -11,6 +11,7 @@
 
 #include "kernels/x86/f32_depthwise.h"
 #include "kernels/x86/f32_gemm.h"
+#include "kernels/x86/isa_list.h"
 
 namespace kiln::kernels {
 
@@ -41,7 +42,7 @@ inline StemPhaseLayout stem_phase_layout(const StemConvGeom& g, int64_t lanes) {
   return l;
 }
 
-// True when a kernel runs this geometry (the default f32 microkernel is AVX-512 or AVX2): 1-4 input
+// True when a kernel runs this geometry (the host target's ISA has one in the list): 1-4 input
 // channels, a 1x1 to 7x7 filter, stride 2 (given), consistent sizes.
 bool conv_stem_supported(const StemConvGeom& g);
 
@@ -57,6 +58,19 @@ struct StemMaxPool {
   // Pooled size of a conv output of ho x wo.
   static int64_t pooled(int64_t size) { return (size + 2 - 3) / 2 + 1; }
 };
+
+using ConvStemFn = void (*)(const StemConvGeom& g, const float* x, const float* packed_w, float* y,
+                           const DepthwiseEpilogue& ep, const ParallelFor& parallel, StemMaxPool pool);
+// The family's list (isa_list.h): f32_conv_stem_simd.h instantiated per ISA.
+#define KILN_CONV_STEM_F32_KERNELS(X)                        \
+  X(conv_stem_f32__avx512f, ::kiln::target::Isa::kAvx512) \
+  X(conv_stem_f32__avx2, ::kiln::target::Isa::kAvx2)
+#define KILN_DECLARE_CONV_STEM(NAME, ISA)                                                               \
+  void NAME(const StemConvGeom& g, const float* x, const float* packed_w, float* y, const DepthwiseEpilogue& ep, \
+            const ParallelFor& parallel, StemMaxPool pool);
+KILN_CONV_STEM_F32_KERNELS(KILN_DECLARE_CONV_STEM)
+#undef KILN_DECLARE_CONV_STEM
+const std::vector<IsaKernel<ConvStemFn>>& conv_stem_f32_kernels();
 
 // y = act(clamp(conv(x, w) + bias, lo, hi)) with the epilogue of the depthwise kernels (bias
 // per output channel, may be null), then the max pool when pool.on. x [n, c, h, w], y [n, co, ho,

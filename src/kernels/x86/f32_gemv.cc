@@ -62,19 +62,15 @@ void gemv_blocks_generic(const float* x, float alpha, const PackedGemvB& b, cons
   }
 }
 
+const std::vector<IsaKernel<GemvBlocksFn>>& gemv_f32_kernels() {
+  static const std::vector<IsaKernel<GemvBlocksFn>> list = {KILN_GEMV_F32_KERNELS(KILN_ISA_KERNEL_ENTRY)};
+  return list;
+}
+
 void gemv_packed(const float* x, float alpha, const PackedGemvB& b, const float* bias, bool relu,
                  float* y, const ParallelFor& parallel) {
-  // The GEMM's ISA, so KILN_ISA forces this kernel too.
-  const Isa isa = f32_gemm_default().isa;
-  auto run = [&](int64_t b0, int64_t b1) {
-    if (isa == Isa::kAvx512) {
-      gemv_blocks_avx512f(x, alpha, b, bias, relu, y, b0, b1);
-    } else if (isa == Isa::kAvx2) {
-      gemv_blocks_avx2(x, alpha, b, bias, relu, y, b0, b1);
-    } else {
-      gemv_blocks_generic(x, alpha, b, bias, relu, y, b0, b1);
-    }
-  };
+  static const GemvBlocksFn blocks_fn = host_kernel(gemv_f32_kernels());
+  auto run = [&](int64_t b0, int64_t b1) { blocks_fn(x, alpha, b, bias, relu, y, b0, b1); };
   const int64_t blocks = b.blocks();
   // Small heads are not worth waking workers for (~64 KB of weights per thread at least).
   if (parallel && blocks > 1 && b.k * b.n >= (1 << 14)) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/x86/f32_gemm.h"
+#include "kernels/x86/isa_list.h"
 
 namespace kiln::kernels {
 
@@ -29,13 +30,19 @@ PackedGemvB pack_gemv_b(bool trans_b, int64_t K, int64_t N, const float* B, int6
 void gemv_packed(const float* x, float alpha, const PackedGemvB& b, const float* bias, bool relu,
                  float* y, const ParallelFor& parallel = nullptr);
 
-// Blocks [b0, b1) of gemv_packed; the AVX-512 (AVX2) one is called only when the CPU has
-// AVX-512F (AVX2 and FMA).
-void gemv_blocks_generic(const float* x, float alpha, const PackedGemvB& b, const float* bias,
-                         bool relu, float* y, int64_t b0, int64_t b1);
-void gemv_blocks_avx512f(const float* x, float alpha, const PackedGemvB& b, const float* bias,
-                         bool relu, float* y, int64_t b0, int64_t b1);
-void gemv_blocks_avx2(const float* x, float alpha, const PackedGemvB& b, const float* bias, bool relu,
-                      float* y, int64_t b0, int64_t b1);
+// Blocks [b0, b1) of gemv_packed. The family's list (isa_list.h); an entry is called only when
+// the CPU has its ISA.
+using GemvBlocksFn = void (*)(const float* x, float alpha, const PackedGemvB& b, const float* bias, bool relu,
+                              float* y, int64_t b0, int64_t b1);
+#define KILN_GEMV_F32_KERNELS(X)                          \
+  X(gemv_blocks_avx512f, ::kiln::target::Isa::kAvx512) \
+  X(gemv_blocks_avx2, ::kiln::target::Isa::kAvx2)      \
+  X(gemv_blocks_generic, ::kiln::target::Isa::kGeneric)
+#define KILN_DECLARE_GEMV(NAME, ISA)                                                                        \
+  void NAME(const float* x, float alpha, const PackedGemvB& b, const float* bias, bool relu, float* y, int64_t b0, \
+            int64_t b1);
+KILN_GEMV_F32_KERNELS(KILN_DECLARE_GEMV)
+#undef KILN_DECLARE_GEMV
+const std::vector<IsaKernel<GemvBlocksFn>>& gemv_f32_kernels();
 
 }  // namespace kiln::kernels

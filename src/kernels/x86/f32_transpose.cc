@@ -15,12 +15,14 @@ void transpose_f32_generic(int64_t rows, int64_t cols, const float* src, int64_t
         for (int64_t i = i0; i < std::min(rows, i0 + kBlock); ++i) dst[j * ldd + i] = src[i * lds + j];
 }
 
+const std::vector<IsaKernel<TransposeFn>>& transpose_f32_kernels() {
+  static const std::vector<IsaKernel<TransposeFn>> list = {KILN_TRANSPOSE_F32_KERNELS(KILN_ISA_KERNEL_ENTRY)};
+  return list;
+}
+
 void transpose_f32(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) {
-  // The GEMM's ISA, so KILN_ISA forces this kernel too.
-  static const Isa isa = f32_gemm_default().isa;
-  if (isa == Isa::kAvx512) return transpose_f32_avx512f(rows, cols, src, lds, dst, ldd);
-  if (isa == Isa::kAvx2) return transpose_f32_avx2(rows, cols, src, lds, dst, ldd);
-  transpose_f32_generic(rows, cols, src, lds, dst, ldd);
+  static const TransposeFn fn = host_kernel(transpose_f32_kernels());
+  fn(rows, cols, src, lds, dst, ldd);
 }
 
 }  // namespace kiln::kernels

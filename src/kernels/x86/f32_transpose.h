@@ -6,16 +6,25 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
+
+#include "kernels/x86/isa_list.h"
 
 namespace kiln::kernels {
 
 // dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols.
 void transpose_f32(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
-// The portable loop alone (the reference for tests), and the ISA kernels (call only when the CPU
-// has the ISA: isa_supported in f32_gemm.h).
-void transpose_f32_generic(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
-void transpose_f32_avx2(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
-void transpose_f32_avx512f(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
+// The family's list (isa_list.h): call an entry only when the CPU has its ISA (isa_supported).
+using TransposeFn = void (*)(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
+#define KILN_TRANSPOSE_F32_KERNELS(X)                       \
+  X(transpose_f32_avx512f, ::kiln::target::Isa::kAvx512) \
+  X(transpose_f32_avx2, ::kiln::target::Isa::kAvx2)      \
+  X(transpose_f32_generic, ::kiln::target::Isa::kGeneric)
+#define KILN_DECLARE_TRANSPOSE(NAME, ISA) \
+  void NAME(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
+KILN_TRANSPOSE_F32_KERNELS(KILN_DECLARE_TRANSPOSE)
+#undef KILN_DECLARE_TRANSPOSE
+const std::vector<IsaKernel<TransposeFn>>& transpose_f32_kernels();
 
 // out[k * mr + i] = alpha * a[i * lda + k] for i < rows, 0 for rows <= i < mr, k < kc (1 <= rows
 // <= mr <= 8): one MR-row micro-panel of a GEMM's A in the layout f32_gemm_pack_a writes (the same
