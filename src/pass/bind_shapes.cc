@@ -2,6 +2,7 @@
 // the values the shapes decide. See bind_shapes.h.
 #include "pass/bind_shapes.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "ops/evaluate.h"
@@ -132,13 +133,71 @@ class Binder {
   // If: the branch the condition picks when its value is known here, else both branches, which
   // must then agree on every output's dtype and dims. Scan (opset 9+): the body with the
   // initial states and one slice of each scan input bound; the states must keep their dims.
-  // Loop (its trip count and condition are values of the run) and others stop.
+  // Loop: see bind_loop. Others (Scan opset 8) stop.
   bool bind_control_flow(const Node& n, int64_t opset) {
     if (!n.domain.empty() && n.domain != "ai.onnx") return stop(&n, "control flow outside ai.onnx is planned at run time");
     if (n.op_type == "If") return bind_if(n);
     if (n.op_type == "Scan" && opset >= 9) return bind_scan(n);
-    return stop(&n, n.op_type == "Loop" ? "a Loop's trip count and condition are known only at run time"
-                                        : "control flow is planned at run time");
+    if (n.op_type == "Loop") return bind_loop(n);
+    return stop(&n, "control flow is planned at run time");
+  }
+
+  // Loop: the body with the carried values bound, which must keep their dims. Without scan
+  // outputs that is all (any trip count gives the same shapes); with them the trip count must be
+  // a plan constant and the loop must not stop early (no condition, or a constant true one that
+  // the body passes on unchanged).
+  bool bind_loop(const Node& n) {
+    const Attribute* body_attr = n.attr("body");
+    const Graph* body = body_attr ? body_attr->g.get() : nullptr;
+    if (!body || n.inputs.size() < 2) return stop(&n, "Loop without its body");
+    const size_t n_carried = n.inputs.size() - 2;
+    if (body->inputs.size() != n_carried + 2 || body->outputs.size() < n_carried + 1)
+      return stop(&n, "Loop's body does not fit its inputs");
+    const size_t n_scan = body->outputs.size() - 1 - n_carried;
+    std::vector<BoundValue> body_inputs{BoundValue{DType::kInt64, {}, Tensor()}, BoundValue{DType::kBool, {}, Tensor()}};
+    for (size_t i = 0; i < n_carried; ++i) {
+      BoundValue v = out_.values[n.inputs[2 + i]];
+      v.value = Tensor();
+      body_inputs.push_back(std::move(v));
+    }
+    int64_t trips = -1;
+    if (n_scan > 0) {
+      const Value* m = n.inputs[0];
+      const Value* cond = n.inputs[1];
+      const BoundValue* mb = m ? &out_.values[m] : nullptr;
+      const BoundValue* cb = cond ? &out_.values[cond] : nullptr;
+      if (!mb || !mb->value.defined() || mb->value.numel() != 1)
+        return stop(&n, "a Loop with scan outputs needs its trip count, which is known only at run time");
+      if (cb && (!cb->value.defined() || cb->value.numel() != 1 || cb->value.get_double(0) == 0))
+        return stop(&n, "a Loop's condition is known only at run time");
+      if (!passes_condition_on(*body))
+        return stop(&n, "the Loop's body computes its condition: it may stop early");
+      trips = std::max<int64_t>(0, static_cast<int64_t>(mb->value.get_double(0)));
+    }
+    if (!bind_body(n, *body, body_inputs)) return false;
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (!n.outputs[i]) continue;
+      BoundValue v = out_.values[body->outputs[1 + i]];
+      v.value = Tensor();
+      if (i < n_carried) {
+        if (v.dtype != body_inputs[2 + i].dtype || v.dims != body_inputs[2 + i].dims)
+          return stop(&n, "carried value '" + n.outputs[i]->name + "' changes shape in the body");
+      } else {
+        v.dims.insert(v.dims.begin(), trips);
+      }
+      out_.values[n.outputs[i]] = std::move(v);
+    }
+    return true;
+  }
+
+  // The body's condition output is its condition input (through Identity nodes), or a constant
+  // true: the loop runs its whole trip count.
+  static bool passes_condition_on(const Graph& body) {
+    const Value* v = body.outputs[0];
+    while (v && v->producer && v->producer->op_type == "Identity" && v->producer->inputs.size() == 1)
+      v = v->producer->inputs[0];
+    if (v == body.inputs[1]) return true;
+    return v && v->is_constant() && v->initializer.numel() == 1 && v->initializer.get_double(0) != 0;
   }
 
   // Binds body `g` (inputs `input_types`, its captured values already bound) in this binder's map.

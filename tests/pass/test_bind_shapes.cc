@@ -212,22 +212,66 @@ graph @main(%h: f32[3], %xs: f32[5,3]) -> (%hn: f32[3], %ys: f32[5,3]) {
   EXPECT_EQ(b.values.at(named(m, "ys")).dims, (std::vector<int64_t>{7, 3}));
 }
 
-TEST(BindShapes, LoopStopsWithTheReason) {
-  Model m = parse_model(R"(
-graph @main(%n: i64[], %c: bool[], %a: f32[2]) -> (%r: f32[2]) {
-  %r = Loop(%n, %c, %a) {body=graph @b(%i: i64[], %ci: bool[], %ai: f32[2]) -> (%co: bool[], %ao: f32[2]) {
-    %co = Identity(%ci) : bool[]
+// A Loop without scan outputs binds whatever its trip count (the carried values keep their dims);
+// one with scan outputs needs a constant trip count and a body that passes its condition on.
+const char* kLoop = R"(
+graph @main(%n: i64[], %c: bool[], %a: f32[2]) -> (%r: f32[2]SCAN_OUT) {
+  %r SCAN_VAL= Loop(%n, %c, %a) {body=graph @b(%i: i64[], %ci: bool[], %ai: f32[2]) -> (%co: bool[], %ao: f32[2]SCAN_BODY) {
+    %co = COND : bool[]
     %ao = Neg(%ai) : f32[2]
-    return %co, %ao
-  }} : f32[2]
-  return %r
+    %so = Relu(%ai) : f32[2]
+    return %co, %ao SCAN_RET
+  }} : f32[2]SCAN_TYPE
+  return %r SCAN_RET2
 }
-)");
+)";
+
+Model loop_model(bool scan_out, const std::string& cond) {
+  std::string t = kLoop;
+  auto put = [&](const std::string& key, const std::string& v) { t.replace(t.find(key), key.size(), v); };
+  put("SCAN_OUT", scan_out ? ", %ys: f32[?,2]" : "");
+  put("SCAN_VAL", scan_out ? ", %ys " : "");
+  put("SCAN_BODY", scan_out ? ", %so: f32[2]" : "");
+  put("COND", cond);
+  put("SCAN_RET", scan_out ? ", %so" : "");
+  put("SCAN_TYPE", scan_out ? ", f32[?,2]" : "");
+  put("SCAN_RET2", scan_out ? ", %ys" : "");
+  return parse_model(t);
+}
+
+RtValue trips(int64_t v) {
   Tensor n(DType::kInt64, {});
-  n.set_double(0, 3);
-  BoundShapes b = bind_shapes(m, {RtValue(n), flag(true), zeros({2})}, 1 << 16);
+  n.set_double(0, static_cast<double>(v));
+  return RtValue(n);
+}
+
+TEST(BindShapes, LoopCarriedValuesBindWithoutScanOutputs) {
+  Model m = loop_model(false, "Greater(%i, %i)");  // a computed condition: it may stop early
+  BoundShapes b = bind_shapes(m, {trips(3), flag(true), zeros({2})}, 1 << 16);
+  ASSERT_TRUE(b.complete) << b.stopped_at;
+  EXPECT_EQ(b.values.at(named(m, "r")).dims, (std::vector<int64_t>{2}));
+}
+
+TEST(BindShapes, LoopScanOutputsNeedAKnownTripCount) {
+  // The trip count and condition are the caller's values: not plan constants.
+  Model m = loop_model(true, "Identity(%ci)");
+  BoundShapes b = bind_shapes(m, {trips(3), flag(true), zeros({2})}, 1 << 16);
   EXPECT_FALSE(b.complete);
   EXPECT_NE(b.stopped_at.find("trip count"), std::string::npos) << b.stopped_at;
+  // Constants (as in the conformance Loop cases): bound, [trips, 2].
+  std::string text = print_model(m);
+  text.replace(text.find("graph @main(%n: i64[], %c: bool[], %a: f32[2])"), 46, "graph @main(%a: f32[2])");
+  text.replace(text.find("{\n") + 2, 0, "  %n = const i64[] [4]\n  %c = const bool[] [true]\n");
+  Model k = parse_model(text);
+  BoundShapes kb = bind_shapes(k, {zeros({2})}, 1 << 16);
+  ASSERT_TRUE(kb.complete) << kb.stopped_at << "\n" << text;
+  EXPECT_EQ(kb.values.at(named(k, "ys")).dims, (std::vector<int64_t>{4, 2}));
+  // A body that computes its condition may stop early: not bound.
+  std::string early = text;
+  early.replace(early.find("Identity(%ci)"), 13, "Greater(%i, %i)");
+  BoundShapes eb = bind_shapes(parse_model(early), {zeros({2})}, 1 << 16);
+  EXPECT_FALSE(eb.complete);
+  EXPECT_NE(eb.stopped_at.find("stop early"), std::string::npos) << eb.stopped_at;
 }
 
 // The compiled executor plans the If model by inference; a call whose flag picks the other
