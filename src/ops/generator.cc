@@ -11,6 +11,7 @@ namespace kiln {
 
 void register_loss_ops(OpRegistry& r);      // ops/loss.cc
 void register_string_ops(OpRegistry& r);    // ops/string_ops.cc
+void register_image_ops(OpRegistry& r);     // ops/image_decoder.cc
 void register_training_ops(OpRegistry& r);  // ops/training.cc
 void register_ml_ops(OpRegistry& r);        // ops/ml.cc
 void register_deform_conv_ops(OpRegistry& r);  // ops/deform_conv.cc
@@ -438,13 +439,6 @@ void affine_grid_kernel(KernelContext& ctx) {
   ctx.set_output(0, std::move(y));
 }
 
-// ---- ImageDecoder -----------------------------------------------------------------------------
-
-void image_decoder_kernel(KernelContext& ctx) {
-  ctx.fail(ErrorKind::kUnsupported,
-           "ImageDecoder needs an image codec, which kiln does not include");
-}
-
 }  // namespace
 
 void register_extra_ops(OpRegistry& r) {
@@ -463,7 +457,7 @@ void register_extra_ops(OpRegistry& r) {
   r.add("TensorScatter").since(24).inputs(2, 3).outputs(1).run(tensor_scatter_kernel)
       .shape(infer_same_as_input0);
   r.add("AffineGrid").since(20).inputs(2).outputs(1).run(affine_grid_kernel).via_float();
-  r.add("ImageDecoder").since(20).inputs(1).outputs(1).run(image_decoder_kernel);
+  register_image_ops(r);
   register_deform_conv_ops(r);
   register_loss_ops(r);
   register_string_ops(r);
