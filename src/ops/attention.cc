@@ -483,7 +483,7 @@ void linear_attention_kernel(KernelContext& ctx) {
 void register_attention_ops(OpRegistry& r) {
   r.add("Attention").since(23).inputs(3, 7).outputs(1, 4).run(attention_kernel)
       .shape(infer_attention).via_float();
-  r.add("FlexAttention", "ai.onnx.preview").since(1).inputs(3).outputs(1)
+  r.add("FlexAttention", "ai.onnx.preview").since(1).inputs(3).outputs(1).takes_subgraphs()
       .run(flex_attention_kernel).via_float();
   r.add("LinearAttention").since(27).inputs(3, 6).outputs(1, 2).run(linear_attention_kernel)
       .via_float();

@@ -408,10 +408,10 @@ void infer_scan(InferContext& ctx) {
 }  // namespace
 
 void register_control_flow_ops(OpRegistry& r) {
-  r.add("If").since(1).inputs(1).outputs(1, -1).run(if_kernel).shape(infer_if);
-  r.add("Loop").since(1).inputs(2, -1).outputs(1, -1).run(loop_kernel).shape(infer_loop);
-  r.add("Scan").since(8).inputs(2, -1).outputs(1, -1).run(scan8_kernel).shape(infer_scan);
-  r.add("Scan").since(9).inputs(1, -1).outputs(1, -1).run(scan9_kernel).shape(infer_scan);
+  r.add("If").since(1).inputs(1).outputs(1, -1).takes_subgraphs().run(if_kernel).shape(infer_if);
+  r.add("Loop").since(1).inputs(2, -1).outputs(1, -1).takes_subgraphs().run(loop_kernel).shape(infer_loop);
+  r.add("Scan").since(8).inputs(2, -1).outputs(1, -1).takes_subgraphs().run(scan8_kernel).shape(infer_scan);
+  r.add("Scan").since(9).inputs(1, -1).outputs(1, -1).takes_subgraphs().run(scan9_kernel).shape(infer_scan);
   register_random_ops(r);
   register_misc_ops(r);
 }

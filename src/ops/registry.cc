@@ -212,6 +212,15 @@ int OpRegistry::first_version(const std::string& domain, const std::string& name
   return it == ops_.end() || it->second.empty() ? 0 : it->second.front().since_version;
 }
 
+int OpRegistry::newest_opset(const std::string& domain) const {
+  int newest = 0;
+  const std::string d = canonical_domain(domain);
+  for (const auto& [key, versions] : ops_)
+    if (key.first == d)
+      for (const OpSchema& s : versions) newest = std::max(newest, s.since_version);
+  return newest;
+}
+
 bool OpRegistry::is_random(const Node& n) const {
   auto it = ops_.find({canonical_domain(n.domain), n.op_type});
   return it != ops_.end() && !it->second.empty() && it->second.front().random;

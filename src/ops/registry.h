@@ -124,12 +124,16 @@ struct OpSchema {
   bool data_dependent_shape = false;
   // Outputs come from a random generator: never folded, merged or fixed at compile time.
   bool random = false;
+  // Takes graph-valued attributes (If, Loop, Scan, SequenceMap); a graph attribute on any other
+  // op is an invalid model.
+  bool subgraphs = false;
 
   // Fluent setters used by the registration tables.
   OpSchema& since(int v) { since_version = v; return *this; }
   OpSchema& inputs(int lo, int hi) { min_inputs = lo; max_inputs = hi; return *this; }
   OpSchema& inputs(int n) { return inputs(n, n); }
   OpSchema& outputs(int lo, int hi) { min_outputs = lo; max_outputs = hi; return *this; }
+  OpSchema& takes_subgraphs() { subgraphs = true; return *this; }
   OpSchema& outputs(int n) { return outputs(n, n); }
   OpSchema& kind(PatternKind k) { pattern = k; return *this; }
   OpSchema& run(KernelFn f) { kernel = f; return *this; }
@@ -150,6 +154,9 @@ class OpRegistry {
   bool knows(const std::string& domain, const std::string& name) const;
   // Smallest since_version registered for the op (0 if unknown).
   int first_version(const std::string& domain, const std::string& name) const;
+  // The newest opset of `domain` kiln has op versions for (the largest since_version); 0 when it
+  // registers no op of the domain.
+  int newest_opset(const std::string& domain) const;
   std::vector<std::string> op_names() const;
   // OpSchema::random of node n's op (any opset: the flag does not change across versions).
   bool is_random(const Node& n) const;

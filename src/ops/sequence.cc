@@ -457,7 +457,7 @@ void register_sequence_ops(OpRegistry& r) {
       .outputs(1)
       .run(concat_from_sequence_kernel)
       .shape(infer_concat_from_sequence);
-  r.add("SequenceMap").since(17).inputs(1, -1).outputs(1, -1).run(sequence_map_kernel);
+  r.add("SequenceMap").since(17).inputs(1, -1).outputs(1, -1).takes_subgraphs().run(sequence_map_kernel);
   r.add("Optional").since(15).inputs(0, 1).outputs(1).run(optional_kernel).shape(infer_optional);
   r.add("OptionalHasElement")
       .since(15)

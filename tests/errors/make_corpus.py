@@ -85,6 +85,18 @@ def main():
     save("ir_version_0.onnx", m)
 
     save("opset_0.onnx", model([helper.make_node("Relu", ["x"], ["y"])], [vi("x")], [vi("y")], opset=0))
+    # Newer than kiln knows (onnx.checker: an IR version above its own; kiln also refuses opsets
+    # above the newest it implements, since an op's meaning may have changed there).
+    save("ir_version_newer.onnx", model([helper.make_node("Relu", ["x"], ["y"])], [vi("x")], [vi("y")], ir=99))
+    save("opset_newer.onnx", model([helper.make_node("Relu", ["x"], ["y"])], [vi("x")], [vi("y")], opset=99))
+    # Structure onnx.checker rejects: a graph attribute on an op without subgraphs, and an
+    # omitted (empty-named) output that the op always has.
+    branch = helper.make_graph([helper.make_node("Relu", ["x"], ["z"])], "b", [], [vi("z")])
+    save("graph_attr_on_relu.onnx", model(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu_with_body", body=branch)], [vi("x")], [vi("y")]))
+    save("required_output_unnamed.onnx", model(
+        [helper.make_node("Relu", ["x"], [""], name="relu_no_output"), helper.make_node("Relu", ["x"], ["y"])],
+        [vi("x")], [vi("y")]))
 
     # --- graph structure -------------------------------------------------------------------
     save("undefined_input.onnx", model([helper.make_node("Add", ["x", "nowhere"], ["y"], name="add")],

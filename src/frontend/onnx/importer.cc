@@ -4,9 +4,12 @@
 #include <onnx/onnx_pb.h>
 
 #include <climits>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -14,6 +17,7 @@
 #include "frontend/onnx/onnx_io.h"
 #include "frontend/onnx/proto_util.h"
 #include "frontend/onnx/tensor_proto.h"
+#include "ops/registry.h"
 
 namespace kiln {
 namespace {
@@ -42,13 +46,23 @@ class Importer {
     if (!proto_.has_graph()) fail_model("the file has no graph (is it an ONNX model?)");
     m.ir_version = proto_.ir_version();
     if (m.ir_version <= 0) fail_model("missing or invalid ir_version");
+    if (m.ir_version > kNewestIrVersion)
+      newer_than_known("IR version " + std::to_string(m.ir_version) + " is newer than the newest kiln knows (" +
+                       std::to_string(kNewestIrVersion) + ")");
     for (const auto& os : proto_.opset_import()) {
       if (os.version() <= 0)
         fail_model("opset import for domain '" + os.domain() + "' has invalid version " +
                    std::to_string(os.version()));
-      m.opsets[canonical(os.domain())] = os.version();
+      const std::string domain = canonical(os.domain());
+      const int64_t newest = newest_known_opset(domain);
+      if (newest > 0 && os.version() > newest)
+        newer_than_known("opset " + std::to_string(os.version()) + " of domain '" +
+                         (domain.empty() ? std::string("ai.onnx") : domain) + "' is newer than the newest kiln knows (" +
+                         std::to_string(newest) + ")");
+      m.opsets[domain] = os.version();
     }
     if (proto_.opset_import_size() == 0) m.opsets[""] = 1;  // IR version 1-2 models
+    model_opsets_ = m.opsets;
     m.producer_name = proto_.producer_name();
     m.producer_version = proto_.producer_version();
     for (const auto& kv : proto_.metadata_props()) m.metadata[kv.key()] = kv.value();
@@ -60,6 +74,34 @@ class Importer {
 
  private:
   static std::string canonical(const std::string& d) { return d == "ai.onnx" ? "" : d; }
+  std::map<std::string, int64_t> model_opsets_;  // canonical domain -> imported opset
+
+  // The newest IR version and per-domain opsets whose meaning kiln knows (the onnx release its
+  // conformance suites come from); 0 for domains of which kiln implements no op (their ops are
+  // reported as unsupported where used).
+  static constexpr int64_t kNewestIrVersion = 14;
+  static int64_t newest_known_opset(const std::string& domain) {
+    if (domain.empty()) return 28;
+    if (domain == "ai.onnx.ml") return 5;
+    if (domain == "ai.onnx.preview.training") return 1;
+    if (domain == "kiln") return 1;
+    return 0;
+  }
+
+  // A model newer than kiln knows: an invalid-model error, or with KILN_ALLOW_NEWER_OPSET=1 (the
+  // CLI's --allow-newer-opset) one warning line on stderr, and the model is read as the newest
+  // version kiln knows.
+  void newer_than_known(const std::string& what) {
+    const char* allow = std::getenv("KILN_ALLOW_NEWER_OPSET");
+    if (!allow || std::string(allow) != "1")
+      fail_model(what + "; --allow-newer-opset (KILN_ALLOW_NEWER_OPSET=1) runs it anyway");
+    // Once per file and finding in a process (tools load a model more than once).
+    static std::mutex mu;
+    static std::set<std::string> warned;
+    std::lock_guard<std::mutex> lock(mu);
+    if (warned.insert(file_ + ": " + what).second)
+      std::cerr << "kiln: warning: " << file_ << ": " << what << "; running it anyway\n";
+  }
 
   [[noreturn]] void fail_model(const std::string& msg, ErrorKind kind = ErrorKind::kInvalidModel) {
     ErrorLocation loc;
@@ -382,6 +424,7 @@ class Importer {
         if (a.name().empty()) fail_node(n, "attribute without a name");
         node->attrs[a.name()] = import_attribute(n, a, g, depth);
       }
+      check_against_schema(n, *node);
     }
     for (const auto& out : gp.output()) {
       Value* v = g.find_local(out.name());
@@ -394,6 +437,22 @@ class Importer {
         v->type = import_type(out.type(), out.name());
       g.outputs.push_back(v);
     }
+  }
+
+  // What onnx.checker rejects and kiln's op schema can tell: an omitted (empty-named) output that
+  // every version of the op defines, a graph attribute on an op without subgraphs. (Unknown ops
+  // and opsets are reported where the op is resolved, with the rest of its checks.)
+  void check_against_schema(const onnx::NodeProto& n, const Node& node) {
+    const auto it = model_opsets_.find(node.domain);
+    const OpSchema* s = it == model_opsets_.end() ? nullptr
+                                                  : OpRegistry::global().find(node.domain, node.op_type, it->second);
+    if (!s) return;
+    for (int k = 0; k < s->min_outputs && k < n.output_size(); ++k)
+      if (n.output(k).empty()) fail_node(n, "output " + std::to_string(k) + " is required but has no name");
+    if (!s->subgraphs)
+      for (const auto& a : n.attribute())
+        if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS || a.has_g())
+          fail_node(n, "attribute '" + a.name() + "' is a graph, but " + n.op_type() + " takes no subgraph");
   }
 
   bool model_opset_known(const std::string& domain) const {
