@@ -7,6 +7,7 @@
 
 #include "ops/evaluate.h"
 #include "ops/registry.h"
+#include "pass/fuse_epilogues.h"
 #include "pass/shape_inference.h"
 
 namespace kiln {
@@ -193,9 +194,7 @@ class Binder {
   // The body's condition output is its condition input (through Identity nodes), or a constant
   // true: the loop runs its whole trip count.
   static bool passes_condition_on(const Graph& body) {
-    const Value* v = body.outputs[0];
-    while (v && v->producer && v->producer->op_type == "Identity" && v->producer->inputs.size() == 1)
-      v = v->producer->inputs[0];
+    const Value* v = through_identities(body.outputs[0]);
     if (v == body.inputs[1]) return true;
     return v && v->is_constant() && v->initializer.numel() == 1 && v->initializer.get_double(0) != 0;
   }
@@ -300,16 +299,30 @@ class Binder {
   // Tiny values computed from tiny inputs (speculative_), for picking If branches only; nothing
   // is stopped when this fails.
   void speculate(const Node& n, const OpSchema& s, int64_t opset, const std::vector<const Tensor*>& constants) {
-    std::vector<RtValue> in_values;
-    in_values.reserve(n.inputs.size());
-    std::vector<const RtValue*> ins;
+    std::vector<const Tensor*> inputs = constants;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
-      const Tensor* t = constants[i];
-      if (!t && n.inputs[i]) {
-        auto it = speculative_.find(n.inputs[i]);
-        if (it == speculative_.end()) return;
-        t = &it->second;
-      }
+      if (inputs[i] || !n.inputs[i]) continue;
+      auto it = speculative_.find(n.inputs[i]);
+      if (it == speculative_.end()) return;
+      inputs[i] = &it->second;
+    }
+    try {
+      std::vector<RtValue> outs = run_node(n, s, opset, inputs);
+      for (size_t i = 0; i < n.outputs.size() && i < outs.size(); ++i)
+        if (n.outputs[i] && outs[i].is_tensor() && outs[i].tensor.numel() <= kSpeculativeMaxElements)
+          speculative_[n.outputs[i]] = outs[i].tensor;
+    } catch (const std::exception&) {
+      // Not needed to plan: the run reports it if it matters.
+    }
+  }
+
+  // The node's reference kernel on `inputs` (null: absent); throws what the kernel throws.
+  static std::vector<RtValue> run_node(const Node& n, const OpSchema& s, int64_t opset,
+                                       const std::vector<const Tensor*>& inputs) {
+    std::vector<RtValue> in_values;
+    in_values.reserve(inputs.size());
+    std::vector<const RtValue*> ins;
+    for (const Tensor* t : inputs) {
       if (!t) {
         ins.push_back(nullptr);
         continue;
@@ -317,14 +330,7 @@ class Binder {
       in_values.emplace_back(*t);
       ins.push_back(&in_values.back());
     }
-    try {
-      std::vector<RtValue> outs = evaluate_node(n, s, opset, ins);
-      for (size_t i = 0; i < n.outputs.size() && i < outs.size(); ++i)
-        if (n.outputs[i] && outs[i].is_tensor() && outs[i].tensor.numel() <= kSpeculativeMaxElements)
-          speculative_[n.outputs[i]] = outs[i].tensor;
-    } catch (const std::exception&) {
-      // Not needed to plan: the run reports it if it matters.
-    }
+    return evaluate_node(n, s, opset, ins);
   }
 
   // False when inference already shows an output too large to keep (not worth evaluating).
@@ -340,20 +346,9 @@ class Binder {
 
   bool evaluate(const Node& n, const OpSchema& s, int64_t opset, const std::vector<const Tensor*>& constants,
                 std::vector<Tensor>& computed) {
-    std::vector<RtValue> in_values;
-    in_values.reserve(constants.size());
-    std::vector<const RtValue*> ins;
-    for (const Tensor* c : constants) {
-      if (!c) {
-        ins.push_back(nullptr);
-        continue;
-      }
-      in_values.emplace_back(*c);
-      ins.push_back(&in_values.back());
-    }
     std::vector<RtValue> outs;
     try {
-      outs = evaluate_node(n, s, opset, ins);
+      outs = run_node(n, s, opset, constants);
     } catch (const std::exception& e) {
       return stop(&n, std::string("evaluation failed: ") + e.what());
     }

@@ -29,16 +29,18 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "pass/fuse_epilogues.h"
+
 #include "ir/rewrite.h"
 #include "pass/passes.h"
 
 namespace kiln {
 namespace {
 
-constexpr const char* kRole = "kiln.epilogue";
-constexpr const char* kInto = "kiln.fused_into";
-constexpr const char* kClip = "kiln.clip";
-constexpr const char* kScaleOf = "kiln.input_scale_of";
+using epilogue_marks::kClip;
+using epilogue_marks::kInto;
+using epilogue_marks::kRole;
+constexpr const char* kScaleOf = epilogue_marks::kInputScaleOf;
 
 bool onnx(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
 
@@ -59,13 +61,6 @@ bool may_equal(const std::vector<Dim>& a, const std::vector<Dim>& b) {
 }
 
 bool is_f32(const Value* v) { return v && v->type.kind == Type::Kind::kTensor && v->type.dtype == DType::kFloat32; }
-
-// Through Identity nodes to the value they forward (exporters share a bias through them: ViT).
-const Value* through_identities(const Value* v) {
-  while (v && v->producer && v->producer->op_type == "Identity" && onnx(*v->producer) && v->producer->inputs.size() == 1)
-    v = v->producer->inputs[0];
-  return v;
-}
 
 // A float32 scalar constant (absent: true, `out` unchanged).
 bool scalar_f32(const Value* v, float& out) {
@@ -376,6 +371,12 @@ bool run(Model& m, PassContext&) {
 }
 
 }  // namespace
+
+const Value* through_identities(const Value* v) {
+  while (v && v->producer && v->producer->op_type == "Identity" && onnx(*v->producer) && v->producer->inputs.size() == 1)
+    v = v->producer->inputs[0];
+  return v;
+}
 
 PassInfo fuse_epilogues_pass() {
   return {"fuse-epilogues",

@@ -12,29 +12,19 @@
 #include "driver/compile/plan_builder.h"
 #include "kernels/x86/f32_conv_stem.h"
 #include "kernels/x86/f32_gemm.h"
+#include "pass/fuse_epilogues.h"
 
 namespace kiln::compile {
-namespace {
 
-constexpr const char* kRoleAttr = "kiln.epilogue";
-constexpr const char* kIntoAttr = "kiln.fused_into";
-
-// Through Identity nodes to the value they forward (exporters share a bias through them: ViT).
-const Value* through_identities(const Value* v) {
-  while (v && v->producer && v->producer->op_type == "Identity" && v->producer->inputs.size() == 1 &&
-         (v->producer->domain.empty() || v->producer->domain == "ai.onnx"))
-    v = v->producer->inputs[0];
-  return v;
-}
-
-}  // namespace
+using epilogue_marks::kInto;
+using epilogue_marks::kRole;
 
 // The Muls fuse-epilogues marked as input scales, deferred into the conv after them where its op
 // takes the scale and that pays (scaled_input, deferred_muls).
 void PlanBuilder::find_input_scales() {
   for (int m = 0; m < nnodes; ++m) {
     const Node& mn = *g.nodes[static_cast<size_t>(m)];
-    const Attribute* of = mn.attr("kiln.input_scale_of");
+    const Attribute* of = mn.attr(epilogue_marks::kInputScaleOf);
     if (!of || of->kind != Attribute::Kind::kString || folded_nodes.count(m) || mn.outputs.size() != 1 ||
         mn.inputs.size() != 2)
       continue;
@@ -163,8 +153,8 @@ int32_t PlanBuilder::add_operand(gemm_ops::GemmDesc& d, std::vector<int32_t>& in
 // The fuse-epilogues role of node c in the step of the GEMM whose output is named `into`, or "".
 std::string PlanBuilder::epilogue_role(int c, const std::string& into) {
   const Node& n = *g.nodes[static_cast<size_t>(c)];
-  const Attribute* role = n.attr(kRoleAttr);
-  const Attribute* of = n.attr(kIntoAttr);
+  const Attribute* role = n.attr(kRole);
+  const Attribute* of = n.attr(kInto);
   if (!role || !of || role->kind != Attribute::Kind::kString || of->kind != Attribute::Kind::kString ||
       of->s != into || absorbed.count(c) || deferred_muls.count(c))
     return "";
@@ -201,7 +191,7 @@ const Value* PlanBuilder::absorb_epilogue(int i, gemm_ops::GemmDesc& d, std::vec
       d.epilogue_residual = add_operand(d, inputs, other);
     } else if (role == "relu") {
       d.clamp_lo = 0.0f;
-    } else if (const Attribute* b = cn.attr("kiln.clip"); role == "clip" && b && b->floats.size() == 2) {
+    } else if (const Attribute* b = cn.attr(epilogue_marks::kClip); role == "clip" && b && b->floats.size() == 2) {
       d.clamp_lo = b->floats[0];
       d.clamp_hi = b->floats[1];
     } else if (role == "hardswish") {
