@@ -10,7 +10,8 @@
  *   model.so            a compiled model itself exports this API (kiln_model_load_embedded).
  *
  * Thread safety: kiln_run may be called on one model from several threads at once (runs on one
- * model are serialized by a mutex; use one model per thread for parallel runs). Loading and
+ * model are serialized by a mutex; use one model per thread for parallel runs); kiln_cancel may
+ * be called from any thread at any time (docs/c_api.md). Loading and
  * freeing different models concurrently is safe; kiln_model_free must not race with other
  * calls on the same model. Metadata queries are safe at any time.
  *
@@ -49,7 +50,10 @@ typedef enum kiln_status {
   KILN_ERROR_INVALID_ARGUMENT = 2,  /* API misuse: null pointers, bad index, missing file */
   KILN_ERROR_INVALID_MODEL = 3,     /* malformed or truncated model */
   KILN_ERROR_UNSUPPORTED = 4,       /* valid model using something this library does not support */
-  KILN_ERROR_BAD_INPUT = 5          /* tensors that do not fit the model (dtype, shape, size) */
+  KILN_ERROR_BAD_INPUT = 5,         /* tensors that do not fit the model (dtype, shape, size) */
+  KILN_ERROR_CANCELLED = 6,         /* the run was cancelled (kiln_cancel) */
+  KILN_ERROR_TIMEOUT = 7,           /* the run took longer than kiln_options.run_timeout_ms */
+  KILN_ERROR_RESOURCE_LIMIT = 8     /* the model or these inputs need more than max_memory_bytes */
 } kiln_status;
 
 /* Element types; the values are ONNX TensorProto.DataType codes. */
@@ -80,8 +84,15 @@ typedef struct kiln_options {
    * 0 (default) packs each layer's on its first run, so that loading is fast and the first
    * kiln_run pays the packing once. Results are the same. */
   int32_t pack_weights_at_load;
+  /* Memory budget in bytes (0: none): the weights, packed GEMM weights, activation arenas and
+   * outputs kiln plans for the model. A load or run that would pass it fails with
+   * KILN_ERROR_RESOURCE_LIMIT before allocating, naming the numbers (docs/c_api.md). */
+  int64_t max_memory_bytes;
+  /* Deadline of each kiln_run in milliseconds (0: none): a run past it stops between two steps
+   * and returns KILN_ERROR_TIMEOUT; the model stays usable. */
+  int64_t run_timeout_ms;
 } kiln_options;
-#define KILN_OPTIONS_INIT {sizeof(kiln_options), 1, 0}
+#define KILN_OPTIONS_INIT {sizeof(kiln_options), 1, 0, 0, 0}
 
 /* An input or output as the model declares it. `name` and `dims` stay valid as long as the
  * model; a dim of -1 is symbolic (ONNX models only; compiled models have fixed shapes). */
@@ -131,6 +142,13 @@ KILN_API kiln_status kiln_model_output_info(const kiln_model* model, size_t inde
  * data filled in place). Nothing is allocated for the outputs. */
 KILN_API kiln_status kiln_run(kiln_model* model, const kiln_tensor* inputs, size_t num_inputs, kiln_tensor* outputs,
                               size_t num_outputs);
+
+/* Cancels the runs of `model` that started before this call (running, or waiting for the
+ * model's lock): they stop between two steps and return KILN_ERROR_CANCELLED, with the output
+ * buffers' contents unspecified. Later runs are not affected, and the model stays usable. Safe
+ * to call from any thread while runs are in progress (not concurrently with kiln_model_free);
+ * NULL is ignored. */
+KILN_API void kiln_cancel(kiln_model* model);
 
 #ifdef __cplusplus
 }

@@ -17,9 +17,12 @@ import numpy as np
 from . import _kiln
 from ._kiln import (
     BadInputError,
+    CancelledError,
     Error,
     InternalError,
     InvalidModelError,
+    ResourceLimitError,
+    RunTimeoutError,
     TensorOwner,
     UnsupportedError,
     UsageError,
@@ -47,6 +50,9 @@ __all__ = [
     "BadModelError",
     "UnsupportedError",
     "BadInputError",
+    "CancelledError",
+    "RunTimeoutError",
+    "ResourceLimitError",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -99,6 +105,7 @@ class Session:
 
     ``run`` may be called from several Python threads at once: the GIL is released while the
     model runs, and the session runs one inference at a time (the engines keep per-run state).
+    :meth:`cancel` stops runs from another thread.
     """
 
     def __init__(self, impl: "_kiln.Session") -> None:
@@ -121,13 +128,21 @@ class Session:
     def engine(self) -> str:
         return self._impl.engine
 
-    def run(self, feeds: Union[Mapping[str, Any], Sequence[Any]]) -> Dict[str, np.ndarray]:
+    def run(
+        self, feeds: Union[Mapping[str, Any], Sequence[Any]], *, timeout: Optional[float] = None
+    ) -> Dict[str, np.ndarray]:
         """Runs the model. ``feeds`` maps input names to arrays, or lists arrays in the order of
         :attr:`inputs`. Arrays are used in place (no copy) when C-contiguous, 64-byte aligned and
         of a dtype kiln has (see :func:`kiln.empty`); other buffers are copied once. Objects with
         ``__dlpack__`` are imported through ``numpy.from_dlpack``; Python lists and scalars are
         converted to the input's dtype. Returns ``{output name: numpy.ndarray}``; the arrays own
-        kiln's result memory (their ``.base`` is a :class:`TensorOwner`)."""
+        kiln's result memory (their ``.base`` is a :class:`TensorOwner`).
+
+        ``timeout`` (seconds) stops a run that takes longer with :class:`RunTimeoutError`;
+        :meth:`cancel` stops it with :class:`CancelledError`. Both are checked between kernel
+        steps (and between nodes on the interpreter), and the session stays usable. The time
+        counts from the call, including waiting for another thread's run and compiling a new
+        input-shape signature (which is not interrupted)."""
         if isinstance(feeds, Mapping):
             prepared: Any = {k: self._array(k, v) for k, v in feeds.items()}
         elif isinstance(feeds, (list, tuple)):
@@ -139,7 +154,15 @@ class Session:
             raise _usage_error(
                 "Session.run takes a dict {input name: array} or a list of arrays, got " + type(feeds).__name__
             )
-        return self._impl.run(prepared)
+        if timeout is not None and not timeout > 0:
+            raise _usage_error(f"timeout must be a positive number of seconds, got {timeout!r}")
+        return self._impl.run(prepared, float(timeout or 0.0))
+
+    def cancel(self) -> None:
+        """Cancels the runs of this session that started before the call (running, or waiting
+        for another run to finish): they raise :class:`CancelledError`. Later runs are not
+        affected. Safe to call from any thread."""
+        self._impl.cancel()
 
     def _array(self, name: str, value: Any) -> Any:
         info = self._by_name.get(name) if isinstance(name, str) else None
@@ -184,6 +207,7 @@ def load(
     *,
     profile: bool = False,
     seed: int = 0,
+    max_memory: Union[int, str, None] = None,
 ) -> Session:
     """Loads an ONNX model (a path, or the ModelProto bytes) and prepares it to run.
 
@@ -193,6 +217,9 @@ def load(
         engine always runs it, as the CLI, ``kiln bench`` and the C API do).
     profile: record per-node / per-kernel timings (:meth:`Session.profile`).
     seed: seed of random ops (RandomNormal, Dropout in training mode, ...).
+    max_memory: memory budget in bytes (or "512M", "2G", ...): the weights, packed GEMM
+        weights, activations and outputs kiln plans for the model. A model or input shapes that
+        need more raise :class:`ResourceLimitError` before allocating, with the numbers.
     """
     if isinstance(model, (bytes, bytearray, memoryview)):
         source: Any = model
@@ -202,7 +229,11 @@ def load(
         raise _usage_error("kiln.load takes a path or the model's bytes, got " + type(model).__name__)
     if threads is None:
         threads = _default_threads()
-    return Session(_kiln.load(source, int(threads), engine, bool(optimize), bool(profile), int(seed)))
+    if max_memory is not None and not isinstance(max_memory, (int, str)):
+        raise _usage_error("max_memory takes a byte count or a size like '512M', got " + type(max_memory).__name__)
+    return Session(
+        _kiln.load(source, int(threads), engine, bool(optimize), bool(profile), int(seed), max_memory)
+    )
 
 
 def inspect(

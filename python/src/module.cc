@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/run_control.h"
 #include "driver/aot.h"
 #include "driver/inspect_report.h"
 #include "driver/optimize_model.h"
@@ -37,6 +38,9 @@ struct ErrorClasses {
   PyObject* invalid_model = nullptr;
   PyObject* unsupported = nullptr;
   PyObject* bad_input = nullptr;
+  PyObject* cancelled = nullptr;
+  PyObject* timeout = nullptr;
+  PyObject* resource_limit = nullptr;
 };
 ErrorClasses g_errors;
 
@@ -62,6 +66,12 @@ void register_errors(py::module_& m) {
                                        "A valid model using something kiln does not support (CLI exit code 3).");
   g_errors.bad_input = new_exception(m, "BadInputError", with(g_errors.base, PyExc_ValueError),
                                      "Input data that does not fit the model (CLI exit code 4).");
+  g_errors.cancelled = new_exception(m, "CancelledError", with(g_errors.base, PyExc_RuntimeError),
+                                     "The run was cancelled by Session.cancel() (CLI exit code 5).");
+  g_errors.timeout = new_exception(m, "RunTimeoutError", with(g_errors.base, PyExc_TimeoutError),
+                                   "The run took longer than its timeout (CLI exit code 5).");
+  g_errors.resource_limit = new_exception(m, "ResourceLimitError", with(g_errors.base, PyExc_MemoryError),
+                                          "The model or its inputs need more than max_memory (CLI exit code 5).");
 }
 
 PyObject* class_for(ErrorKind kind) {
@@ -70,6 +80,9 @@ PyObject* class_for(ErrorKind kind) {
     case ErrorKind::kInvalidModel: return g_errors.invalid_model;
     case ErrorKind::kUnsupported: return g_errors.unsupported;
     case ErrorKind::kBadInput: return g_errors.bad_input;
+    case ErrorKind::kCancelled: return g_errors.cancelled;
+    case ErrorKind::kTimeout: return g_errors.timeout;
+    case ErrorKind::kResourceLimit: return g_errors.resource_limit;
     case ErrorKind::kInternal: return g_errors.internal;
   }
   return g_errors.base;
@@ -315,7 +328,10 @@ class PySession {
 
   // feeds: a dict {name: array} or a sequence of arrays in the order of inputs(). The Python
   // layer has already turned DLPack producers, buffers and lists into NumPy arrays.
-  py::dict run(py::object feeds) {
+  // Session.cancel(): stops the runs that started before it (core/run_control.h).
+  void cancel() { canceller_.cancel(); }
+
+  py::dict run(py::object feeds, double timeout_s) {
     const auto& graph_inputs = session_->model().graph->inputs;
     std::vector<Value*> feedable = session_->feed_inputs();
     std::vector<RtValue> values(graph_inputs.size());
@@ -393,6 +409,7 @@ class PySession {
       // The engines keep per-run state (plans, timings, the interpreter's RNG): one run at a
       // time per session; other Python threads run meanwhile.
       py::gil_scoped_release nogil;
+      RunScope scope(&canceller_, timeout_s);  // before the lock: waiting counts, cancel() reaches waiters
       std::lock_guard<std::mutex> lock(mu_);
       results = session_->run(values);
       if (profiling_) last_timings_ = session_->timings();
@@ -447,14 +464,20 @@ class PySession {
   std::string engine_;
   bool profiling_ = false;
   mutable std::mutex mu_;
+  Canceller canceller_;
   std::vector<NodeTiming> last_timings_;
   std::vector<std::string> last_copied_;
   std::vector<std::pair<uintptr_t, uintptr_t>> constants_;
 };
 
 std::unique_ptr<PySession> load(py::object source, int threads, const std::string& engine, bool optimize,
-                                bool profile, uint64_t seed) {
+                                bool profile, uint64_t seed, py::object max_memory) {
   SessionOptions opts;
+  if (py::isinstance<py::str>(max_memory))
+    opts.max_memory_bytes = parse_byte_size(max_memory.cast<std::string>(), "max_memory");
+  else if (!max_memory.is_none())
+    opts.max_memory_bytes = max_memory.cast<int64_t>();
+  if (opts.max_memory_bytes < 0) raise(ErrorKind::kUsage, "max_memory must be >= 0");
   opts.engine = parse_engine(engine);
   opts.threads = threads;
   opts.optimize = optimize;
@@ -590,12 +613,13 @@ PYBIND11_MODULE(_kiln, m) {
       .def_property_readonly("inputs", &PySession::inputs)
       .def_property_readonly("outputs", &PySession::outputs)
       .def_property_readonly("engine", &PySession::engine)
-      .def("run", &PySession::run, py::arg("feeds"))
+      .def("run", &PySession::run, py::arg("feeds"), py::arg("timeout"))
+      .def("cancel", &PySession::cancel)
       .def("profile", &PySession::profile)
       .def("last_copied_inputs", &PySession::last_copied_inputs);
 
   m.def("load", &load, py::arg("source"), py::arg("threads"), py::arg("engine"), py::arg("optimize"),
-        py::arg("profile"), py::arg("seed"));
+        py::arg("profile"), py::arg("seed"), py::arg("max_memory"));
   m.def("optimize", &optimize, py::arg("in_path"), py::arg("out_path"), py::arg("passes"), py::arg("disable"),
         py::arg("verify"));
   m.def("inspect_json", &inspect_json, py::arg("path"), py::arg("dims"), py::arg("compile"), py::arg("passes"));

@@ -3,7 +3,6 @@
 // whose own C API calls are forwarded) and, in libkiln (KILN_CAPI_FULL), ONNX models.
 // Built into libkiln_runtime (compiled models only), every compiled model library, and libkiln.
 #include <dlfcn.h>
-#include <elf.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include "capi/model_library.h"
 #include "core/error.h"
 #include "core/shape.h"
+#include "runtime/library_seal.h"
 #include "runtime/plan_io.h"
 #include "runtime/thread_pool.h"
 
@@ -53,6 +53,9 @@ kiln_status status_of(ErrorKind k) {
     case ErrorKind::kInvalidModel: return KILN_ERROR_INVALID_MODEL;
     case ErrorKind::kUnsupported: return KILN_ERROR_UNSUPPORTED;
     case ErrorKind::kBadInput: return KILN_ERROR_BAD_INPUT;
+    case ErrorKind::kCancelled: return KILN_ERROR_CANCELLED;
+    case ErrorKind::kTimeout: return KILN_ERROR_TIMEOUT;
+    case ErrorKind::kResourceLimit: return KILN_ERROR_RESOURCE_LIMIT;
   }
   return KILN_ERROR_INTERNAL;
 }
@@ -84,10 +87,28 @@ kiln_status guarded(F&& f) {
 
 [[noreturn]] void fail(kiln_status s, const std::string& msg) { throw StatusError{s, msg}; }
 
+bool has_field(const kiln_options* o, size_t end) { return o && o->struct_size >= end; }
+
 bool pack_at_load(const kiln_options* o) {
   return o && o->struct_size >= offsetof(kiln_options, pack_weights_at_load) + sizeof(int32_t) &&
          o->pack_weights_at_load != 0;
 }
+
+}  // namespace
+
+int64_t max_memory_of(const kiln_options* o) {
+  if (!has_field(o, offsetof(kiln_options, max_memory_bytes) + sizeof(int64_t))) return 0;
+  if (o->max_memory_bytes < 0) fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_options.max_memory_bytes must be >= 0");
+  return o->max_memory_bytes;
+}
+
+double timeout_of(const kiln_options* o) {
+  if (!has_field(o, offsetof(kiln_options, run_timeout_ms) + sizeof(int64_t))) return 0;
+  if (o->run_timeout_ms < 0) fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_options.run_timeout_ms must be >= 0");
+  return static_cast<double>(o->run_timeout_ms) / 1000.0;
+}
+
+namespace {
 
 int resolve_threads(const kiln_options* o) {
   if (!o) return 1;
@@ -100,7 +121,7 @@ int resolve_threads(const kiln_options* o) {
 
 class PlanModel : public ModelImpl {
  public:
-  PlanModel(const KilnAotImage& img, int threads, bool pack_at_load) {
+  PlanModel(const KilnAotImage& img, int threads, bool pack_at_load, int64_t max_memory) {
     if (img.magic != kAotImageMagic) fail(KILN_ERROR_INVALID_MODEL, "not a kiln compiled model (bad image magic)");
     if (img.abi != KILN_C_API_VERSION)
       fail(KILN_ERROR_UNSUPPORTED, "compiled model for C API version " + std::to_string(img.abi) + ", this is " +
@@ -109,6 +130,7 @@ class PlanModel : public ModelImpl {
     if (plan_.kernel_names.size() != img.num_kernels) fail(KILN_ERROR_INVALID_MODEL, "compiled model: kernel table mismatch");
     plan_.kernels.assign(img.kernels, img.kernels + img.num_kernels);
     if (plan_.has_fallback()) fail(KILN_ERROR_UNSUPPORTED, "compiled model with reference-kernel steps");
+    check_memory(img, max_memory);
     pool_ = std::make_unique<ThreadPool>(threads);
     // Packing the sgemm weights is most of a load (~100 MB for ResNet-50): on request here,
     // else on each step's first run.
@@ -135,6 +157,19 @@ class PlanModel : public ModelImpl {
   }
 
  private:
+  // The plan's shapes are fixed, so the whole budget is known at load: the embedded weights,
+  // their packed copies, the arena and the outputs.
+  void check_memory(const KilnAotImage& img, int64_t max_memory) const {
+    if (max_memory <= 0) return;
+    const auto weights = static_cast<int64_t>(img.blob_size), packed = plan_.packed_weight_bytes();
+    const int64_t need = weights + packed + plan_.arena_bytes + plan_.output_bytes();
+    if (need > max_memory)
+      fail(KILN_ERROR_RESOURCE_LIMIT, "the compiled model needs " + format_bytes(need) + " (weights and plan " +
+                                          format_bytes(weights) + ", packed GEMM weights " + format_bytes(packed) +
+                                          ", activations " + format_bytes(plan_.arena_bytes) + ", outputs " +
+                                          format_bytes(plan_.output_bytes()) + "), more than max_memory_bytes " +
+                                          format_bytes(max_memory));
+  }
   ExecPlan plan_;
   std::unique_ptr<ThreadPool> pool_;
   std::mutex mu_;
@@ -171,6 +206,11 @@ class ForwardModel : public ModelImpl {
   void run(const kiln_tensor* in, size_t nin, kiln_tensor* out, size_t nout) override {
     check(api_.run(inner_, in, nin, out, nout));
   }
+  // The library's own runs check its own canceller (its copy of the runtime).
+  void cancel() override {
+    ModelImpl::cancel();
+    if (api_.cancel) api_.cancel(inner_);
+  }
 
  private:
   void check(kiln_status s) {
@@ -194,34 +234,9 @@ std::unique_ptr<ModelImpl> load_library(const std::string& path, const std::stri
 
 bool is_elf(const void* data, size_t size) { return size >= 4 && std::memcmp(data, "\x7f" "ELF", 4) == 0; }
 
-// Checks that an ELF image holds every loaded segment: dlopen maps segments past the end of a
-// truncated file, and touching them then raises SIGBUS. `head` holds the file's first bytes
-// (at least the ELF and program headers), `size` is the whole file's.
-void check_elf_complete(const char* head, size_t head_size, size_t size, const std::string& what) {
-  auto bad = [&](const std::string& why) { fail(KILN_ERROR_INVALID_MODEL, "cannot load " + what + ": " + why); };
-  if (head_size < sizeof(Elf64_Ehdr)) bad("truncated ELF file");
-  Elf64_Ehdr eh;
-  std::memcpy(&eh, head, sizeof eh);
-  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_type != ET_DYN) bad("not a 64-bit shared library");
-  if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phoff > head_size ||
-      eh.e_phnum * sizeof(Elf64_Phdr) > head_size - eh.e_phoff)
-    bad("truncated ELF file (program headers)");
-  for (int i = 0; i < eh.e_phnum; ++i) {
-    Elf64_Phdr ph;
-    std::memcpy(&ph, head + eh.e_phoff + static_cast<size_t>(i) * sizeof ph, sizeof ph);
-    if (ph.p_type == PT_LOAD && (ph.p_offset > size || ph.p_filesz > size - ph.p_offset))
-      bad("truncated ELF file (a segment ends past the end of the file)");
-  }
-}
-
-void check_elf_file(const std::string& path, const std::string& what) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) fail(KILN_ERROR_INVALID_ARGUMENT, "cannot open " + what);
-  const size_t size = static_cast<size_t>(f.tellg());
-  f.seekg(0);
-  std::string head(std::min<size_t>(size, 1 << 16), '\0');
-  f.read(head.data(), static_cast<std::streamsize>(head.size()));
-  check_elf_complete(head.data(), head.size(), size, what);
+// The seal and ELF checks before dlopen (runtime/library_seal.h).
+void check_library(const std::string& why, const std::string& what) {
+  if (!why.empty()) fail(KILN_ERROR_INVALID_MODEL, "cannot load " + what + ": " + why);
 }
 
 #ifndef KILN_CAPI_FULL
@@ -233,7 +248,8 @@ void check_elf_file(const std::string& path, const std::string& what) {
 }
 #endif
 
-kiln_model* wrap(std::unique_ptr<ModelImpl> impl) {
+kiln_model* wrap(std::unique_ptr<ModelImpl> impl, const kiln_options* options) {
+  impl->timeout_s = timeout_of(options);
   auto* m = new kiln_model;
   m->impl = std::move(impl);
   return m;
@@ -331,6 +347,9 @@ KILN_API const char* kiln_status_name(kiln_status s) {
     case KILN_ERROR_INVALID_MODEL: return "invalid model";
     case KILN_ERROR_UNSUPPORTED: return "unsupported";
     case KILN_ERROR_BAD_INPUT: return "bad input";
+    case KILN_ERROR_CANCELLED: return "cancelled";
+    case KILN_ERROR_TIMEOUT: return "timeout";
+    case KILN_ERROR_RESOURCE_LIMIT: return "resource limit";
   }
   return "unknown status";
 }
@@ -348,8 +367,10 @@ KILN_API kiln_status kiln_model_load_embedded(const kiln_options* options, kiln_
     if (&kiln_aot_image == nullptr)
       kiln::capi::fail(KILN_ERROR_UNSUPPORTED, "this library embeds no compiled model (kiln_model_load_embedded "
                                                "works in libraries made by `kiln compile -o`)");
-    *out = kiln::capi::wrap(std::make_unique<kiln::capi::PlanModel>(kiln_aot_image, threads,
-                                                                     kiln::capi::pack_at_load(options)));
+    *out = kiln::capi::wrap(std::make_unique<kiln::capi::PlanModel>(
+                                kiln_aot_image, threads, kiln::capi::pack_at_load(options),
+                                kiln::capi::max_memory_of(options)),
+                            options);
   });
 }
 
@@ -369,12 +390,12 @@ KILN_API kiln_status kiln_model_load_file(const char* path, const kiln_options* 
     }
     const std::string what = std::string("'") + path + "'";
     if (kiln::capi::is_elf(magic, static_cast<size_t>(4))) {
-      kiln::capi::check_elf_file(path, what);
-      *out = kiln::capi::wrap(kiln::capi::load_library(path, what, options));
+      kiln::capi::check_library(kiln::check_library_file(path), what);
+      *out = kiln::capi::wrap(kiln::capi::load_library(path, what, options), options);
       return;
     }
 #ifdef KILN_CAPI_FULL
-    *out = kiln::capi::wrap(kiln::capi::load_onnx_file(path, threads));
+    *out = kiln::capi::wrap(kiln::capi::load_onnx_file(path, threads, kiln::capi::max_memory_of(options)), options);
 #else
     (void)threads;
     kiln::capi::runtime_only(what);
@@ -390,7 +411,7 @@ KILN_API kiln_status kiln_model_load_memory(const void* data, size_t size, const
     require(data || size == 0, "data is NULL");
     const int threads = kiln::capi::resolve_threads(options);
     if (kiln::capi::is_elf(data, size)) {
-      kiln::capi::check_elf_complete(static_cast<const char*>(data), size, size, "the compiled model in memory");
+      kiln::capi::check_library(kiln::check_library_image(data, size), "the compiled model in memory");
       // dlopen needs a file: an anonymous memory file holds the library image.
       int fd = memfd_create("kiln-model", MFD_CLOEXEC);
       if (fd < 0) kiln::capi::fail(KILN_ERROR_INTERNAL, std::string("memfd_create: ") + std::strerror(errno));
@@ -407,7 +428,7 @@ KILN_API kiln_status kiln_model_load_memory(const void* data, size_t size, const
       }
       std::string path = "/proc/self/fd/" + std::to_string(fd);
       try {
-        *out = kiln::capi::wrap(kiln::capi::load_library(path, "the compiled model in memory", options));
+        *out = kiln::capi::wrap(kiln::capi::load_library(path, "the compiled model in memory", options), options);
       } catch (...) {
         close(fd);
         throw;
@@ -416,7 +437,8 @@ KILN_API kiln_status kiln_model_load_memory(const void* data, size_t size, const
       return;
     }
 #ifdef KILN_CAPI_FULL
-    *out = kiln::capi::wrap(kiln::capi::load_onnx_bytes(data, size, threads));
+    *out = kiln::capi::wrap(kiln::capi::load_onnx_bytes(data, size, threads, kiln::capi::max_memory_of(options)),
+                            options);
 #else
     (void)threads;
     kiln::capi::runtime_only("the model in memory");
@@ -455,8 +477,13 @@ KILN_API kiln_status kiln_run(kiln_model* model, const kiln_tensor* inputs, size
                               size_t num_outputs) {
   return guarded([&] {
     require(model, "model is NULL");
+    kiln::RunScope scope(&model->impl->canceller, model->impl->timeout_s);
     model->impl->run(inputs, num_inputs, outputs, num_outputs);
   });
+}
+
+KILN_API void kiln_cancel(kiln_model* model) {
+  if (model) model->impl->cancel();
 }
 
 }  // extern "C"

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/run_control.h"
 #include "core/value.h"
 #include "kiln/c_api.h"
 #include "runtime/exec_plan.h"
@@ -30,8 +31,16 @@ class ModelImpl {
  public:
   virtual ~ModelImpl() = default;
   virtual void run(const kiln_tensor* inputs, size_t num_inputs, kiln_tensor* outputs, size_t num_outputs) = 0;
+  // kiln_cancel: the runs that opened their scope with `canceller` stop at their next check.
+  virtual void cancel() { canceller.cancel(); }
   std::vector<TensorInfo> inputs, outputs;
+  Canceller canceller;
+  double timeout_s = 0;  // kiln_options.run_timeout_ms
 };
+
+// kiln_options fields, 0 when `o` is NULL or predates them (struct_size).
+int64_t max_memory_of(const kiln_options* o);
+double timeout_of(const kiln_options* o);
 
 // Checks the tensor counts and each input against `info`; returns views of the caller's data.
 std::vector<Tensor> input_views(const std::vector<TensorInfo>& info, const kiln_tensor* inputs, size_t num_inputs,
@@ -43,8 +52,8 @@ void set_output_dims(const std::vector<RtValue>& results, kiln_tensor* outputs);
 
 #ifdef KILN_CAPI_FULL
 // ONNX models (onnx_model.cc, libkiln only): the compiled engine, JIT.
-std::unique_ptr<ModelImpl> load_onnx_file(const std::string& path, int threads);
-std::unique_ptr<ModelImpl> load_onnx_bytes(const void* data, size_t size, int threads);
+std::unique_ptr<ModelImpl> load_onnx_file(const std::string& path, int threads, int64_t max_memory);
+std::unique_ptr<ModelImpl> load_onnx_bytes(const void* data, size_t size, int threads, int64_t max_memory);
 #endif
 
 }  // namespace kiln::capi

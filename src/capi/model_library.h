@@ -21,6 +21,7 @@ struct ModelLibraryApi {
   kiln_status (*input_info)(const kiln_model*, size_t, kiln_tensor_info*) = nullptr;
   kiln_status (*output_info)(const kiln_model*, size_t, kiln_tensor_info*) = nullptr;
   kiln_status (*run)(kiln_model*, const kiln_tensor*, size_t, kiln_tensor*, size_t) = nullptr;
+  void (*cancel)(kiln_model*) = nullptr;  // optional: libraries compiled before kiln_cancel lack it
 };
 
 // Binds every entry point of the dlopened library `dl` into `api`; returns the name of the first
@@ -41,6 +42,7 @@ inline const char* bind_model_library(void* dl, ModelLibraryApi* api) {
   bind(api->input_info, "kiln_model_input_info");
   bind(api->output_info, "kiln_model_output_info");
   bind(api->run, "kiln_run");
+  api->cancel = reinterpret_cast<void (*)(kiln_model*)>(dlsym(dl, "kiln_cancel"));
   return missing;
 }
 

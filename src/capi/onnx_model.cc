@@ -23,8 +23,9 @@ TensorInfo info_of(const Value& v) {
 
 class OnnxModel : public ModelImpl {
  public:
-  OnnxModel(Model model, int threads) {
+  OnnxModel(Model model, int threads, int64_t max_memory) {
     SessionOptions so;
+    so.max_memory_bytes = max_memory;
     so.engine = Engine::kCompiled;  // (runs the default pass pipeline)
     so.threads = threads > 0 ? threads : ThreadPool::default_threads();
     session_ = std::make_unique<Session>(std::move(model), so);
@@ -49,12 +50,12 @@ class OnnxModel : public ModelImpl {
 
 }  // namespace
 
-std::unique_ptr<ModelImpl> load_onnx_file(const std::string& path, int threads) {
-  return std::make_unique<OnnxModel>(load_onnx_model(path), threads);
+std::unique_ptr<ModelImpl> load_onnx_file(const std::string& path, int threads, int64_t max_memory) {
+  return std::make_unique<OnnxModel>(load_onnx_model(path), threads, max_memory);
 }
 
-std::unique_ptr<ModelImpl> load_onnx_bytes(const void* data, size_t size, int threads) {
-  return std::make_unique<OnnxModel>(load_onnx_model_from_bytes(data, size, "<memory>"), threads);
+std::unique_ptr<ModelImpl> load_onnx_bytes(const void* data, size_t size, int threads, int64_t max_memory) {
+  return std::make_unique<OnnxModel>(load_onnx_model_from_bytes(data, size, "<memory>"), threads, max_memory);
 }
 
 }  // namespace kiln::capi

@@ -1,6 +1,8 @@
 // Error formatting and exit codes.
 #include "core/error.h"
 
+#include <cstdio>
+
 namespace kiln {
 
 int exit_code(ErrorKind kind) {
@@ -9,6 +11,9 @@ int exit_code(ErrorKind kind) {
     case ErrorKind::kInvalidModel: return 3;
     case ErrorKind::kUnsupported: return 3;
     case ErrorKind::kBadInput: return 4;
+    case ErrorKind::kCancelled:
+    case ErrorKind::kTimeout:
+    case ErrorKind::kResourceLimit: return 5;
     case ErrorKind::kInternal: return 1;
   }
   return 1;
@@ -20,9 +25,19 @@ std::string_view error_kind_name(ErrorKind kind) {
     case ErrorKind::kInvalidModel: return "invalid model";
     case ErrorKind::kUnsupported: return "unsupported";
     case ErrorKind::kBadInput: return "bad input";
+    case ErrorKind::kCancelled: return "cancelled";
+    case ErrorKind::kTimeout: return "timeout";
+    case ErrorKind::kResourceLimit: return "resource limit";
     case ErrorKind::kInternal: return "internal error";
   }
   return "error";
+}
+
+std::string format_bytes(int64_t bytes) {
+  char buf[48];
+  if (bytes < (1 << 20)) std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(bytes));
+  else std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
 }
 
 Error::Error(ErrorKind kind, std::string message, ErrorLocation where)

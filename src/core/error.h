@@ -2,6 +2,7 @@
 // internal invariants use KILN_CHECK, which throws an internal error naming file:line.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -13,6 +14,9 @@ enum class ErrorKind {
   kInvalidModel,  // malformed model or graph (exit 3)
   kUnsupported,   // valid model using something kiln does not support (exit 3)
   kBadInput,      // input data that does not fit the model (exit 4)
+  kCancelled,     // the run was cancelled by the caller (exit 5)
+  kTimeout,       // the run passed its deadline (exit 5)
+  kResourceLimit, // the model or its inputs need more than a configured limit (exit 5)
 };
 
 int exit_code(ErrorKind kind);
@@ -41,6 +45,9 @@ class Error : public std::runtime_error {
   std::string message_;
   ErrorLocation where_;
 };
+
+// "4096 bytes", "12.5 MiB": sizes in messages.
+std::string format_bytes(int64_t bytes);
 
 [[noreturn]] void throw_internal(const char* file, int line, const std::string& what);
 

@@ -26,6 +26,7 @@
 #include "frontend/onnx/onnx_io.h"
 #include "kiln/c_api.h"
 #include "pass/pass.h"
+#include "runtime/library_seal.h"
 #include "runtime/plan_io.h"
 
 #ifndef KILN_RUNTIME_ARCHIVE
@@ -46,7 +47,7 @@ const char* const kExports[] = {"kiln_api_version",      "kiln_last_error",     
                                 "kiln_dtype_size",       "kiln_model_load_file",   "kiln_model_load_memory",
                                 "kiln_model_load_embedded", "kiln_model_free",     "kiln_model_num_inputs",
                                 "kiln_model_num_outputs", "kiln_model_input_info", "kiln_model_output_info",
-                                "kiln_run"};
+                                "kiln_run", "kiln_cancel"};
 
 std::string quote(const std::string& s) {
   std::string out = "'";
@@ -236,6 +237,7 @@ AotResult compile_shared_library(const std::string& model_path, const std::strin
   int rc = std::system(cmd.c_str());
   if (rc != 0)
     throw Error(ErrorKind::kUsage, "linking the model library failed (" + cmd + "):\n" + read_file(dir / "link.log"));
+  seal_library_file(tmp_out.string());
   std::error_code ec;
   fs::rename(tmp_out, out_path, ec);
   if (ec) {  // another file system: copy
@@ -266,12 +268,18 @@ struct CompiledLibrary::Api : ModelLibraryApi {
                   : s == KILN_ERROR_INVALID_MODEL  ? ErrorKind::kInvalidModel
                   : s == KILN_ERROR_UNSUPPORTED    ? ErrorKind::kUnsupported
                   : s == KILN_ERROR_BAD_INPUT      ? ErrorKind::kBadInput
+                  : s == KILN_ERROR_CANCELLED      ? ErrorKind::kCancelled
+                  : s == KILN_ERROR_TIMEOUT        ? ErrorKind::kTimeout
+                  : s == KILN_ERROR_RESOURCE_LIMIT ? ErrorKind::kResourceLimit
                                                    : ErrorKind::kInternal;
     throw Error(k, last_error());
   }
 };
 
-std::unique_ptr<CompiledLibrary> CompiledLibrary::open(const std::string& path, int threads) {
+std::unique_ptr<CompiledLibrary> CompiledLibrary::open(const std::string& path, int threads, int64_t max_memory_bytes,
+                                                       int64_t run_timeout_ms) {
+  if (std::string why = check_library_file(path); !why.empty())
+    throw Error(ErrorKind::kInvalidModel, "cannot load '" + path + "': " + why);
   std::string p = path.find('/') == std::string::npos ? "./" + path : path;
   void* dl = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!dl) {
@@ -291,6 +299,8 @@ std::unique_ptr<CompiledLibrary> CompiledLibrary::open(const std::string& path, 
                                              std::to_string(KILN_C_API_VERSION));
   kiln_options opts = KILN_OPTIONS_INIT;
   opts.threads = threads;
+  opts.max_memory_bytes = max_memory_bytes;
+  opts.run_timeout_ms = run_timeout_ms;
   kiln_model* m = nullptr;
   a.check(a.load_embedded(&opts, &m));
   lib->model_ = m;

@@ -55,7 +55,9 @@ class CompiledLibrary {
     DType dtype;
     std::vector<int64_t> dims;
   };
-  static std::unique_ptr<CompiledLibrary> open(const std::string& path, int threads = 1);
+  // `max_memory_bytes` and `run_timeout_ms` as kiln_options has them (0: none).
+  static std::unique_ptr<CompiledLibrary> open(const std::string& path, int threads = 1, int64_t max_memory_bytes = 0,
+                                               int64_t run_timeout_ms = 0);
   ~CompiledLibrary();
   const std::vector<Info>& inputs() const { return inputs_; }
   const std::vector<Info>& outputs() const { return outputs_; }

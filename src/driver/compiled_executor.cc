@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "driver/compile/plan_builder.h"
 #include "ops/evaluate.h"
@@ -48,7 +49,9 @@ CompiledExecutor::CompiledExecutor(const Model& model, CompiledOptions opts)
   InterpreterOptions io;
   io.seed = opts.seed;
   io.profile = opts.profile;
+  io.max_memory_bytes = opts.max_memory_bytes;
   reference_ = std::make_unique<Interpreter>(model, io);
+  weight_bytes_ = initializer_bytes(*model.graph);  // (the interpreter checked them against the budget)
 }
 
 namespace {
@@ -207,7 +210,35 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     run_reference(feeds, {}, &observe);
   };
   compile::PlanBuilder(model_, opts_, captures_, shape_run, *plan).build(feeds);
+  admit(*plan);
+  plan->exec.allocate_arena();
   return plan;
+}
+
+void CompiledExecutor::admit(const Plan& plan) {
+  if (opts_.max_memory_bytes <= 0) return;
+  const int64_t arena = plan.exec.arena_bytes, outputs = plan.exec.output_bytes();
+  auto held = [&] {
+    int64_t cached = 0, packed = plan.exec.packed_weight_bytes();
+    for (const auto& [key, p] : cache_) {
+      cached += p->exec.arena_bytes;
+      packed = std::max(packed, p->exec.packed_weight_bytes());
+    }
+    return std::pair<int64_t, int64_t>{cached, packed};
+  };
+  auto [cached, packed] = held();
+  while (!cache_.empty() && weight_bytes_ + packed + cached + arena + outputs > opts_.max_memory_bytes) {
+    if (last_plan_ == cache_.back().second.get()) last_plan_ = nullptr;
+    cache_.pop_back();  // the least recently used plan's arena goes first
+    std::tie(cached, packed) = held();
+  }
+  const int64_t need = weight_bytes_ + packed + arena + outputs;
+  if (need > opts_.max_memory_bytes)
+    throw Error(ErrorKind::kResourceLimit,
+                "these input shapes need " + format_bytes(need) + " (weights " + format_bytes(weight_bytes_) +
+                    ", packed GEMM weights " + format_bytes(packed) + ", activations " + format_bytes(arena) +
+                    ", outputs " + format_bytes(outputs) + "), more than the memory limit of " +
+                    format_bytes(opts_.max_memory_bytes) + " (max_memory)");
 }
 
 // ---- execution -------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ struct CompiledOptions {
   bool profile = false;       // per-step wall time in timings()
   size_t cache_entries = 8;   // plans kept per executor (LRU)
   bool schedule = true;       // apply the default schedule rules (off: plain loop nests)
+  int64_t max_memory_bytes = 0;  // memory budget (see admit); 0: none
   codegen::TargetOptions target;
 };
 
@@ -91,6 +92,9 @@ class CompiledExecutor {
   // Cached plan, execution, and the interpreter when the plan cannot hold; feeds are checked.
   std::vector<RtValue> run_checked(std::vector<RtValue> feeds, const std::vector<OutputBuffer>& outputs);
   std::unique_ptr<Plan> build_plan(const std::vector<RtValue>& feeds);
+  // Checks `plan` against the memory budget, evicting least recently used cached plans while
+  // that makes it fit; kResourceLimit with the numbers when it cannot.
+  void admit(const Plan& plan);
   std::vector<RtValue> execute(Plan& plan, const std::vector<RtValue>& feeds,
                                const std::vector<OutputBuffer>& outputs);
   // An If/Loop/Scan step: the op's kernel, its bodies run by nested executors.
@@ -114,6 +118,7 @@ class CompiledExecutor {
   std::mt19937_64 rng_;                 // random ops in bodies
   std::list<std::pair<std::string, std::unique_ptr<Plan>>> cache_;  // most recent first
   const Plan* last_plan_ = nullptr;
+  int64_t weight_bytes_ = 0;  // the model's initializers (memory budget)
   CompileStats stats_;
   std::vector<NodeTiming> timings_;
   std::mutex mu_;

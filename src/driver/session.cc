@@ -1,6 +1,7 @@
 // Session: loading, input binding and engine dispatch.
 #include "driver/session.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -15,6 +16,33 @@ Engine parse_engine(const std::string& name) {
   if (name == "interp") return Engine::kInterp;
   if (name == "compiled") return Engine::kCompiled;
   throw Error(ErrorKind::kUsage, "unknown engine '" + name + "' (expected interp or compiled)");
+}
+
+int64_t parse_byte_size(const std::string& text, const std::string& what) {
+  auto bad = [&] {
+    return Error(ErrorKind::kUsage, what + " '" + text + "' is not a size (bytes, or with K, M, G, T: 512M, 2GiB, 1.5G)");
+  };
+  size_t used = 0;
+  double number = 0;
+  try {
+    number = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw bad();
+  }
+  std::string unit = text.substr(used);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  if (unit.size() == 2 && (unit[1] == 'i' || unit[1] == 'I')) unit.pop_back();
+  double scale = 1;
+  if (unit.size() > 1) throw bad();
+  if (!unit.empty()) {
+    const std::string units = "KMGT";
+    size_t k = units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
+    if (k == std::string::npos) throw bad();
+    for (size_t i = 0; i <= k; ++i) scale *= 1024;
+  }
+  const double bytes = number * scale;
+  if (!(bytes >= 0) || bytes > 9.0e18) throw bad();
+  return static_cast<int64_t>(bytes);
 }
 
 std::unique_ptr<Session> Session::load(const std::string& path, const SessionOptions& opts) {
@@ -42,9 +70,11 @@ Session::Session(Model model, const SessionOptions& opts) : model_(std::move(mod
   InterpreterOptions io;
   io.seed = opts.seed;
   io.profile = opts.profile;
+  io.max_memory_bytes = opts.max_memory_bytes;
   try {
     if (opts.engine == Engine::kCompiled) {
       CompiledOptions co;
+      co.max_memory_bytes = opts.max_memory_bytes;
       co.threads = opts.threads;
       co.seed = opts.seed;
       co.profile = opts.profile;

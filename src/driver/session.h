@@ -24,7 +24,11 @@ struct SessionOptions {
   uint64_t seed = 0;
   bool profile = false;
   bool optimize = false;  // interp engine: run the default pass pipeline first (compiled: always)
+  int64_t max_memory_bytes = 0;  // memory budget (--max-memory); 0: none
 };
+
+// "512M", "2GiB", "1.5G", "1000000": a byte count for --max-memory (kUsage naming `what` otherwise).
+int64_t parse_byte_size(const std::string& text, const std::string& what);
 
 // An input read from a file: the embedded name (.pb) or empty (.npy binds by position).
 struct NamedValue {

@@ -110,6 +110,15 @@ void collect_captures(const Graph& g, const Graph* body, std::vector<Value*>& ou
 
 }  // namespace
 
+int64_t initializer_bytes(const Graph& g) {
+  int64_t total = 0;
+  for (const Value* v : g.inputs)
+    if (v->initializer.defined()) total += static_cast<int64_t>(v->initializer.nbytes());
+  for (const Value* v : g.constants)
+    if (v->initializer.defined()) total += static_cast<int64_t>(v->initializer.nbytes());
+  return total;
+}
+
 std::vector<Value*> captured_values(const Graph& body) {
   std::vector<Value*> out;
   collect_captures(body, &body, out);

@@ -139,6 +139,8 @@ class Graph {
 std::vector<Value*> captured_values(const Node& n);
 // The same for one body.
 std::vector<Value*> captured_values(const Graph& body);
+// Bytes of g's initializers (constants and inputs with defaults; not its subgraphs').
+int64_t initializer_bytes(const Graph& g);
 
 struct Model {
   int64_t ir_version = 8;

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "core/error.h"
+#include "core/run_control.h"
 #include "core/shape.h"
 
 namespace kiln {
@@ -66,6 +67,30 @@ void ExecPlan::make_gemm_op(PlanStep& st) {
     if (a.output && a.view.defined()) st.gemm_op->set_output(a.view);
 }
 
+int64_t ExecPlan::output_bytes() const {
+  int64_t total = 0;
+  for (int32_t s : outputs) {
+    const PlanSlot& slot = slots[static_cast<size_t>(s)];
+    if (slot.tensor && slot.constant < 0) total += checked_numel(slot.dims) * static_cast<int64_t>(dtype_size(slot.dtype));
+  }
+  return total;
+}
+
+int64_t ExecPlan::packed_weight_bytes() const {
+  std::vector<bool> seen(constants.size(), false);
+  int64_t total = 0;
+  for (const PlanStep& st : steps) {
+    if (st.kind != PlanStep::Kind::kGemm) continue;
+    for (int32_t s : st.inputs) {
+      const int32_t c = s < 0 ? -1 : slots[static_cast<size_t>(s)].constant;
+      if (c < 0 || seen[static_cast<size_t>(c)]) continue;
+      seen[static_cast<size_t>(c)] = true;
+      total += static_cast<int64_t>(constants[static_cast<size_t>(c)].nbytes());
+    }
+  }
+  return total;
+}
+
 bool ExecPlan::has_fallback() const {
   for (const auto& st : steps)
     if (st.kind == PlanStep::Kind::kFallback) return true;
@@ -109,6 +134,7 @@ std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& fe
   const int64_t no_scalars[1] = {0};
   if (step_ms) step_ms->clear();
   for (auto& st : plan.steps) {
+    check_run();  // cancellation and deadlines (core/run_control.h)
     auto start = step_ms ? Clock::now() : Clock::time_point();
     if (st.kind == PlanStep::Kind::kGemm || st.kind == PlanStep::Kind::kFallback) {
       ins.clear();

@@ -78,6 +78,10 @@ struct ExecPlan {
   void make_gemm_ops();
   void make_gemm_op(PlanStep& step);
   bool has_fallback() const;
+  // Memory budget accounting (kiln_options.max_memory_bytes): bytes of the graph outputs per
+  // run, and of the distinct constant sgemm operands (their packed copies are about as large).
+  int64_t output_bytes() const;
+  int64_t packed_weight_bytes() const;
 };
 
 // A fallback step produced a shape other than the planned one: the model's shapes depend on

@@ -5,6 +5,7 @@
 #include <new>
 #include <unordered_set>
 
+#include "core/run_control.h"
 #include "ops/evaluate.h"
 #include "ops/op_util.h"
 
@@ -22,6 +23,8 @@ struct Interpreter::Env {
   // main-graph float inputs with fully static declared types, and float results computed only
   // from such values. A kernel rejecting only fixed inputs means the model contradicts itself.
   std::unordered_set<const Value*> fixed;
+  // Memory budget: bytes of each value this env computed and still holds.
+  std::unordered_map<const Value*, int64_t> held;
 
   bool is_fixed(const Value* v) const {
     if (v->initializer.defined() && !v->is_graph_input) return true;
@@ -107,6 +110,11 @@ void check_feed(const Value& input, const RtValue& v) {
 Interpreter::Interpreter(const Model& model, InterpreterOptions opts)
     : model_(model), opts_(opts), rng_(opts.seed) {
   KILN_CHECK(model.graph != nullptr);
+  weight_bytes_ = initializer_bytes(*model.graph);
+  if (opts.max_memory_bytes > 0 && weight_bytes_ > opts.max_memory_bytes)
+    throw Error(ErrorKind::kResourceLimit, "the model's weights need " + format_bytes(weight_bytes_) +
+                                               ", more than the memory limit of " +
+                                               format_bytes(opts.max_memory_bytes) + " (max_memory)");
   prepare(*model.graph);
 }
 
@@ -237,9 +245,22 @@ std::vector<RtValue> Interpreter::run_graph(const Graph& g, const std::vector<Rt
     // run() checked the feeds against the declared types.
     if (!parent && &g == model_.graph.get() && static_float_type(g.inputs[i]->type)) env.fixed.insert(g.inputs[i]);
   }
+  struct ReleaseAll {  // values still held when the graph returns or throws
+    Interpreter& in;
+    Env& env;
+    ~ReleaseAll() {
+      for (const auto& [v, bytes] : env.held) in.live_bytes_ -= bytes;
+    }
+  } release_all{*this, env};
+  const bool budget = opts_.max_memory_bytes > 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
+    check_run();  // cancellation and deadlines (core/run_control.h)
     run_node(*g.nodes[i], *plan.schemas[i], env);
-    for (const Value* v : plan.frees[i]) env.values.erase(v);
+    if (budget) hold_outputs(*g.nodes[i], env);
+    for (const Value* v : plan.frees[i]) {
+      if (budget) release(v, env);
+      env.values.erase(v);
+    }
   }
   std::vector<RtValue> out;
   out.reserve(g.outputs.size());
@@ -253,6 +274,30 @@ std::vector<RtValue> Interpreter::run_graph(const Graph& g, const std::vector<Rt
     out.push_back(*r);
   }
   return out;
+}
+
+void Interpreter::hold_outputs(const Node& node, Env& env) {
+  for (const Value* v : node.outputs) {
+    auto it = v ? env.values.find(v) : env.values.end();
+    if (it == env.values.end()) continue;
+    int64_t bytes = it->second.is_tensor() ? static_cast<int64_t>(it->second.tensor.nbytes()) : 0;
+    for (const Tensor& t : it->second.sequence) bytes += static_cast<int64_t>(t.nbytes());
+    env.held[v] += bytes;
+    live_bytes_ += bytes;
+  }
+  if (weight_bytes_ + live_bytes_ > opts_.max_memory_bytes)
+    throw Error(ErrorKind::kResourceLimit,
+                "the run holds " + format_bytes(live_bytes_) + " of values besides " + format_bytes(weight_bytes_) +
+                    " of weights, more than the memory limit of " + format_bytes(opts_.max_memory_bytes) +
+                    " (max_memory)",
+                node_location(node));
+}
+
+void Interpreter::release(const Value* v, Env& env) {
+  auto it = env.held.find(v);
+  if (it == env.held.end()) return;
+  live_bytes_ -= it->second;
+  env.held.erase(it);
 }
 
 void Interpreter::run_node(const Node& node, const OpSchema& schema, Env& env) {

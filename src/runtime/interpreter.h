@@ -21,6 +21,9 @@ namespace kiln {
 struct InterpreterOptions {
   uint64_t seed = 0;       // for random ops without a `seed` attribute
   bool profile = false;    // collect per-node timings
+  // Memory budget (kiln_options.max_memory_bytes): weights plus the live values a run computed; a node
+  // whose outputs pass it stops the run with kResourceLimit. 0: none.
+  int64_t max_memory_bytes = 0;
 };
 
 struct NodeTiming {
@@ -61,12 +64,17 @@ class Interpreter {
   void prepare(const Graph& g);
   std::vector<RtValue> run_graph(const Graph& g, const std::vector<RtValue>& inputs, const Env* parent);
   void run_node(const Node& node, const OpSchema& schema, Env& env);
+  // Memory budget: counts node's outputs as live (kResourceLimit past the budget) / uncounts v.
+  void hold_outputs(const Node& node, Env& env);
+  void release(const Value* v, Env& env);
 
   const Model& model_;
   InterpreterOptions opts_;
   std::mt19937_64 rng_;
   std::unordered_map<const Graph*, std::unique_ptr<GraphPlan>> plans_;
   std::vector<NodeTiming> timings_;
+  int64_t weight_bytes_ = 0;  // the model's initializers (memory budget)
+  int64_t live_bytes_ = 0;    // values the running graphs computed and hold (memory budget)
   const ValueObserver* observe_ = nullptr;  // during run(feeds, observe) and run_body
   const Env* observe_parent_ = nullptr;     // observed: values of graphs run with this parent
 };

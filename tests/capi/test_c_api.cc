@@ -155,7 +155,7 @@ TEST_F(CApi, LoadErrors) {
   Dl_info libm;
   ASSERT_NE(dladdr(dlsym(RTLD_DEFAULT, "cos"), &libm), 0);
   EXPECT_EQ(kiln_model_load_file(libm.dli_fname, nullptr, &m), KILN_ERROR_INVALID_MODEL) << libm.dli_fname;
-  EXPECT_NE(std::string(kiln_last_error()).find("not a kiln compiled model"), std::string::npos) << kiln_last_error();
+  EXPECT_NE(std::string(kiln_last_error()).find("no kiln seal"), std::string::npos) << kiln_last_error();
 
   EXPECT_EQ(kiln_model_load_embedded(nullptr, &m), KILN_ERROR_UNSUPPORTED);
   kiln_options bad = KILN_OPTIONS_INIT;

@@ -1,5 +1,5 @@
 // `kiln run MODEL [--input FILE]... [--output-dir DIR] [--engine E] [--threads N] [--seed S]
-// [--batch B] [--dim NAME=VALUE]...`
+// [--batch B] [--dim NAME=VALUE]... [--max-memory SIZE] [--timeout SECONDS]`
 // MODEL may also be a library from `kiln compile -o` (run through its C API; --engine ignored).
 #include <chrono>
 #include <filesystem>
@@ -8,6 +8,7 @@
 
 #include "bench_common.h"
 #include "commands.h"
+#include "core/run_control.h"
 #include "driver/aot.h"
 #include "driver/npy.h"
 #include "driver/session.h"
@@ -28,7 +29,13 @@ struct RunArgs {
   bool optimize = false;  // interp engine: the default pass pipeline first
   int64_t batch = 1;               // symbolic dims of random inputs, as `kiln bench` resolves them
   std::vector<std::string> dims;  // NAME=VALUE
+  std::string max_memory;         // --max-memory SIZE
+  double timeout_s = 0;           // --timeout SECONDS, per run
 };
+
+int64_t max_memory_of(const RunArgs& a) {
+  return a.max_memory.empty() ? 0 : parse_byte_size(a.max_memory, "--max-memory");
+}
 
 std::string describe(const RtValue& v) {
   std::string prefix = v.optional ? "optional " : "";
@@ -50,7 +57,7 @@ std::string file_stem(const std::string& name) {
 // the ONNX model), outputs printed and written like run_command's.
 int run_library_command(const RunArgs& a) {
   auto t0 = std::chrono::steady_clock::now();
-  auto lib = CompiledLibrary::open(a.model, a.threads);
+  auto lib = CompiledLibrary::open(a.model, a.threads, max_memory_of(a), static_cast<int64_t>(a.timeout_s * 1000));
   auto t1 = std::chrono::steady_clock::now();
   std::vector<Tensor> feeds;
   if (a.inputs.empty()) {
@@ -109,6 +116,7 @@ int run_command(const RunArgs& a) {
   opts.threads = a.threads;
   opts.seed = a.seed;
   opts.optimize = a.optimize;
+  opts.max_memory_bytes = max_memory_of(a);
   auto t0 = std::chrono::steady_clock::now();
   InputShapeOptions shapes;
   shapes.batch = a.batch;
@@ -122,6 +130,7 @@ int run_command(const RunArgs& a) {
   std::vector<double> times;
   for (int r = 0; r < a.repeat; ++r) {
     auto s = std::chrono::steady_clock::now();
+    RunScope deadline(nullptr, a.timeout_s);
     outs = session->run(feeds);
     times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
   }
@@ -179,6 +188,12 @@ void add_run_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--dim", args->dims,
                   "random inputs: NAME=VALUE for a symbolic dim (seq-like dims default to 128, others to 1); repeatable");
+  cmd->add_option("--max-memory", args->max_memory,
+                  "memory budget: weights, packed weights, activations and outputs (bytes, or 512M, 2G, ...); a "
+                  "model or input shapes that need more fail before allocating (exit 5)");
+  cmd->add_option("--timeout", args->timeout_s,
+                  "stop a run that takes longer than SECONDS (exit 5); checked between kernel steps")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--optimize", args->optimize,
                 "with --engine interp: run the default graph-pass pipeline first (the compiled engine always runs it)");
   cmd->callback([args, &action] { action = [args] { return run_command(*args); }; });

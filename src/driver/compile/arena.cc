@@ -111,7 +111,7 @@ void PlanBuilder::plan_arena() {
   ex.arena_bytes = arena;
   for (size_t b = 0; b < blocks.size(); ++b) args[b]->arena_offset = blocks[b].offset;
   for (auto& [piece, where] : inside) piece->arena_offset = where.first->arena_offset + where.second;
-  ex.allocate_arena();
+  // The executor allocates it once the plan fits the memory budget (CompiledExecutor::admit).
   plan->stats.arena_bytes = arena;
 }
 
