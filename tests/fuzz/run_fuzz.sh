@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds the `fuzz` preset (clang++, libFuzzer, ASan+UBSan) and runs the ONNX importer fuzzer for
-# SECONDS on a scratch copy of the seed corpus. Exits non-zero when the fuzzer finds a crash (the
-# reproducer is left in build/fuzz/artifacts/), 77 when clang++ is not available.
+# CI's short fuzz run: builds the `fuzz` preset (clang++, libFuzzer, ASan+UBSan) and runs each
+# target for SECONDS on a scratch copy of its seed corpus (tests/fuzz/corpus/<name>): the ONNX
+# importer, the text-IR parser and the compiled-library loader checks. Exits non-zero when a
+# fuzzer finds a crash (the reproducer is left in build/fuzz/artifacts/), 77 when clang++ is not
+# available. Long campaigns: scripts/fuzz.sh --minutes N.
 #   tests/fuzz/run_fuzz.sh SECONDS [extra libFuzzer flags...]
 set -eu
 if [ $# -lt 1 ]; then
@@ -17,13 +19,26 @@ if ! command -v clang++ > /dev/null; then
 fi
 cd "$ROOT"
 if [ ! -f build/fuzz/build.ninja ]; then cmake --preset fuzz > /dev/null; fi
-FUZZER=${KILN_FUZZER:-fuzz_onnx_import}  # fuzz_onnx_load also prepares the interpreter
-ninja -C build/fuzz "$FUZZER" > /dev/null
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-cp tests/fuzz/corpus/* "$WORK/"
+# KILN_FUZZER=NAME runs one target (fuzz_onnx_load also prepares the interpreter).
+TARGETS=${KILN_FUZZER:-fuzz_onnx_import fuzz_text_ir fuzz_aot_loader}
+ninja -C build/fuzz $TARGETS > /dev/null
 mkdir -p build/fuzz/artifacts
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
-build/fuzz/tests/fuzz/"$FUZZER" -max_total_time="$SECONDS_TO_RUN" -max_len=65536 -rss_limit_mb=4096 \
-  -timeout=30 -print_final_stats=1 -artifact_prefix="$ROOT/build/fuzz/artifacts/" "$@" "$WORK"
+for FUZZER in $TARGETS; do
+  case $FUZZER in
+    fuzz_onnx_import | fuzz_onnx_load) SEEDS=onnx_import ;;
+    *) SEEDS=${FUZZER#fuzz_} ;;
+  esac
+  WORK=$(mktemp -d)
+  cp tests/fuzz/corpus/$SEEDS/* "$WORK/"
+  echo "== $FUZZER ($SECONDS_TO_RUN s)"
+  rc=0
+  build/fuzz/tests/fuzz/"$FUZZER" -max_total_time="$SECONDS_TO_RUN" -max_len=65536 -rss_limit_mb=4096 \
+    -timeout=30 -print_final_stats=1 -artifact_prefix="$ROOT/build/fuzz/artifacts/" "$@" "$WORK" \
+    > "$WORK.log" 2>&1 || rc=$?
+  grep -E "^#[0-9]+ *DONE|stat::number_of_executed_units|ERROR|SUMMARY|crash-|internal error" "$WORK.log" || true
+  [ "$rc" -eq 0 ] || tail -n 40 "$WORK.log"
+  rm -rf "$WORK" "$WORK.log"
+  [ "$rc" -eq 0 ] || exit "$rc"
+done
