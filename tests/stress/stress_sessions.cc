@@ -7,7 +7,11 @@
 //   stress_sessions cancel MODEL [--cycles 1000]
 //     cancels runs of MODEL mid-way and reports the latency from kiln_cancel to kiln_run's
 //     return (median, p99, max); every tenth cycle a full run must still give the same outputs.
-// Without MODEL, models made here (a Conv, a 48-MatMul chain) are written to a temp folder.
+//   stress_sessions write-models DIR
+//     writes the models used without MODEL (a Conv, a 24-MatMul chain) as DIR/*.onnx.
+// Built twice: stress_sessions (libkiln: ONNX models, JIT) and stress_runtime (libkiln_runtime
+// only: compiled .so models given as MODEL), which the sanitizer phase of `./kiln.sh test` runs
+// under ASan and TSan with models linked against the sanitized runtime (run_stress.sh).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -25,9 +29,11 @@
 
 #include <unistd.h>
 
+#include "kiln/c_api.h"
+#ifdef KILN_STRESS_ONNX
 #include "frontend/onnx/onnx_io.h"
 #include "ir/text.h"
-#include "kiln/c_api.h"
+#endif
 
 namespace {
 
@@ -39,6 +45,7 @@ namespace fs = std::filesystem;
   std::exit(1);
 }
 
+#ifdef KILN_STRESS_ONNX
 std::string chain_text(int n, int chain) {
   const std::string t = "f32[" + std::to_string(n) + "," + std::to_string(n) + "]";
   std::string s = "graph @chain(%x: " + t + ", %w: " + t + ") -> (%y: " + t + ") {\n";
@@ -61,8 +68,7 @@ const char* kConvText =
     "  return %y, %z\n"
     "}";
 
-std::vector<std::string> default_models() {
-  fs::path dir = fs::temp_directory_path() / ("kiln_stress_" + std::to_string(::getpid()));
+std::vector<std::string> write_models(const fs::path& dir) {
   fs::create_directories(dir);
   std::vector<std::string> paths;
   for (const auto& [name, text] : {std::pair<std::string, std::string>{"conv.onnx", kConvText},
@@ -73,6 +79,13 @@ std::vector<std::string> default_models() {
   }
   return paths;
 }
+
+std::vector<std::string> default_models() {
+  return write_models(fs::temp_directory_path() / ("kiln_stress_" + std::to_string(::getpid())));
+}
+#else
+std::vector<std::string> default_models() { die("this build runs compiled models only: pass MODEL.so files"); }
+#endif
 
 // Inputs from the model's declared types: symbolic dims are 1 (first) or 128; integers stay
 // small (token ids), floats are a fixed pattern.
@@ -111,7 +124,9 @@ struct Io {
       kiln_model_output_info(m, i, &info);
       kiln_tensor t{};
       t.dtype = info.dtype;
-      out_data.emplace_back(size_t{64} << 20);  // room for any output of the stress models
+      size_t n = kiln_dtype_size(info.dtype);
+      for (int d = 0; d < info.rank; ++d) n *= static_cast<size_t>(info.dims[d] >= 0 ? info.dims[d] : (d == 0 ? 1 : 128));
+      out_data.emplace_back(n + 64);
       t.data = out_data.back().data();
       t.size_bytes = out_data.back().size();
       out.push_back(t);
@@ -273,6 +288,9 @@ int main(int argc, char** argv) {
     else models.push_back(a);
   }
   if (mode == "sessions") return sessions_mode(threads, sessions, seconds, models);
+#ifdef KILN_STRESS_ONNX
+  if (mode == "write-models" && models.size() == 1) return write_models(models[0]).empty();
+#endif
   if (mode == "cancel") return cancel_mode(models.empty() ? default_models()[1] : models[0], cycles);
   die("unknown mode '" + mode + "'");
 }
