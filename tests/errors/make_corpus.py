@@ -94,6 +94,11 @@ def main():
     branch = helper.make_graph([helper.make_node("Relu", ["x"], ["z"])], "b", [], [vi("z")])
     save("graph_attr_on_relu.onnx", model(
         [helper.make_node("Relu", ["x"], ["y"], name="relu_with_body", body=branch)], [vi("x")], [vi("y")]))
+    # Attributes the op's schema does not define, or of another type than the schema's.
+    save("attr_unknown.onnx", model([helper.make_node("Relu", ["x"], ["y"], name="relu_frob", frobnicate=3)],
+                                    [vi("x")], [vi("y")]))
+    save("attr_type_vs_schema.onnx", model([helper.make_node("Transpose", ["x"], ["y"], name="transpose_f", perm=1.5)],
+                                       [vi("x")], [vi("y", shape=(3, 2))]))
     save("required_output_unnamed.onnx", model(
         [helper.make_node("Relu", ["x"], [""], name="relu_no_output"), helper.make_node("Relu", ["x"], ["y"])],
         [vi("x")], [vi("y")]))

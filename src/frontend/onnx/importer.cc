@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "frontend/onnx/attribute_check.h"
 #include "frontend/onnx/onnx_io.h"
 #include "frontend/onnx/proto_util.h"
 #include "frontend/onnx/tensor_proto.h"
@@ -453,6 +454,7 @@ class Importer {
       for (const auto& a : n.attribute())
         if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS || a.has_g())
           fail_node(n, "attribute '" + a.name() + "' is a graph, but " + n.op_type() + " takes no subgraph");
+    if (std::string why = check_onnx_attributes(n, node.domain, it->second); !why.empty()) fail_node(n, why);
   }
 
   bool model_opset_known(const std::string& domain) const {
