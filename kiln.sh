@@ -73,9 +73,8 @@ case "$cmd" in
     ctest --test-dir "build/$PRESET" --output-on-failure -j 2 "$@"
     log "testing the Python package (pip install . into a clean virtualenv, then pytest)"
     scripts/test_python_package.sh
-    log "sanitizers: the runtime under ASan+UBSan+LSan, then ThreadSanitizer (tests/stress/run_stress.sh)"
-    tests/stress/run_stress.sh asan 20 1000
-    tests/stress/run_stress.sh tsan 20 200
+    log "sanitizers: ASan+UBSan+LSan and ThreadSanitizer builds (scripts/sanitizers.sh)"
+    scripts/sanitizers.sh
     ;;
   *)
     echo "usage: ./kiln.sh [setup|build|demo|test]" >&2
