@@ -5,7 +5,8 @@
 #   fuzz_aot_loader   the compiled-library seal/ELF checks and the embedded plan parser
 # Each target runs for --minutes on a working corpus kept in build/fuzz/corpus/<target> (seeded
 # from tests/fuzz/corpus/<target>, grown across campaigns); --merge then minimizes what the
-# campaign found back into tests/fuzz/corpus/<target> (the corpus kept in the repository).
+# campaign found back into tests/fuzz/corpus/<target> (the corpus kept in the repository:
+# inputs up to 8 KiB).
 # Crash reproducers land in build/fuzz/artifacts/; the exit status is non-zero if any target
 # crashed. Prints one summary line per target (executions, coverage, corpus size).
 #   scripts/fuzz.sh --minutes N [--target NAME]... [--jobs J] [--merge]
@@ -48,14 +49,15 @@ for t in "${TARGETS[@]}"; do
   build/fuzz/tests/fuzz/$t -max_total_time=$((MINUTES * 60)) -max_len=65536 -rss_limit_mb=4096 -timeout=30 \
     -jobs="$JOBS" -workers="$JOBS" -print_final_stats=1 -artifact_prefix="$ROOT/build/fuzz/artifacts/" \
     "$work" >"$log" 2>&1 || rc=$?
-  [ "$JOBS" -gt 1 ] && cat fuzz-*.log >>"$log" 2>/dev/null && rm -f fuzz-*.log
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | awk '{s+=$2} END {print s+0}')
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2}')
+  rm -f fuzz-*.log  # with --jobs, the workers' logs repeat what the main log holds
+  execs=$(grep -h 'stat::number_of_executed_units' "$log" | sort -u | awk '{s+=$2} END {print s+0}')
+  cov=$(grep -o 'cov: [0-9]*' "$log" | awk '{print $2}' | sort -n | tail -1)
   summary+=("$t: $MINUTES min, $execs executions, coverage $cov edges, corpus $(ls "$work" | wc -l) files, exit $rc")
   if [ $rc -ne 0 ]; then status=1; grep -m3 -E 'ERROR|SUMMARY|crash-' "$log" >&2 || true; fi
   if [ $MERGE -eq 1 ]; then
     tmp=$(mktemp -d)
-    build/fuzz/tests/fuzz/$t -merge=1 -max_len=65536 "$tmp" "$seeds" "$work" >/dev/null 2>&1
+    # Inputs up to 8 KiB: the repository keeps a small corpus (the working one keeps everything).
+    build/fuzz/tests/fuzz/$t -merge=1 -max_len=8192 "$tmp" "$seeds" "$work" >/dev/null 2>&1
     rm -f "$seeds"/*
     cp "$tmp"/* "$seeds"/
     rm -rf "$tmp"
