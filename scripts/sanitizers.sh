@@ -1,21 +1,20 @@
 #!/usr/bin/env bash
 # The sanitizer phase of `./kiln.sh test` (what CI runs), bounded to a few minutes once built:
 #   ASan + UBSan + LeakSanitizer (preset asan, build/asan; the x86 microkernels uninstrumented):
-#     the unit-test subset kiln_sanitizer_tests, the libonnx node conformance suite on the
+#     every unit test (kiln_unit_tests), the libonnx node conformance suite on the
 #     compiled engine, 1000 cancel/run cycles through the C API (JIT), and the runtime stress;
 #   ThreadSanitizer (preset tsan): 8 threads x 4 sessions loading, running, cancelling and
 #     freeing compiled models (tests/stress/run_stress.sh).
-# Longer runs: tests/stress/run_stress.sh asan-full|tsan-full SECONDS, and the whole unit-test
-# suite under ASan: cmake --build --preset asan && ctest --preset asan.
+# Longer runs: tests/stress/run_stress.sh asan-full|tsan-full SECONDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { printf '\033[1m[kiln sanitizers]\033[0m %s\n' "$*" >&2; }
 export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 [ -f build/asan/build.ninja ] || cmake --preset asan >/dev/null
-log "building the asan preset (kiln, kiln_sanitizer_tests, stress_sessions)"
-cmake --build --preset asan --target kiln kiln_sanitizer_tests stress_sessions
-log "unit-test subset under ASan+UBSan"
-build/asan/tests/kiln_sanitizer_tests --gtest_brief=1
+log "building the asan preset (kiln, kiln_unit_tests, stress_sessions)"
+cmake --build --preset asan --target kiln kiln_unit_tests stress_sessions
+log "unit tests under ASan+UBSan+LSan"
+build/asan/tests/kiln_unit_tests --gtest_brief=1
 log "libonnx node conformance, compiled engine, under ASan+UBSan"
 build/asan/tools/kiln/kiln test-onnx --engine compiled --expected tests/conformance/expected_pass_libonnx.txt \
   /usr/share/libonnx-testdata/data/node | tail -n 1
