@@ -21,6 +21,7 @@
 #include "ir/text.h"
 #include "kiln/c_api.h"
 #include "runtime/library_seal.h"
+#include "../common/matmul_chain.h"
 #include "../common/random_const.h"
 
 namespace kiln {
@@ -30,18 +31,7 @@ namespace fs = std::filesystem;
 constexpr int64_t kN = 384;  // MatMul size of the slow model
 constexpr int kChain = 48;   // MatMuls in a row: a run of some 100-500 ms
 
-// y = x·w·w·…·w: slow enough to be cancelled mid-way; weights are inputs (no constants).
-std::string chain_text() {
-  const std::string t = "f32[" + std::to_string(kN) + "," + std::to_string(kN) + "]";
-  std::string s = "graph @chain(%x: " + t + ", %w: " + t + ") -> (%y: " + t + ") {\n";
-  std::string prev = "%x";
-  for (int i = 0; i < kChain; ++i) {
-    const std::string out = i + 1 == kChain ? "%y" : "%m" + std::to_string(i);
-    s += "  " + out + " = MatMul(" + prev + ", %w) : " + t + "\n";
-    prev = out;
-  }
-  return s + "  return %y\n}";
-}
+std::string chain_text() { return test::matmul_chain_text(kN, kChain); }
 
 fs::path scratch(const char* name) {
   fs::path d = fs::temp_directory_path() / ("kiln_run_control_" + std::to_string(::getpid()));

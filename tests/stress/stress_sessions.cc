@@ -33,6 +33,7 @@
 #ifdef KILN_STRESS_ONNX
 #include "frontend/onnx/onnx_io.h"
 #include "ir/text.h"
+#include "../common/matmul_chain.h"
 #endif
 
 namespace {
@@ -46,18 +47,6 @@ namespace fs = std::filesystem;
 }
 
 #ifdef KILN_STRESS_ONNX
-std::string chain_text(int n, int chain) {
-  const std::string t = "f32[" + std::to_string(n) + "," + std::to_string(n) + "]";
-  std::string s = "graph @chain(%x: " + t + ", %w: " + t + ") -> (%y: " + t + ") {\n";
-  std::string prev = "%x";
-  for (int i = 0; i < chain; ++i) {
-    const std::string out = i + 1 == chain ? "%y" : "%m" + std::to_string(i);
-    s += "  " + out + " = MatMul(" + prev + ", %w) : " + t + "\n";
-    prev = out;
-  }
-  return s + "  return %y\n}";
-}
-
 const char* kConvText =
     "graph @g(%x: f32[1,3,32,32], %w: f32[8,3,3,3]) -> (%y: f32[1,8,32,32], %z: f32[1,8]) {\n"
     "  %c = Conv(%x, %w) {pads=[1, 1, 1, 1]} : f32[1,8,32,32]\n"
@@ -72,7 +61,7 @@ std::vector<std::string> write_models(const fs::path& dir) {
   fs::create_directories(dir);
   std::vector<std::string> paths;
   for (const auto& [name, text] : {std::pair<std::string, std::string>{"conv.onnx", kConvText},
-                                   {"chain.onnx", chain_text(192, 24)}}) {
+                                   {"chain.onnx", kiln::test::matmul_chain_text(192, 24)}}) {
     const fs::path p = dir / name;
     std::ofstream(p, std::ios::binary) << kiln::serialize_onnx_model(kiln::parse_model(text));
     paths.push_back(p.string());
