@@ -193,6 +193,14 @@ class Session:
         byte-swapped, strings, ...); the others were read in place."""
         return self._impl.last_copied_inputs()
 
+    def plan_stats(self) -> Dict[str, Any]:
+        """How the compiled engine planned the last run's input shapes: ``planned`` (False when a
+        cached plan ran), where the shapes came from, the time of each phase in ms (``shapes_ms``,
+        ``lowering_ms``, ``llvm_ms``, ``total_ms``), ``kernels`` (steps), ``compiled_kernels``
+        (distinct kernels) and ``library_kernels`` (of those, compiled by an earlier plan: a
+        new batch size or sequence length whose kernels exist runs no LLVM), ``arena_bytes``."""
+        return self._impl.plan_stats()
+
     def __repr__(self) -> str:
         ins = ", ".join(f"{i.name}: {i.kiln_dtype}{list(i.shape or [])}" for i in self._inputs)
         outs = ", ".join(f"{o.name}: {o.kiln_dtype}{list(o.shape or [])}" for o in self._outputs)

@@ -414,6 +414,10 @@ class PySession {
       results = session_->run(values);
       if (profiling_) last_timings_ = session_->timings();
       last_copied_ = copied;
+      if (const CompiledExecutor* c = session_->compiled()) {
+        last_stats_ = c->stats();
+        last_planned_ = c->last_run_planned();
+      }
     }
     py::dict out;
     const auto& graph_outputs = session_->model().graph->outputs;
@@ -453,6 +457,23 @@ class PySession {
     std::lock_guard<std::mutex> lock(mu_);
     return last_copied_;
   }
+  py::dict plan_stats() const {
+    if (!session_->compiled()) raise(ErrorKind::kUsage, "plan_stats() needs the compiled engine");
+    std::lock_guard<std::mutex> lock(mu_);
+    const CompileStats& s = last_stats_;
+    py::dict d;
+    d["planned"] = last_planned_;
+    d["shapes"] = s.shapes;
+    d["shapes_ms"] = s.shapes_ms;
+    d["lowering_ms"] = s.lowering_ms;
+    d["llvm_ms"] = s.llvm_ms;
+    d["total_ms"] = s.total_ms;
+    d["kernels"] = s.kernels;
+    d["compiled_kernels"] = s.compiled_kernels;
+    d["library_kernels"] = s.library_kernels;
+    d["arena_bytes"] = s.arena_bytes;
+    return d;
+  }
 
  private:
   void note_constant(const Tensor& t) {
@@ -467,6 +488,8 @@ class PySession {
   Canceller canceller_;
   std::vector<NodeTiming> last_timings_;
   std::vector<std::string> last_copied_;
+  CompileStats last_stats_;
+  bool last_planned_ = false;
   std::vector<std::pair<uintptr_t, uintptr_t>> constants_;
 };
 
@@ -616,7 +639,8 @@ PYBIND11_MODULE(_kiln, m) {
       .def("run", &PySession::run, py::arg("feeds"), py::arg("timeout"))
       .def("cancel", &PySession::cancel)
       .def("profile", &PySession::profile)
-      .def("last_copied_inputs", &PySession::last_copied_inputs);
+      .def("last_copied_inputs", &PySession::last_copied_inputs)
+      .def("plan_stats", &PySession::plan_stats);
 
   m.def("load", &load, py::arg("source"), py::arg("threads"), py::arg("engine"), py::arg("optimize"),
         py::arg("profile"), py::arg("seed"), py::arg("max_memory"));

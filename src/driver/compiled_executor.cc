@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <tuple>
 
 #include "driver/compile/plan_builder.h"
 #include "ops/evaluate.h"
@@ -51,6 +50,7 @@ CompiledExecutor::CompiledExecutor(const Model& model, CompiledOptions opts)
   io.profile = opts.profile;
   io.max_memory_bytes = opts.max_memory_bytes;
   reference_ = std::make_unique<Interpreter>(model, io);
+  library_ = std::make_shared<compile::KernelLibrary>();
   weight_bytes_ = initializer_bytes(*model.graph);  // (the interpreter checked them against the budget)
 }
 
@@ -73,6 +73,7 @@ CompiledExecutor::CompiledExecutor(CompiledExecutor& parent, const Graph& body)
       parent_(&parent),
       captures_(compile::body_captures(body)),
       pool_(parent.pool_),
+      library_(parent.library_),
       rng_(parent.opts_.seed) {}
 
 CompiledExecutor::~CompiledExecutor() = default;
@@ -106,6 +107,7 @@ std::vector<RtValue> CompiledExecutor::run(const std::vector<RtValue>& feeds_in,
 std::vector<RtValue> CompiledExecutor::run_checked(std::vector<RtValue> feeds, const std::vector<OutputBuffer>& outputs) {
   std::string key = signature(feeds);
   auto it = std::find_if(cache_.begin(), cache_.end(), [&](const auto& e) { return e.first == key; });
+  last_run_planned_ = it == cache_.end();
   if (it == cache_.end()) {
     cache_.emplace_front(key, build_plan(feeds));
     while (cache_.size() > std::max<size_t>(opts_.cache_entries, 1)) cache_.pop_back();
@@ -113,6 +115,7 @@ std::vector<RtValue> CompiledExecutor::run_checked(std::vector<RtValue> feeds, c
     cache_.splice(cache_.begin(), cache_, it);
   }
   Plan& plan = *cache_.front().second;
+  bind_arena(plan);
   last_plan_ = &plan;
   stats_ = plan.stats;
   if (!plan.value_dependent) {
@@ -209,28 +212,37 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
   auto shape_run = [this](const std::vector<RtValue>& feeds, const Interpreter::ValueObserver& observe) {
     run_reference(feeds, {}, &observe);
   };
-  compile::PlanBuilder(model_, opts_, captures_, shape_run, *plan).build(feeds);
+  compile::PlanBuilder(model_, opts_, captures_, shape_run, *library_, *plan).build(feeds);
   admit(*plan);
-  plan->exec.allocate_arena();
   return plan;
+}
+
+void CompiledExecutor::bind_arena(Plan& plan) {
+  const int64_t need = plan.exec.arena_bytes;
+  if (need > arena_capacity_) {
+    arena_.reset();  // (every plan's views are rebound before its next run)
+    arena_capacity_ = 0;
+    const size_t bytes = static_cast<size_t>((need + 63) / 64 * 64);
+    void* p = std::aligned_alloc(64, bytes);
+    if (!p) throw Error(ErrorKind::kBadInput, "out of memory allocating the " + format_bytes(need) + " arena");
+    arena_.reset(static_cast<char*>(p));
+    arena_capacity_ = need;
+  }
+  if (plan.exec.arena_data != arena_.get() || arena_.get() == nullptr) plan.exec.bind_arena(arena_.get());
 }
 
 void CompiledExecutor::admit(const Plan& plan) {
   if (opts_.max_memory_bytes <= 0) return;
-  const int64_t arena = plan.exec.arena_bytes, outputs = plan.exec.output_bytes();
-  auto held = [&] {
-    int64_t cached = 0, packed = plan.exec.packed_weight_bytes();
-    for (const auto& [key, p] : cache_) {
-      cached += p->exec.arena_bytes;
-      packed = std::max(packed, p->exec.packed_weight_bytes());
-    }
-    return std::pair<int64_t, int64_t>{cached, packed};
-  };
-  auto [cached, packed] = held();
-  while (!cache_.empty() && weight_bytes_ + packed + cached + arena + outputs > opts_.max_memory_bytes) {
-    if (last_plan_ == cache_.back().second.get()) last_plan_ = nullptr;
-    cache_.pop_back();  // the least recently used plan's arena goes first
-    std::tie(cached, packed) = held();
+  const int64_t outputs = plan.exec.output_bytes();
+  int64_t packed = plan.exec.packed_weight_bytes();
+  for (const auto& [key, p] : cache_) packed = std::max(packed, p->exec.packed_weight_bytes());
+  // The shared arena is as large as the largest signature's; when keeping it would exceed the
+  // budget, it is freed and reallocated at this plan's size.
+  int64_t arena = std::max(arena_capacity_, plan.exec.arena_bytes);
+  if (weight_bytes_ + packed + arena + outputs > opts_.max_memory_bytes && arena_capacity_ > plan.exec.arena_bytes) {
+    arena_.reset();
+    arena_capacity_ = 0;
+    arena = plan.exec.arena_bytes;
   }
   const int64_t need = weight_bytes_ + packed + arena + outputs;
   if (need > opts_.max_memory_bytes)

@@ -4,13 +4,16 @@
 // fused epilogues, generated kernels, reference-kernel fallbacks, one LLVM module, the arena).
 // The result is an ExecPlan (runtime/exec_plan.h: plain data, no IR) run by execute_plan, the
 // same executor that ahead-of-time compiled models use (driver/aot.h exports the last plan).
-// Plans are cached in memory per shape signature (bounded LRU). An If/Loop/Scan node is a step
+// Plans are cached in memory per shape signature (bounded LRU); they share one arena and one
+// library of compiled kernels, so a signature whose kernels exist (dims that vary with the input
+// sizes are kernel params) is planned without LLVM. An If/Loop/Scan node is a step
 // that runs its op's kernel with each body run by a nested CompiledExecutor (the body compiled
 // like a model: its inputs, then the values it captures from enclosing graphs, as inputs).
 // Tests: tests/runtime/test_compiled_executor.cc
 #pragma once
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <list>
 #include <map>
@@ -28,6 +31,9 @@
 #include "runtime/thread_pool.h"
 
 namespace kiln {
+namespace compile {
+class KernelLibrary;
+}
 
 struct CompiledOptions {
   int threads = 1;            // threads of the executor's pool (0: hardware threads)
@@ -47,7 +53,8 @@ struct CompileStats {
   int folded_nodes = 0;     // nodes whose outputs the input shapes decide: plan constants
   int control_flow_nodes = 0;  // If/Loop/Scan steps (their bodies' nodes are counted above)
   int kernels = 0;           // kernel steps
-  int compiled_kernels = 0;  // distinct kernels compiled (identical ones share code)
+  int compiled_kernels = 0;  // distinct kernels (identical ones share code)
+  int library_kernels = 0;   // of those, compiled by an earlier plan (symbolic dims): no LLVM ran for them
   int reused_lowerings = 0;  // kernels whose TIR an earlier segment of the same structure gave (not lowered again)
   std::map<std::string, int> fallback_ops;  // op -> nodes run through the reference kernel
   int64_t arena_bytes = 0;
@@ -72,6 +79,8 @@ class CompiledExecutor {
   std::vector<RtValue> run(const std::vector<RtValue>& feeds, const std::vector<OutputBuffer>& outputs);
   // Stats of the plan used by the last run (or built by the last compile).
   const CompileStats& stats() const { return stats_; }
+  // Whether the last run planned its input-shape signature (false: a cached plan ran).
+  bool last_run_planned() const { return last_run_planned_; }
   const std::vector<NodeTiming>& timings() const { return timings_; }
   // The loop nests of the last plan's kernels (TIR text), for inspection.
   std::string kernels_text() const;
@@ -92,8 +101,9 @@ class CompiledExecutor {
   // Cached plan, execution, and the interpreter when the plan cannot hold; feeds are checked.
   std::vector<RtValue> run_checked(std::vector<RtValue> feeds, const std::vector<OutputBuffer>& outputs);
   std::unique_ptr<Plan> build_plan(const std::vector<RtValue>& feeds);
-  // Checks `plan` against the memory budget, evicting least recently used cached plans while
-  // that makes it fit; kResourceLimit with the numbers when it cannot.
+  // Checks `plan` against the memory budget (weights, packed weights, the shared arena at the
+  // larger of its size and the plan's, outputs), shrinking the arena to the plan's when that
+  // makes it fit; kResourceLimit with the numbers when it cannot.
   void admit(const Plan& plan);
   std::vector<RtValue> execute(Plan& plan, const std::vector<RtValue>& feeds,
                                const std::vector<OutputBuffer>& outputs);
@@ -118,8 +128,18 @@ class CompiledExecutor {
   std::mt19937_64 rng_;                 // random ops in bodies
   std::list<std::pair<std::string, std::unique_ptr<Plan>>> cache_;  // most recent first
   const Plan* last_plan_ = nullptr;
+  // Kernels by TIR identity, shared with the bodies' executors: a new signature compiles only
+  // the kernels no cached plan has (driver/compile/plan_builder.h).
+  std::shared_ptr<compile::KernelLibrary> library_;
+  // One arena for every plan of this executor (runs are serialized by mu_), grown to the
+  // largest signature's: a new signature faults in no fresh pages, and memory stays flat as
+  // signatures come and go.
+  std::unique_ptr<char, decltype(&std::free)> arena_{nullptr, &std::free};
+  int64_t arena_capacity_ = 0;
+  void bind_arena(Plan& plan);
   int64_t weight_bytes_ = 0;  // the model's initializers (memory budget)
   CompileStats stats_;
+  bool last_run_planned_ = false;
   std::vector<NodeTiming> timings_;
   std::mutex mu_;
 };

@@ -1,6 +1,9 @@
 // TE lowerings of ops: per op a function that builds the op's output tensors as tensor
-// expressions of its input tensors, at concrete shapes (the compiled executor specializes every
-// kernel to the shapes of one run). One file per op family in ops/lower/; the table is assembled
+// expressions of its input tensors. A lowering sees the concrete shapes of one call (for its
+// decisions: broadcasting, which path) and the same dims as expressions (for shapes, extents and
+// index arithmetic): a dim that varies with the input sizes is a variable there, so that the
+// kernel serves every size (symbolic-shape kernels); a lowering that builds index arithmetic
+// from the concrete sizes instead is still correct, its kernel is only specialised to them. One file per op family in ops/lower/; the table is assembled
 // in ops/lower/table.cc. A lowering returns nullopt for configurations it does not handle
 // (unsupported dtype, non-constant parameter, ...); the node then runs its reference kernel.
 // Tests: tests/runtime/test_compiled_executor.cc (compiled vs interpreter).
@@ -34,12 +37,18 @@ class LowerContext : public AttrReader {
   std::vector<const Tensor*> constants;            // the value of a constant input, else nullptr
   std::vector<std::vector<int64_t>> output_shapes;
   std::vector<DType> output_dtypes;
+  // The dims as expressions, parallel to input_shapes / output_shapes: an IntImm, or a dim
+  // variable (a kernel scalar param) where the dim varies with the input sizes. Left empty,
+  // they are the constants of the shapes.
+  std::vector<std::vector<tir::Expr>> input_dims, output_dims;
 
   int num_inputs() const { return static_cast<int>(inputs.size()); }
   bool has_input(int i) const { return i < num_inputs() && inputs[static_cast<size_t>(i)] != nullptr; }
   const te::Tensor& input(int i) const { return inputs[static_cast<size_t>(i)]; }
   const std::vector<int64_t>& in_shape(int i) const { return input_shapes[static_cast<size_t>(i)]; }
   const std::vector<int64_t>& out_shape(int i = 0) const { return output_shapes[static_cast<size_t>(i)]; }
+  std::vector<tir::Expr> in_dims(int i) const;
+  std::vector<tir::Expr> out_dims(int i = 0) const;
   DType in_dtype(int i) const { return input_dtypes[static_cast<size_t>(i)]; }
   DType out_dtype(int i = 0) const { return output_dtypes[static_cast<size_t>(i)]; }
   // The value of constant input i, or nullptr. Lowerings read constants only through this (and
@@ -79,6 +88,12 @@ LowerFn find_lowering(const std::string& domain, const std::string& op_type);
 namespace lower {
 
 std::vector<tir::Expr> to_exprs(const std::vector<int64_t>& dims);
+// a * b and the product of dims[from, to), folding constants (so that constant dims give the
+// same TIR as before symbolic dims existed).
+tir::Expr mul(const tir::Expr& a, const tir::Expr& b);
+tir::Expr product(const std::vector<tir::Expr>& dims, size_t from = 0, size_t to = SIZE_MAX);
+// An integer dim expression as a value of float dtype `d` (a mean's element count).
+tir::Expr as_float(DType d, const tir::Expr& n);
 tir::DataType scalar_type(DType d);
 // Supported element types of generated code (f32, f64, i32, i64, i8, u8, bool).
 bool supported_dtype(DType d);

@@ -22,6 +22,16 @@ ErrorLocation step_location(const PlanStep& st) {
   return loc;
 }
 
+// A sequence that a fallback step (SequenceInsert, SequenceConstruct, ...) built from arena
+// values: its items are copied out, since the arena is reused by later steps and plans.
+void detach_sequence(RtValue& r, const char* lo, const char* hi) {
+  if (!r.is_sequence()) return;
+  for (Tensor& t : r.sequence) {
+    const char* p = static_cast<const char*>(t.raw());
+    if (p && p >= lo && p < hi) t = t.clone();
+  }
+}
+
 }  // namespace
 
 void ExecPlan::allocate_arena() {
@@ -33,12 +43,17 @@ void ExecPlan::allocate_arena() {
       throw Error(ErrorKind::kBadInput, "out of memory allocating the " + std::to_string(arena_bytes) + "-byte arena");
     arena.reset(static_cast<char*>(p));
   }
+  bind_arena(arena.get());
+}
+
+void ExecPlan::bind_arena(char* base) {
+  arena_data = base;
   for (auto& st : steps)
     for (auto& a : st.args)
       if (a.output && !a.graph_output) {
         if (a.arena_offset < 0 || a.arena_offset > arena_bytes)
           throw Error(ErrorKind::kInvalidModel, "plan: kernel output outside the arena");
-        a.view = Tensor::view(a.dtype, a.dims, arena.get() + a.arena_offset);
+        a.view = Tensor::view(a.dtype, a.dims, base + a.arena_offset);
         if (st.kind == PlanStep::Kind::kGemm && st.gemm_op) st.gemm_op->set_output(a.view);
       }
 }
@@ -127,7 +142,7 @@ std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& fe
     if (!d.defined()) d = t;
   }
 
-  const char* arena_lo = plan.arena.get();
+  const char* arena_lo = plan.arena_data;
   const char* arena_hi = arena_lo + plan.arena_bytes;
   std::vector<void*> buffers;
   std::vector<const RtValue*> ins;
@@ -160,6 +175,7 @@ std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& fe
         if (so < 0) continue;
         size_t s = static_cast<size_t>(so);
         RtValue& r = outs[i];
+        detach_sequence(r, arena_lo, arena_hi);
         if (r.is_tensor()) {
           // A kernel may return a view of its input; arena memory is reused, so copy it out
           // (unless it is the step's own place in the arena).
@@ -194,7 +210,8 @@ std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& fe
           buffers[k] = v.tensor.raw();
         }
       }
-      if (st.kind == PlanStep::Kind::kKernel) plan.kernels[static_cast<size_t>(st.kernel)](buffers.data(), no_scalars);
+      if (st.kind == PlanStep::Kind::kKernel)
+        plan.kernels[static_cast<size_t>(st.kernel)](buffers.data(), st.scalars.empty() ? no_scalars : st.scalars.data());
     }
     if (step_ms) step_ms->push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     for (int32_t s : st.free_after) env[static_cast<size_t>(s)] = RtValue();

@@ -42,6 +42,9 @@ struct PlanStep {
   std::string name;  // kernel name or node name (profiles, error messages)
   std::string op;    // "Conv", "Add+Relu", ...
   int32_t kernel = -1;             // kKernel: index into ExecPlan::kernels
+  // kKernel: the kernel's scalar params (its symbolic dims bound to this plan's sizes), in the
+  // PrimFunc's order; empty for a kernel specialised to constant dims.
+  std::vector<int64_t> scalars;
   std::vector<PlanArg> args;       // kKernel, kEmpty (outputs only), kGemm (its output in the arena)
   std::vector<int32_t> inputs;     // kGemm, kFallback: input slots (-1 for absent inputs)
   std::vector<int32_t> outputs;    // kGemm, kFallback: output slots (-1 for absent outputs)
@@ -68,10 +71,14 @@ struct ExecPlan {
   std::vector<std::string> kernel_names;  // parallel to kernels
   std::vector<PlanKernelFn> kernels;
   int64_t arena_bytes = 0;
-  std::unique_ptr<char, decltype(&std::free)> arena{nullptr, &std::free};
+  std::unique_ptr<char, decltype(&std::free)> arena{nullptr, &std::free};  // when the plan owns it
+  char* arena_data = nullptr;  // where the kernel outputs' views point (owned or bound)
 
-  // Allocates the arena and binds the kernel outputs' views into it.
+  // Allocates the plan's own arena and binds the kernel outputs' views into it.
   void allocate_arena();
+  // Binds the views into `base` instead: at least arena_bytes, 64-byte aligned, owned by the
+  // caller (the compiled executor shares one arena between the plans of its signatures).
+  void bind_arena(char* base);
   // Makes every kGemm step's GemmOp from its descriptor and the constants (kInvalidModel when
   // a descriptor is not covered: a plan for a different build).
   // execute_plan makes the ones still missing on their first run.

@@ -132,6 +132,7 @@ uint64_t write_plan_blob(const ExecPlan& plan, const std::string& path) {
     w.str(st.name);
     w.str(st.op);
     w.pod<int32_t>(st.kernel);
+    w.vec<int64_t>(st.scalars);
     w.pod<uint32_t>(static_cast<uint32_t>(st.args.size()));
     for (const auto& a : st.args) {
       w.pod<int32_t>(a.slot);
@@ -277,6 +278,9 @@ ExecPlan read_plan_blob(const void* data, size_t size) {
     st.kernel = r.pod<int32_t>();
     if (st.kind == PlanStep::Kind::kKernel && (st.kernel < 0 || st.kernel >= static_cast<int32_t>(p.kernel_names.size())))
       corrupt("kernel index");
+    st.scalars = r.vec<int64_t>();
+    for (int64_t v : st.scalars)
+      if (v < 0) corrupt("kernel scalar");
     st.args.resize(r.count(4));
     for (auto& a : st.args) {
       a.slot = r.pod<int32_t>();

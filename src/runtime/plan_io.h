@@ -13,7 +13,7 @@
 
 namespace kiln {
 
-inline constexpr uint32_t kPlanBlobVersion = 9;  // 2: GemmDesc fused epilogue, 3: its activation, 4: input scale, 5: max pool, 6: ConvTranspose, 7: RNN/LSTM/GRU, 8: their clip, 9: NhwcConv
+inline constexpr uint32_t kPlanBlobVersion = 10;  // 2: GemmDesc fused epilogue, 3: its activation, 4: input scale, 5: max pool, 6: ConvTranspose, 7: RNN/LSTM/GRU, 8: their clip, 9: NhwcConv, 10: kernel scalars (symbolic dims)
 
 // Writes the blob of `plan` (its kernel pointers and GemmOps are not needed) to `path`.
 // Returns the blob size in bytes.

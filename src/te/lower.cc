@@ -23,7 +23,24 @@ using tir::ExprNode;
 
 [[noreturn]] void fail(const std::string& msg) { throw Error(ErrorKind::kUsage, "te lower: " + msg); }
 
+// a / f when a is provably a multiple of f: a constant multiple, or a product with such a
+// factor (a fused symbolic dim times 768 split by 16). nullptr otherwise.
+Expr exact_div(const Expr& a, int64_t f) {
+  int64_t c = 0;
+  if (tir::is_const_int(a, &c)) return c % f == 0 ? tir::int_imm(c / f) : nullptr;
+  if (a->kind != tir::ExprKind::kMul) return nullptr;
+  for (int side : {1, 0}) {
+    if (Expr q = exact_div(a->operands[static_cast<size_t>(side)], f)) {
+      int64_t one = 0;
+      if (tir::is_const_int(q, &one) && one == 1) return a->operands[static_cast<size_t>(1 - side)];
+      return side == 1 ? a->operands[0] * q : q * a->operands[1];
+    }
+  }
+  return nullptr;
+}
+
 Expr ceil_div(const Expr& a, int64_t f) {
+  if (Expr q = exact_div(a, f)) return simplify_expr(q);
   return simplify_expr(tir::floordiv(a + (f - 1), tir::int_imm(f)));
 }
 
@@ -103,8 +120,7 @@ tir::Stmt Lowerer::emit(Stage& s, const std::vector<Expr>* region_min, const std
     const Relation& r = *it;
     if (r.kind == Relation::kSplit) {
       val[r.parent] = simplify_expr(val[r.outer] * tir::int_imm(r.factor) + val[r.inner]);
-      int64_t e = 0;
-      if (!tir::is_const_int(ext[r.parent], &e) || e % r.factor != 0) {
+      if (!exact_div(ext[r.parent], r.factor)) {
         Expr g = tir::binary(tir::ExprKind::kLT, val[r.parent], ext[r.parent]);
         (s.loops.at(r.parent).reduce ? reduce_guards : spatial_guards).push_back(g);
       }

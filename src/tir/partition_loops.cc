@@ -23,7 +23,10 @@ class Partitioner {
       return map_stmt(s, [](const Expr& e) { return e; }, [&](const Stmt& x) { return mutate(x); });
     int64_t m = 0, n = 0;
     Expr mn = simplify(s->min, bounds_), ext = simplify(s->extent, bounds_);
-    if (!is_const_int(mn, &m) || !is_const_int(ext, &n) || n <= 1) return recurse_loop(s);
+    if (!is_const_int(mn, &m) || !is_const_int(ext, &n) || n <= 1) {
+      if (Stmt p = partition_symbolic(s, mn)) return p;
+      return recurse_loop(s);
+    }
     // Guards provable on the first iteration are the candidates.
     std::vector<Expr> guards = provable_guards(s, m, 1);
     if (guards.empty()) return recurse_loop(s);
@@ -115,6 +118,80 @@ class Partitioner {
       }
     });
     return ok;
+  }
+
+  // A loop with a symbolic extent (a split of a dim variable) and the split's guard
+  // `v*F + w < N` (w an inner loop over [0, F), N free of both): the bound analysis cannot
+  // place the split point, but the split's structure does: for v < N // F the guard holds
+  // (v*F + w <= (N // F)*F - 1 < N). The main loop drops the guard, the tail (at most one
+  // iteration) keeps it. nullptr when the loop has no such guard.
+  Stmt partition_symbolic(const Stmt& s, const Expr& mn) {
+    int64_t m = 0;
+    if (!is_const_int(mn, &m) || m != 0) return nullptr;
+    Expr guard, n;
+    int64_t factor = 0;
+    std::vector<std::pair<const ExprNode*, int64_t>> inner;  // inner loop vars of extent [0, F)
+    std::function<void(const Stmt&)> find = [&](const Stmt& x) {
+      if (!x || guard) return;
+      switch (x->kind) {
+        case StmtKind::kFor: {
+          int64_t lo = -1, e = 0;
+          if (is_const_int(x->min, &lo) && lo == 0 && is_const_int(x->extent, &e)) inner.emplace_back(x->var.get(), e);
+          find(x->body);
+          if (!inner.empty() && inner.back().first == x->var.get()) inner.pop_back();
+          return;
+        }
+        case StmtKind::kIfThenElse:
+          if (split_guard(x->cond, s->var.get(), inner, &factor, &n)) guard = x->cond;
+          find(x->then_case);
+          find(x->else_case);
+          return;
+        case StmtKind::kLetStmt: case StmtKind::kAllocate: find(x->body); return;
+        case StmtKind::kSeq:
+          for (const Stmt& y : x->seq) find(y);
+          return;
+        default: return;
+      }
+    };
+    find(s->body);
+    if (!guard) return nullptr;
+    const DataType t = s->var->type;
+    Expr split = simplify(floordiv(n, int_imm(factor, t)), bounds_);
+    Stmt body = drop_guard(s->body, guard);
+    Stmt main = for_loop(s->var, int_imm(0, t), split, s->for_kind, body);
+    Expr tail_var = make_var(s->var->name, t);
+    Stmt tail = for_loop(tail_var, split, simplify(s->extent - split, bounds_), s->for_kind,
+                         substitute(s->body, s->var, tail_var));
+    return seq({recurse_loop(main), recurse_loop(tail)});
+  }
+
+  // cond is `v*F + w < N` (either operand order of the sum) with w an inner var of extent F.
+  static bool split_guard(const Expr& cond, const ExprNode* v,
+                          const std::vector<std::pair<const ExprNode*, int64_t>>& inner, int64_t* factor, Expr* n) {
+    if (cond->kind != ExprKind::kLT || cond->type.lanes != 1) return false;
+    const Expr& sum = cond->operands[0];
+    if (sum->kind != ExprKind::kAdd || uses_var(cond->operands[1], v)) return false;
+    for (size_t side = 0; side < 2; ++side) {
+      const Expr& mul = sum->operands[side];
+      const Expr& w = sum->operands[1 - side];
+      int64_t f = 0;
+      if (mul->kind != ExprKind::kMul || mul->operands[0].get() != v || !is_const_int(mul->operands[1], &f) || f <= 0)
+        continue;
+      if (w->kind != ExprKind::kVar || uses_var(cond->operands[1], w.get())) continue;
+      for (const auto& [var, extent] : inner)
+        if (var == w.get() && extent == f) {
+          *factor = f;
+          *n = cond->operands[1];
+          return true;
+        }
+    }
+    return false;
+  }
+
+  static Stmt drop_guard(const Stmt& s, const Expr& guard) {
+    if (!s) return s;
+    if (s->kind == StmtKind::kIfThenElse && structural_equal(s->cond, guard)) return drop_guard(s->then_case, guard);
+    return map_stmt(s, [](const Expr& e) { return e; }, [&](const Stmt& x) { return drop_guard(x, guard); });
   }
 
   VarBounds bounds_;

@@ -269,6 +269,48 @@ void flatten_sum(const Expr& e, int64_t coef, std::vector<SumTerm>* terms) {
   }
 }
 
+// x // (c*d) with y = x // d: the floordiv by a product that a fused loop of symbolic dims gives
+// for its outer index (either order of the factors).
+bool divides_as_product(const Expr& q, const Expr& y, const Expr& c) {
+  if (y->kind != ExprKind::kFloorDiv || q->kind != ExprKind::kFloorDiv || q->operands[1]->kind != ExprKind::kMul)
+    return false;
+  const Expr& p = q->operands[1];
+  const Expr& d = y->operands[1];
+  const bool factors = (structural_equal(p->operands[0], c) && structural_equal(p->operands[1], d)) ||
+                       (structural_equal(p->operands[0], d) && structural_equal(p->operands[1], c));
+  return factors && structural_equal(q->operands[0], y->operands[0]);
+}
+
+// The same recombination with a symbolic divisor c (a dim variable): k*floormod(y, c) together
+// with k*(floordiv(y, c)*c) (or k*(floordiv(x, c*d)*c) where y = x // d) is k*y. Marks the
+// matched terms in `terms` as recombine_divmod does; true when one matched.
+bool recombine_symbolic_divmod(std::vector<SumTerm>& terms) {
+  bool changed = false;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const Expr m = terms[i].atom;
+    if (!m || m->kind != ExprKind::kFloorMod || is_const_int(m->operands[1])) continue;
+    const Expr& y = m->operands[0];
+    const Expr& c = m->operands[1];
+    for (size_t j = 0; j < terms.size(); ++j) {
+      const Expr& q = terms[j].atom;
+      if (j == i || !q || q->kind != ExprKind::kMul || terms[j].coef != terms[i].coef) continue;
+      bool match = false;
+      for (size_t side = 0; side < 2 && !match; ++side) {
+        const Expr& div = q->operands[side];
+        if (div->kind != ExprKind::kFloorDiv || !structural_equal(q->operands[1 - side], c)) continue;
+        match = (structural_equal(div->operands[1], c) && structural_equal(div->operands[0], y)) ||
+                divides_as_product(div, y, c);
+      }
+      if (!match) continue;
+      terms[i].atom = y;
+      terms[j].atom = nullptr;
+      changed = true;
+      break;
+    }
+  }
+  return changed;
+}
+
 // Undoes the split of a fused or flattened index: in a sum, k*floormod(y, c) together with
 // k*c*floordiv(x, c*d) where y = floordiv(x, d) (or y = x, d = 1) is k*y. Fused loops lower to
 // (i // (H*W))*W*H + (i // W % H)*W + i % W, which this folds back to i so that the
@@ -301,6 +343,7 @@ Expr recombine_divmod(const Expr& a, const Expr& b) {
       break;
     }
   }
+  changed |= recombine_symbolic_divmod(terms);
   if (!changed) return nullptr;
   Expr sum;
   for (const SumTerm& t : terms) {

@@ -13,7 +13,9 @@
 //     for l in [0, T) vectorized: vtail[l] = f(m + E / L * L + l)
 //     for l in [0, T) unrolled: acc[0] = acc[0] op vtail[l]
 //   }
-// so that f (exp, loads, ...) runs on vectors and max/min reductions vectorize too (LLVM's loop
+// A symbolic extent E (a dim variable) gets L = 16 (8 f64) and a scalar tail loop over
+// [E / L * L, E) instead.
+// So f (exp, loads, ...) runs on vectors and max/min reductions vectorize too (LLVM's loop
 // vectorizer leaves float max/min reductions scalar). Float sums are reassociated, which kiln
 // allows for reductions (see codegen/llvm emit_store). L = 16 lanes of f32 (8 of f64), 32 (16) when
 // E >= 64 (32).
@@ -87,20 +89,21 @@ Stmt vectorize_reduction(const Stmt& loop) {
   // dependency chains hide the latency of the combining op.
   const int reg = acc->dtype == DType::kFloat32 ? 16 : 8;
   int64_t extent = 0;
-  if (!is_const_int(loop->extent, &extent) || extent < 2 * reg) return nullptr;
-  const int lanes = extent >= 4 * reg ? 2 * reg : reg;
+  const bool symbolic = !is_const_int(loop->extent, &extent);
+  if (!symbolic && extent < 2 * reg) return nullptr;
+  const int lanes = symbolic ? reg : extent >= 4 * reg ? 2 * reg : reg;
   if (!contiguous_in(f, loop->var, lanes)) return nullptr;
 
   const DataType it = loop->var->type;
   const DataType et{acc->dtype, 1};
-  const int64_t blocks = extent / lanes;
+  const Expr blocks = symbolic ? simplify(floordiv(loop->extent, int_imm(lanes, it))) : int_imm(extent / lanes, it);
   Buffer vacc = make_buffer(acc->name + "_v", acc->dtype, {int_imm(lanes)}, "local");
   Expr lane = make_var(loop->var->name + ".lane", it);
   Expr outer = make_var(loop->var->name + ".vo", it);
   Stmt init = for_loop(lane, int_imm(0, it), int_imm(lanes, it), ForKind::kVectorized,
                        store(vacc, {lane}, identity(v->kind, et)));
   Expr r = simplify(loop->min + outer * int_imm(lanes, it) + lane);
-  Stmt update = for_loop(outer, int_imm(0, it), int_imm(blocks, it), ForKind::kSerial,
+  Stmt update = for_loop(outer, int_imm(0, it), blocks, ForKind::kSerial,
                          for_loop(lane, int_imm(0, it), int_imm(lanes, it), ForKind::kVectorized,
                                   store(vacc, {lane}, binary(v->kind, load(vacc, {lane}), substitute(f, loop->var, r)))));
   // The partials fold as a tree (16 -> 8 -> 4 -> 2 -> 1 lanes): four dependent operations on the
@@ -113,12 +116,21 @@ Stmt vectorize_reduction(const Stmt& loop) {
   }
   body.push_back(store(acc, st->indices, binary(v->kind, load(acc, st->indices), load(vacc, {int_imm(0, it)}))));
   Stmt result = allocate(vacc, seq(std::move(body)));
-  const int64_t tail = extent - blocks * lanes;
+  if (symbolic) {
+    // A symbolic extent (a dim variable): the tail is the original loop over what is left.
+    Expr tv = make_var(loop->var->name + ".tail", it);
+    Expr done = simplify(blocks * int_imm(lanes, it));
+    Stmt tail = for_loop(tv, simplify(loop->min + done), simplify(loop->extent - done), ForKind::kSerial,
+                         store(acc, st->indices, binary(v->kind, load(acc, st->indices), substitute(f, loop->var, tv))));
+    return seq({result, tail});
+  }
+  const int64_t tail = extent - extent / lanes * lanes;
+  const int64_t full = extent / lanes * lanes;
   if (tail == 0) return result;
   // The tail's terms as one short vector too (f's exp and loads), folded lane by lane.
   Buffer vtail = make_buffer(acc->name + "_t", acc->dtype, {int_imm(tail)}, "local");
   Expr tl = make_var(loop->var->name + ".tail", it), tf = make_var(loop->var->name + ".tfold", it);
-  Expr rt = simplify(loop->min + int_imm(blocks * lanes, it) + tl);
+  Expr rt = simplify(loop->min + int_imm(full, it) + tl);
   Stmt terms = for_loop(tl, int_imm(0, it), int_imm(tail, it), ForKind::kVectorized,
                         store(vtail, {tl}, substitute(f, loop->var, rt)));
   Stmt tail_fold = for_loop(tf, int_imm(0, it), int_imm(tail, it), ForKind::kUnrolled,

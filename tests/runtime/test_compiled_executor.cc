@@ -152,6 +152,62 @@ TEST(CompiledExecutor, SignaturesSharePackedWeights) {
   EXPECT_EQ(PackCache<kernels::PackedB>::global().live(), before);
 }
 
+// Symbolic-shape kernels: the dims that vary with the input sizes (B, S) are kernel params, so
+// every signature after the first runs kernels an earlier plan compiled (no LLVM), and each
+// matches the interpreter. Covers attention-like chains: a head split (Reshape + Transpose), a
+// batched MatMul, a mask broadcast over heads and queries, Softmax over the symbolic axis, a
+// mean over it, a Concat along it, and size-1 dims (B = 1) that stay constants.
+TEST(CompiledExecutor, SymbolicDimsShareKernelsAcrossSignatures) {
+  Model m = prepare(R"(model ir=8 opsets={"": 13}
+graph @g(%x: f32[B,S,64], %mask: f32[B,S]) -> (%y: f32[B,4,S,16], %z: f32[B,S,64], %w: f32[B,S2,64]) {
+    %shape = const i64[4] [0, 0, 4, 16]
+    %r = Reshape(%x, %shape) : f32[B,S,4,16]
+    %t = Transpose(%r) {perm=[0, 2, 1, 3]} : f32[B,4,S,16]
+    %tt = Transpose(%r) {perm=[0, 2, 3, 1]} : f32[B,4,16,S]
+    %s = MatMul(%t, %tt) : f32[B,4,S,S]
+    %ax = const i64[2] [1, 2]
+    %mu = Unsqueeze(%mask, %ax) : f32[B,1,1,S]
+    %a = Add(%s, %mu) : f32[B,4,S,S]
+    %p = Softmax(%a) {axis=-1} : f32[B,4,S,S]
+    %y = MatMul(%p, %t) : f32[B,4,S,16]
+    %mean = ReduceMean(%x) {axes=[1]} : f32[B,1,64]
+    %e = Exp(%x) : f32[B,S,64]
+    %z = Sub(%e, %mean) : f32[B,S,64]
+    %w = Concat(%z, %x) {axis=1} : f32[B,S2,64]
+    return %y, %z, %w
+  })");
+  Interpreter interp(m);
+  CompiledExecutor exec(m);
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> uni(-1.0, 1.0);
+  auto feeds_of = [&](int64_t b, int64_t sq) {
+    Tensor x(DType::kFloat32, {b, sq, 64}), mask(DType::kFloat32, {b, sq});
+    for (int64_t i = 0; i < x.numel(); ++i) x.set_double(i, uni(rng));
+    for (int64_t i = 0; i < mask.numel(); ++i) mask.set_double(i, uni(rng) < 0 ? -100.0 : 0.0);
+    return std::vector<RtValue>{RtValue(x), RtValue(mask)};
+  };
+  // Sizes below every parallel-work threshold of the schedule rules (whose decisions specialise a
+  // kernel), then a large one: the first of each kind compiles, the rest take every kernel
+  // from the library (B = 1 is a kind of its own: its dims of size 1 stay constants).
+  struct Case {
+    int64_t b, s;
+    bool from_library;
+  };
+  for (Case c : std::vector<Case>{{2, 40, false}, {3, 17, true}, {2, 33, true}, {4, 45, true}, {3, 29, true},
+                                  {1, 20, false}, {1, 31, true}, {4, 129, false}, {3, 23, true}}) {
+    auto feeds = feeds_of(c.b, c.s);
+    const std::string what = "B=" + std::to_string(c.b) + " S=" + std::to_string(c.s);
+    expect_close(exec.run(feeds), interp.run(feeds), what);
+    const CompileStats& st = exec.stats();
+    EXPECT_GT(st.generated_nodes, 0) << what;
+    if (c.from_library) EXPECT_EQ(st.library_kernels, st.compiled_kernels) << what;
+  }
+  // The kernels take their dims as params.
+  bool scalars = false;
+  for (const PlanStep& st : exec.last_exec_plan()->steps) scalars |= !st.scalars.empty();
+  EXPECT_TRUE(scalars);
+}
+
 // Pad's edge, reflect and wrap modes lower to generated kernels (the reference's index rules).
 TEST(CompiledExecutor, PadModes) {
   for (const char* mode : {"edge", "reflect", "wrap", "constant"}) {

@@ -279,6 +279,29 @@ TEST(TeLower, SymbolicDimIsScalarParam) {
   }
 }
 
+// A fused loop over a dim variable times 768, split by 16: the split divides (768 does), so the
+// outer extent is n*48 and there is no guard; the fused index recombines into a ramp.
+TEST(TeLower, SymbolicSplitThatDivides) {
+  auto nv = tir::make_var("n");
+  auto A = placeholder("A", DType::kFloat32, {nv, c(768)});
+  auto C = compute("C", {nv, c(768)}, [&](auto& i) { return access(A, {i[0], i[1]}) + float_imm(1); });
+  Schedule s({C});
+  s.fuse("C", "i0", "i1");
+  s.split("C", "i0.i1.fused", 16);
+  s.vectorize("C", "i0.i1.fused.inner");
+  tir::PrimFunc f = lower(s, {A, C}, "add1");
+  const std::string text = tir::print(f);
+  EXPECT_NE(text.find("in [0, n*48)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("if "), std::string::npos) << text;
+  EXPECT_NE(text.find("C[ramp(C.i0.i1.fused.outer*16, 1, 16)]"), std::string::npos) << text;
+  for (int64_t n : {1, 3}) {
+    Vec a = iota_data(n * 768), out(n * 768), want(n * 768);
+    for (int64_t i = 0; i < n * 768; ++i) want[i] = a[i] + 1;
+    run(f, {&a, &out}, {n});
+    expect_near(out, want, 0);
+  }
+}
+
 TEST(TeLower, NonDividingSplit) {
   auto A = placeholder("A", DType::kFloat32, {c(100)});
   auto C = compute("C", {c(100)}, [&](auto& i) { return access(A, {i[0]}) - float_imm(5); });

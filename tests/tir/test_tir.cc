@@ -482,6 +482,44 @@ TEST(TirPartition, ThenVectorizeWithTail) {
   expect_same(fn, part);
 }
 
+// The same over a symbolic n (a dim variable): the outer extent is ceil(n / 16) and the
+// partition point n // 16 comes from the guard's structure, not from bounds.
+PrimFunc guarded_add_symbolic(const Expr& n, ForKind inner) {
+  Buffer A = make_buffer("A", DType::kFloat32, {n});
+  Buffer B = make_buffer("B", DType::kFloat32, {n});
+  Buffer C = make_buffer("C", DType::kFloat32, {n});
+  Expr io = make_var("io"), ii = make_var("ii");
+  Expr i = io * 16 + ii;
+  Stmt body = if_then_else(binary(ExprKind::kLT, i, n), store(C, {i}, load(A, {i}) + load(B, {i})));
+  Stmt nest = for_loop(io, c(0), floordiv(n + c(15), c(16)), ForKind::kParallel, for_loop(ii, c(0), c(16), inner, body));
+  return PrimFunc{"guarded_add", {A, B, C}, {n}, nest};
+}
+
+TEST(TirPartition, SymbolicSplitGuard) {
+  Expr n = make_var("n");
+  PrimFunc fn = guarded_add_symbolic(n, ForKind::kVectorized);
+  PrimFunc part = simplify(vectorize_loops(partition_loops(fn)));
+  const std::string text = print(part);
+  EXPECT_NE(text.find("for io in [0, n // 16) parallel:"), std::string::npos) << text;
+  EXPECT_NE(text.find("C[ramp(io*16, 1, 16)]"), std::string::npos) << text;
+  EXPECT_EQ(count_stmts(part.body, StmtKind::kIfThenElse), 1) << text;  // only in the tail
+  for (int64_t v : {1, 15, 16, 37, 100}) expect_same(fn, part, {v});
+}
+
+// A fused loop over [a, b] of dim variables indexes its buffer as (f // b)*b + f % b; the
+// simplifier folds it back to f (also nested under a constant inner dim), so that the vector
+// loop sees a ramp.
+TEST(TirSimplify, RecombinesSymbolicDivMod) {
+  Expr f = make_var("f"), b = make_var("b");
+  EXPECT_EQ(print(simplify(floordiv(f, b) * b + floormod(f, b))), "f");
+  Expr y = floordiv(f, c(64));
+  EXPECT_EQ(print(simplify((floordiv(y, b) * b + floormod(y, b)) * c(64) + floormod(f, c(64)))), "f");
+  EXPECT_EQ(print(simplify(floordiv(f, b * c(64)) * b + floormod(y, b))), "f // 64");
+  // Other divisors stay.
+  Expr a = make_var("a");
+  EXPECT_NE(print(simplify(floordiv(f, a) * b + floormod(f, b))), "f");
+}
+
 TEST(TirPasses, FullPipeline) {
   for (int64_t n : {100, 64, 7, 1}) {
     for (ForKind inner : {ForKind::kVectorized, ForKind::kUnrolled, ForKind::kSerial}) {
@@ -598,6 +636,31 @@ TEST(TirVectorizeReductions, RowsBecomeVectorPartials) {
   PrimFunc done = finish(vectorize_reductions(fn));
   EXPECT_NE(print(done).find("exp(A[ramp("), std::string::npos) << print(done);
   expect_close(fn, done, 1e-5);
+}
+
+// A row of symbolic length (Softmax over a sequence dim): 16 partial lanes over n // 16 blocks,
+// then a scalar tail loop.
+TEST(TirVectorizeReductions, SymbolicRows) {
+  Expr n = make_var("n");
+  for (ExprKind op : {ExprKind::kAdd, ExprKind::kMax}) {
+    Buffer A = make_buffer("A", DType::kFloat32, {c(3) * n});
+    Buffer O = make_buffer("O", DType::kFloat32, {c(3)});
+    Expr i = make_var("i"), r = make_var("r");
+    Stmt body = seq({store(O, {i}, f(op == ExprKind::kMax ? -1e30 : 0)),
+                     for_loop(r, c(0), n, ForKind::kSerial, store(O, {i}, binary(op, load(O, {i}), load(A, {i * n + r}))))});
+    PrimFunc fn = localize_accumulators(PrimFunc{"rows", {A, O}, {n}, for_loop(i, c(0), c(3), ForKind::kSerial, body)});
+    PrimFunc out = finish(vectorize_reductions(fn));
+    const std::string text = print(out);
+    EXPECT_NE(text.find("O_acc0_v: f32[16] local"), std::string::npos) << text;
+    EXPECT_TRUE(has_vector_store(out.body)) << text;
+    for (int64_t v : {1, 15, 16, 33, 128}) {
+      auto ra = run(fn, {v});
+      auto rb = run(out, {v});
+      const float* x = reinterpret_cast<const float*>(ra.data[1].data());
+      const float* y = reinterpret_cast<const float*>(rb.data[1].data());
+      for (int k = 0; k < 3; ++k) EXPECT_NEAR(x[k], y[k], 1e-4 * (1 + std::fabs(x[k]))) << "n=" << v << "\n" << text;
+    }
+  }
 }
 
 TEST(TirVectorizeReductions, LeavesShortAndStridedRowsAlone) {

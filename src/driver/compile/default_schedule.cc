@@ -3,6 +3,7 @@
 // lower_with_default_schedule in plan_builder.h.
 #include <cstdlib>
 #include <algorithm>
+#include <functional>
 #include <unordered_set>
 
 #include "driver/compile/plan_builder.h"
@@ -22,22 +23,42 @@ int count_gathers(const tir::PrimFunc& f) {
   return n;
 }
 
-// The product of the constant extents es[from, to) (a non-constant extent counts as 1).
-int64_t const_product(const std::vector<tir::Expr>& es, size_t from = 0, size_t to = SIZE_MAX) {
-  int64_t n = 1;
-  for (size_t k = from; k < std::min(to, es.size()); ++k) {
-    int64_t d = 1;
-    tir::is_const_int(es[k], &d);
-    n *= d;
+// An extent's size in this plan: constants, and dim variables at their hinted sizes (an
+// expression the hints do not cover counts as 1).
+int64_t hinted(const tir::Expr& e, const DimHints& hints) {
+  int64_t v = 1;
+  if (tir::is_const_int(e, &v)) return v;
+  if (e->kind == tir::ExprKind::kVar) {
+    auto it = hints.find(e.get());
+    return it == hints.end() ? 1 : it->second;
   }
+  if (e->operands.size() == 2) {
+    const int64_t a = hinted(e->operands[0], hints), b = hinted(e->operands[1], hints);
+    switch (e->kind) {
+      case tir::ExprKind::kAdd: return a + b;
+      case tir::ExprKind::kSub: return a - b;
+      case tir::ExprKind::kMul: return a * b;
+      case tir::ExprKind::kFloorDiv: return b != 0 ? a / b : 1;
+      case tir::ExprKind::kMin: return std::min(a, b);
+      case tir::ExprKind::kMax: return std::max(a, b);
+      default: break;
+    }
+  }
+  return 1;
+}
+
+// The product of the extents es[from, to) at their sizes in this plan.
+int64_t const_product(const std::vector<tir::Expr>& es, const DimHints& hints, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t n = 1;
+  for (size_t k = from; k < std::min(to, es.size()); ++k) n *= hinted(es[k], hints);
   return n;
 }
 
 // Spatial elements times reduce iterations of compute t: the work its loop nest does.
-int64_t compute_work(const te::Tensor& t) {
+int64_t compute_work(const te::Tensor& t, const DimHints& hints) {
   std::vector<tir::Expr> extents;
   for (const auto& ax : t->reduce_axes) extents.push_back(ax->extent);
-  return const_product(t->shape) * const_product(extents);
+  return const_product(t->shape, hints) * const_product(extents, hints);
 }
 
 // Fuses the loops <prefix><from> .. <prefix><to - 1> of `stage` (adjacent, in order) into one and
@@ -60,6 +81,39 @@ int count_divmods(const tir::PrimFunc& f) {
   return n;
 }
 
+// Divisions and modulos by a dim variable (a real division at run time, where one by a constant
+// is a multiply) of an index that varies in the innermost loop around its store: one per
+// vector, not hoisted out by LLVM.
+int count_inner_variable_divmods(const tir::PrimFunc& f) {
+  int n = 0;
+  std::vector<const tir::ExprNode*> loops;
+  std::function<void(const tir::Stmt&)> walk = [&](const tir::Stmt& s) {
+    if (!s) return;
+    if (s->kind == tir::StmtKind::kFor) {
+      loops.push_back(s->var.get());
+      walk(s->body);
+      loops.pop_back();
+      return;
+    }
+    if (s->kind == tir::StmtKind::kStore && !loops.empty()) {
+      auto count = [&](const tir::Expr& e) {
+        if ((e->kind == tir::ExprKind::kFloorDiv || e->kind == tir::ExprKind::kFloorMod) &&
+            !tir::is_const_int(e->operands[1]) && tir::uses_var(e->operands[0], loops.back()))
+          ++n;
+      };
+      for (const tir::Expr& i : s->indices) tir::visit_exprs(i, count);
+      tir::visit_exprs(s->value, count);
+      return;
+    }
+    tir::map_stmt(s, [](const tir::Expr& e) { return e; }, [&](const tir::Stmt& x) {
+      walk(x);
+      return x;
+    });
+  };
+  walk(f.body);
+  return n;
+}
+
 }  // namespace
 
 // 16 on every target: 8 on AVX2 (one ymm per step) and 32 on AVX-512 (two zmm) measured no
@@ -75,7 +129,7 @@ int schedule_lanes() {
 
 tir::PrimFunc lower_with_default_schedule(const std::vector<te::Tensor>& out_tensors,
                                           const std::vector<te::Tensor>& computes, const std::vector<te::Tensor>& args,
-                                          const std::string& name, bool schedule, int lanes) {
+                                          const std::string& name, bool schedule, int lanes, const DimHints& hints) {
   // Default schedule rules. kFlat: fuse all loops of an elementwise/injective output,
   // vectorize by 16, parallel outer when large; reductions: fuse the spatial loops and run
   // them in parallel when there is work. kRows: fuse the outer loops into one parallel loop
@@ -116,8 +170,8 @@ tir::PrimFunc lower_with_default_schedule(const std::vector<te::Tensor>& out_ten
         size_t r = t->shape.size();
         if (r == 0) continue;
         std::vector<int64_t> dims;
-        for (size_t k = 0; k < r; ++k) dims.push_back(const_product(t->shape, k, k + 1));
-        const int64_t n = const_product(t->shape), work = compute_work(t);
+        for (size_t k = 0; k < r; ++k) dims.push_back(const_product(t->shape, hints, k, k + 1));
+        const int64_t n = const_product(t->shape, hints), work = compute_work(t, hints);
         bool par = work >= (1 << 15) && n >= 2;
         auto fuse_range = [&](size_t from, size_t to) { return fuse_axes(s, t->name, "i", from, to); };
         if (rules == Rules::kRows && t->reduce_axes.empty()) {
@@ -160,7 +214,7 @@ tir::PrimFunc lower_with_default_schedule(const std::vector<te::Tensor>& out_ten
       for (const auto& t : computes) {
         if (!materialized.count(t.get())) continue;
         const size_t r = t->shape.size();
-        const int64_t last = const_product(t->shape, r - 1), rows = const_product(t->shape, 0, r - 1);
+        const int64_t last = const_product(t->shape, hints, r - 1), rows = const_product(t->shape, hints, 0, r - 1);
         const std::string loop = fuse_axes(s, t->name, "i", 0, r - 1), inner = "i" + std::to_string(r - 1);
         if (last >= lanes) {
           s.split(t->name, inner, lanes);
@@ -173,10 +227,10 @@ tir::PrimFunc lower_with_default_schedule(const std::vector<te::Tensor>& out_ten
         // Intermediate reductions (Softmax's max and sum, LayerNorm's mean and variance):
         // their spatial loops fused and parallel when there is work.
         if (outs.count(t.get()) || t->reduce_axes.empty() || t->shape.size() < 2) continue;
-        const int64_t n = const_product(t->shape);
+        const int64_t n = const_product(t->shape, hints);
         const std::string loop = fuse_axes(s, t->name, "i", 0, t->shape.size());
         if (fuse_reduce) fuse_axes(s, t->name, "r", 0, t->reduce_axes.size());
-        if (compute_work(t) >= (1 << 15) && n >= 2) s.parallel(t->name, loop);
+        if (compute_work(t, hints) >= (1 << 15) && n >= 2) s.parallel(t->name, loop);
       }
     return te::lower(s, args, name);
   };
@@ -186,6 +240,12 @@ tir::PrimFunc lower_with_default_schedule(const std::vector<te::Tensor>& out_ten
     if (schedule && count_gathers(f) > 0) {
       tir::PrimFunc rows = build(Rules::kRows);
       if (count_gathers(rows) < count_gathers(f)) f = std::move(rows);
+    } else if (schedule && count_inner_variable_divmods(f) > 0) {
+      // A flat loop over symbolic dims whose index does not recombine divides by a dim variable
+      // per vector (a transpose of [batch, seq, heads, 64]): rows divide once per row.
+      tir::PrimFunc rows = build(Rules::kRows);
+      if (count_gathers(rows) <= count_gathers(f) && count_inner_variable_divmods(rows) < count_inner_variable_divmods(f))
+        f = std::move(rows);
     }
     // Multi-axis output reductions over contiguous axes: their fused reduce loop indexes
     // without division (the simplifier recombines it); others keep their loop nest.

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <unordered_set>
 
 #include "driver/compile/plan_builder.h"
 #include "ir/text.h"
 #include "ops/lowering.h"
+#include "tir/rewrite.h"
 
 namespace kiln::compile {
 namespace {
@@ -17,6 +19,49 @@ namespace {
 std::vector<int64_t> te_dims(const std::vector<int64_t>& d) { return d.empty() ? std::vector<int64_t>{1} : d; }
 
 }  // namespace
+
+std::vector<tir::Expr> PlanBuilder::lowering_dims(const Value* v) {
+  const size_t s = static_cast<size_t>(slot_of.at(v));
+  const std::vector<int64_t>& dims = ex.slots[s].dims;
+  if (dims.empty()) return {tir::int_imm(1)};
+  const std::vector<bool>* var = s < variable_dims.size() ? &variable_dims[s] : nullptr;
+  std::vector<tir::Expr> out;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    // Size 1 stays a constant: broadcasting decides on it (and kernels of batch 1 specialise).
+    if (!var || k >= var->size() || !(*var)[k] || dims[k] <= 1) {
+      out.push_back(tir::int_imm(dims[k]));
+      continue;
+    }
+    auto it = std::find_if(seg.dim_vars.begin(), seg.dim_vars.end(), [&](const auto& p) { return p.first == dims[k]; });
+    if (it == seg.dim_vars.end()) {
+      seg.dim_vars.emplace_back(dims[k], tir::make_var("dim" + std::to_string(seg.dim_vars.size())));
+      it = seg.dim_vars.end() - 1;
+    }
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+// The values of f's dim variables in this segment. A dim variable the lowering used only inside
+// expressions (not in any buffer's shape or loop extent) is added to f's params here.
+std::vector<int64_t> PlanBuilder::kernel_scalars(tir::PrimFunc& f) {
+  std::vector<int64_t> out;
+  if (seg.dim_vars.empty()) return out;
+  std::unordered_set<const tir::ExprNode*> params;
+  for (const tir::Expr& p : f.scalar_params) params.insert(p.get());
+  for (const auto& [size, var] : seg.dim_vars) {
+    if (params.count(var.get())) continue;
+    bool used = false;
+    tir::visit_exprs(f.body, [&](const tir::Expr& e) { used |= e.get() == var.get(); });
+    if (used) f.scalar_params.push_back(var);
+  }
+  for (const tir::Expr& p : f.scalar_params) {
+    auto it = std::find_if(seg.dim_vars.begin(), seg.dim_vars.end(), [&](const auto& d) { return d.second->name == p->name; });
+    KILN_CHECK(it != seg.dim_vars.end());
+    out.push_back(it->first);
+  }
+  return out;
+}
 
 bool PlanBuilder::tensor_ok(const Value* v) {
   int s = slot_of.at(v);
@@ -39,6 +84,7 @@ void PlanBuilder::lower_node(int i) {
       if (!v) {
         ctx.inputs.push_back(nullptr);
         ctx.input_shapes.emplace_back();
+        ctx.input_dims.emplace_back();
         ctx.input_dtypes.push_back(DType::kUndefined);
         ctx.constants.push_back(nullptr);
         continue;
@@ -57,16 +103,16 @@ void PlanBuilder::lower_node(int i) {
           // Scalar constants fold into the kernel as immediates.
           double c = k->get_double(0);
           DType dt = ex.slots[s].dtype;
-          t = te::compute("c" + std::to_string(seg.next_placeholder++), lower::to_exprs(te_dims(ex.slots[s].dims)),
+          t = te::compute("c" + std::to_string(seg.next_placeholder++), lowering_dims(v),
                           [&](const std::vector<tir::Expr>&) { return lower::constant(dt, c); });
           seg.tensors[v] = t;
         } else {
-          t = te::placeholder("p" + std::to_string(seg.next_placeholder++), ex.slots[s].dtype,
-                              lower::to_exprs(te_dims(ex.slots[s].dims)));
+          t = te::placeholder("p" + std::to_string(seg.next_placeholder++), ex.slots[s].dtype, lowering_dims(v));
           seg.placeholders.emplace_back(v, t);
         }
       }
       ctx.inputs.push_back(t);
+      ctx.input_dims.push_back(t->shape);
       ctx.input_shapes.push_back(te_dims(ex.slots[s].dims));
       ctx.input_dtypes.push_back(ex.slots[s].dtype);
       ctx.constants.push_back(constant_of(v));
@@ -74,6 +120,7 @@ void PlanBuilder::lower_node(int i) {
     for (const Value* v : n.outputs) {
       size_t s = v ? static_cast<size_t>(slot_of[v]) : 0;
       ctx.output_shapes.push_back(v ? te_dims(ex.slots[s].dims) : std::vector<int64_t>{});
+      ctx.output_dims.push_back(v ? lowering_dims(v) : std::vector<tir::Expr>{});
       ctx.output_dtypes.push_back(v ? ex.slots[s].dtype : DType::kUndefined);
     }
     try {
@@ -170,10 +217,15 @@ void PlanBuilder::flush() {
       func_identities.push_back(func_identities[*same]);
       ++plan->stats.reused_lowerings;
     } else {
-      plan->funcs.push_back(lower_with_default_schedule(out_tensors, computes, args, name, opts_.schedule, schedule_lanes()));
+      DimHints hints;
+      for (const auto& [size, var] : seg.dim_vars) hints[var.get()] = size;
+      plan->funcs.push_back(lower_with_default_schedule(out_tensors, computes, args, name, opts_.schedule,
+                                                        schedule_lanes(), hints));
+      st.scalars = kernel_scalars(plan->funcs.back());
       func_identities.push_back(kernel_identity(plan->funcs.back()));
       remember_kernel(key, plan->funcs.size() - 1);
     }
+    if (st.scalars.empty()) st.scalars = kernel_scalars(plan->funcs.back());
     st.kind = PlanStep::Kind::kKernel;
     st.name = name;
     st.kernel = static_cast<int32_t>(ex.kernel_names.size());

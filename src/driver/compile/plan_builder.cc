@@ -45,12 +45,13 @@ void log(const std::string& msg) {
 }
 
 PlanBuilder::PlanBuilder(const Model& model, const CompiledOptions& opts, const std::vector<Value*>& captures,
-                         ShapeRun shape_run, BuiltPlan& built)
+                         ShapeRun shape_run, KernelLibrary& library, BuiltPlan& built)
     : model_(model),
       g(*model.graph),
       opts_(opts),
       captures_(captures),
       shape_run_(std::move(shape_run)),
+      library_(library),
       plan(&built),
       ex(built.exec) {}
 
@@ -216,16 +217,57 @@ codegen::TargetOptions codegen_target(const codegen::TargetOptions& o) {
 void PlanBuilder::plan_codegen() {
   const auto t2 = Clock::now();
   share_identical_kernels();
-  if (!plan->funcs.empty()) {
-    codegen::SymbolMap symbols{{"kiln_parallel_for", reinterpret_cast<void*>(&kiln_parallel_for)}};
-    plan->module = codegen::JitModule::compile(plan->funcs, codegen_target(opts_.target), symbols);
-    const std::string& dir = plan->module->cache_dir();
-    plan->stats.llvm_cache = dir.empty() ? "off" : (plan->module->from_cache() ? "hit (" : "miss (") + dir + ")";
-    for (const auto& name : ex.kernel_names) ex.kernels.push_back(plan->module->lookup(name));
+  std::unordered_map<std::string, codegen::KernelFn> fn_of;  // kernel name -> code
+  std::vector<tir::PrimFunc> missing;
+  std::vector<std::string> missing_ids;
+  for (size_t k = 0; k < plan->funcs.size(); ++k) {
+    if (std::optional<KernelLibrary::Kernel> known = library_.find(func_identities[k])) {
+      fn_of[plan->funcs[k].name] = known->fn;
+      if (std::find(plan->modules.begin(), plan->modules.end(), known->module) == plan->modules.end())
+        plan->modules.push_back(known->module);
+      ++plan->stats.library_kernels;
+      continue;
+    }
+    missing.push_back(plan->funcs[k]);
+    missing_ids.push_back(func_identities[k]);
   }
+  if (!missing.empty()) {
+    codegen::SymbolMap symbols{{"kiln_parallel_for", reinterpret_cast<void*>(&kiln_parallel_for)}};
+    std::shared_ptr<codegen::JitModule> module = codegen::JitModule::compile(missing, codegen_target(opts_.target), symbols);
+    const std::string& dir = module->cache_dir();
+    plan->stats.llvm_cache = dir.empty() ? "off" : (module->from_cache() ? "hit (" : "miss (") + dir + ")";
+    for (size_t k = 0; k < missing.size(); ++k) {
+      codegen::KernelFn fn = module->lookup(missing[k].name);
+      fn_of[missing[k].name] = fn;
+      library_.add(missing_ids[k], fn, module);
+    }
+    plan->modules.push_back(std::move(module));
+  } else if (!plan->funcs.empty()) {
+    plan->stats.llvm_cache = "not needed (every kernel compiled by an earlier plan)";
+  }
+  for (const auto& name : ex.kernel_names) ex.kernels.push_back(fn_of.at(name));
   plan->stats.llvm_ms = ms_since(t2);
   plan->stats.kernels = kernel_count;
   plan->stats.compiled_kernels = static_cast<int>(plan->funcs.size());
+}
+
+std::optional<KernelLibrary::Kernel> KernelLibrary::find(const std::string& identity) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = entries_.find(identity);
+  if (it == entries_.end()) return std::nullopt;
+  std::shared_ptr<codegen::JitModule> module = it->second.module.lock();
+  if (!module) {  // no plan holds its code any more
+    entries_.erase(it);
+    return std::nullopt;
+  }
+  return Kernel{it->second.fn, std::move(module)};
+}
+
+void KernelLibrary::add(const std::string& identity, codegen::KernelFn fn,
+                        const std::shared_ptr<codegen::JitModule>& module) {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto it = entries_.begin(); it != entries_.end();) it = it->second.module.expired() ? entries_.erase(it) : std::next(it);
+  entries_[identity] = Entry{fn, module};
 }
 
 // A kernel's TIR with its own name and the node numbers in its identifiers ("n123_out") replaced
@@ -260,12 +302,18 @@ std::string kernel_identity(const tir::PrimFunc& f) {
 void PlanBuilder::share_identical_kernels() {
   std::unordered_map<std::string, std::string> first_of;  // identity -> kernel name
   std::vector<tir::PrimFunc> unique;
+  std::vector<std::string> unique_ids;
   for (size_t k = 0; k < plan->funcs.size(); ++k) {
     auto [it, fresh] = first_of.emplace(func_identities[k], ex.kernel_names[k]);
-    if (fresh) unique.push_back(std::move(plan->funcs[k]));
-    else ex.kernel_names[k] = it->second;
+    if (fresh) {
+      unique.push_back(std::move(plan->funcs[k]));
+      unique_ids.push_back(func_identities[k]);
+    } else {
+      ex.kernel_names[k] = it->second;
+    }
   }
   plan->funcs = std::move(unique);
+  func_identities = std::move(unique_ids);  // parallel to plan->funcs from here on
 }
 
 }  // namespace kiln::compile

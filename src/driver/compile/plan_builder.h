@@ -10,13 +10,14 @@
 //      runs of lowerable nodes composed into one TE kernel each, scheduled
 //      by the default rules (default_schedule.cc) and lowered to TIR          lower_kernels.cc
 //      everything else a reference-kernel (fallback) step
-//   S3 codegen: every kernel in one LLVM module (codegen/llvm)               plan_builder.cc
+//   S3 codegen: the kernels no earlier plan compiled, in one LLVM module     plan_builder.cc
 //   S4 arena: lifetimes, concats in place, offsets in one arena             arena.cc
 // Tests: tests/runtime/test_compiled_executor.cc and the suites that run the compiled engine.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -29,6 +30,7 @@
 #include "ops/registry.h"
 #include "runtime/exec_plan.h"
 #include "runtime/gemm_ops.h"
+#include "pass/bind_shapes.h"
 #include "runtime/interpreter.h"
 #include "te/te.h"
 #include "tir/ir.h"
@@ -39,9 +41,31 @@ namespace kiln::compile {
 struct BuiltPlan {
   ExecPlan exec;
   std::vector<const OpSchema*> schemas;  // node index -> schema (fallback steps)
-  std::vector<tir::PrimFunc> funcs;
-  std::unique_ptr<codegen::JitModule> module;
+  std::vector<tir::PrimFunc> funcs;      // the plan's distinct kernels
+  std::vector<std::shared_ptr<codegen::JitModule>> modules;  // where their code lives
   CompileStats stats;
+};
+
+// Compiled kernels by TIR identity (kernel_identity), shared by the plans of one executor and
+// its bodies' executors: a plan for a new input-shape signature whose kernels an earlier plan
+// compiled (symbolic-shape kernels) runs no LLVM. Entries live as long as a plan holds their
+// module, so memory stays bounded by the plan cache.
+class KernelLibrary {
+ public:
+  struct Kernel {
+    codegen::KernelFn fn = nullptr;
+    std::shared_ptr<codegen::JitModule> module;
+  };
+  std::optional<Kernel> find(const std::string& identity);
+  void add(const std::string& identity, codegen::KernelFn fn, const std::shared_ptr<codegen::JitModule>& module);
+
+ private:
+  struct Entry {
+    codegen::KernelFn fn = nullptr;
+    std::weak_ptr<codegen::JitModule> module;
+  };
+  std::mutex mu_;
+  std::unordered_map<std::string, Entry> entries_;
 };
 
 // The values an If/Loop/Scan step takes after the node's own inputs: what its bodies read from
@@ -73,7 +97,7 @@ class PlanBuilder {
   // `captures`: for a control-flow body, the values it reads from enclosing graphs, planned as
   // inputs after the graph's own (feeds follow the same order).
   PlanBuilder(const Model& model, const CompiledOptions& opts, const std::vector<Value*>& captures,
-              ShapeRun shape_run, BuiltPlan& plan);
+              ShapeRun shape_run, KernelLibrary& library, BuiltPlan& plan);
   void build(const std::vector<RtValue>& feeds);
 
  private:
@@ -84,6 +108,10 @@ class PlanBuilder {
     std::unordered_map<const Value*, te::Tensor> tensors;  // values computed in the segment
     std::vector<std::pair<const Value*, te::Tensor>> placeholders;
     int next_placeholder = 0;
+    // Dim variables of the segment's kernel (symbolic-shape kernels): one per distinct size
+    // among the dims that vary with the input sizes, named in creation order ("dim0", ...), so
+    // that another signature's segment of the same structure lowers to the same TIR.
+    std::vector<std::pair<int64_t, tir::Expr>> dim_vars;
   };
   // A kernel lowered earlier in this plan: a segment with the same structure (segment_key) whose
   // nodes' lowerings saw the same constants reuses its TIR instead of lowering again.
@@ -111,6 +139,12 @@ class PlanBuilder {
   void plan_shapes(const std::vector<RtValue>& feeds);
   void fold_shape_values();
   const Tensor* constant_of(const Value* v);
+  void find_variable_dims(const std::vector<RtValue>& feeds, const BoundShapes& bound);
+  // A value's dims for lowering (rank 0 as [1]): dims that vary with the input sizes as the
+  // segment's dim variables, the others as constants.
+  std::vector<tir::Expr> lowering_dims(const Value* v);
+  // The values of a kernel's scalar params (its dim variables) in this segment.
+  std::vector<int64_t> kernel_scalars(tir::PrimFunc& f);
   // Consumers, producers, execution order (plan_builder.cc).
   void index_graph();
   int64_t group_of(int i);
@@ -144,6 +178,7 @@ class PlanBuilder {
   const CompiledOptions& opts_;
   const std::vector<Value*>& captures_;
   ShapeRun shape_run_;
+  KernelLibrary& library_;
   BuiltPlan* plan;
   ExecPlan& ex;
 
@@ -152,6 +187,9 @@ class PlanBuilder {
   std::unordered_map<const Value*, Tensor> small_values;  // S1: values the shapes decide
   std::unordered_map<const Value*, const Tensor*> folded;  // of those, the plan constants
   std::unordered_set<int> folded_nodes;
+  // S1: per slot, which dims vary with the input sizes (found by binding shapes a second time
+  // with the symbolic input dims changed); lowered as dim variables, so one kernel serves them all.
+  std::vector<std::vector<bool>> variable_dims;
   int nnodes = 0;
   std::unordered_map<const Value*, std::vector<int>> consumers;  // value -> consuming nodes
   std::unordered_map<const Value*, int> producer;
@@ -170,12 +208,18 @@ class PlanBuilder {
   std::unordered_set<int> deferred_muls;
 };
 
+// The sizes of this plan's dim variables (symbolic-shape kernels): the schedule rules decide on
+// them (how much work, whether a loop is long enough to vectorize), so two sizes whose
+// decisions differ get two kernels, and two whose decisions agree share one.
+using DimHints = std::unordered_map<const tir::ExprNode*, int64_t>;
+
 // The kernel of one segment: inlines the intermediates, applies the default schedule rules
 // (when `schedule`; vector loops of `lanes` elements) and lowers to TIR (default_schedule.cc).
 // Throws when lowering fails.
 tir::PrimFunc lower_with_default_schedule(const std::vector<te::Tensor>& out_tensors,
                                           const std::vector<te::Tensor>& computes, const std::vector<te::Tensor>& args,
-                                          const std::string& name, bool schedule, int lanes);
+                                          const std::string& name, bool schedule, int lanes,
+                                          const DimHints& hints = {});
 // The default rules' vector loop length for the host target (schedule_lanes in default_schedule.cc).
 int schedule_lanes();
 

@@ -37,6 +37,23 @@ void check_against_run(const ShapeRun& run, const std::vector<RtValue>& feeds, c
   });
 }
 
+// KILN_SYMBOLIC_DIMS: "auto" (default) lowers the dims that vary with the input sizes as kernel
+// params; "off" specialises every kernel to its sizes; "all" makes every dim other than 1 a
+// param (a test mode: the conformance suites then check the symbolic lowering of every op).
+enum class SymbolicDims { kOff, kAuto, kAll };
+SymbolicDims symbolic_dims_mode() {
+  static const SymbolicDims mode = [] {
+    const char* e = std::getenv("KILN_SYMBOLIC_DIMS");
+    const std::string v = e ? e : "";
+    if (v == "0" || v == "off") return SymbolicDims::kOff;
+    if (v == "all") return SymbolicDims::kAll;
+    return SymbolicDims::kAuto;
+  }();
+  return mode;
+}
+
+constexpr int64_t kFoldMaxElements = 1 << 16;
+
 }  // namespace
 
 int64_t reference_runs() { return g_reference_runs.load(); }
@@ -64,7 +81,6 @@ void PlanBuilder::plan_shapes(const std::vector<RtValue>& feeds) {
   for (size_t s = 0; s < values.size(); ++s)
     if (values[s]->is_constant()) learn(values[s], RtValue(values[s]->initializer));
   // Small values that the input shapes and constants decide, kept for the folding below.
-  constexpr int64_t kFoldMaxElements = 1 << 16;
   BoundShapes bound = bind_shapes(model_, feeds, kFoldMaxElements, captures_);
   if (bound.complete) {
     for (const auto& [v, b] : bound.values) {
@@ -73,6 +89,7 @@ void PlanBuilder::plan_shapes(const std::vector<RtValue>& feeds) {
     }
     plan->stats.shapes = "inference";
     if (verify_plan_shapes()) check_against_run(shape_run_, feeds, bound);
+    find_variable_dims(feeds, bound);
   } else {
     // Shape inference stopped (a value-dependent op, an op without inference, sequences): a
     // reference run learns the shapes (and reports input errors the way the interpreter does).
@@ -85,6 +102,47 @@ void PlanBuilder::plan_shapes(const std::vector<RtValue>& feeds) {
     });
   }
   plan->stats.shapes_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// Which dims vary with the input sizes: the shapes bound again with every dim the model leaves
+// symbolic one larger (input data zero), compared dim by dim. A dim taken for constant by
+// mistake (one that did not move in the probe) only specialises a kernel; a dim variable is
+// always bound to this plan's size, so no choice here can make a kernel wrong.
+void PlanBuilder::find_variable_dims(const std::vector<RtValue>& feeds, const BoundShapes& bound) {
+  variable_dims.assign(ex.slots.size(), {});
+  const SymbolicDims mode = symbolic_dims_mode();
+  if (mode == SymbolicDims::kOff) return;
+  if (mode == SymbolicDims::kAll) {
+    for (size_t s = 0; s < values.size(); ++s)
+      if (!values[s]->is_constant()) variable_dims[s].assign(ex.slots[s].dims.size(), true);
+    return;
+  }
+  std::vector<RtValue> probe = feeds;
+  bool moved = false;
+  for (size_t i = 0; i < g.inputs.size() && i < feeds.size(); ++i) {
+    if (!feeds[i].is_tensor() || feeds[i].tensor.dtype() == DType::kString) continue;
+    const Tensor& x = feeds[i].tensor;
+    const std::optional<Shape>& declared = g.inputs[i]->type.shape;
+    std::vector<int64_t> dims = x.dims();
+    for (size_t k = 0; k < dims.size(); ++k) {
+      const bool fixed = declared && declared->rank() == dims.size() && declared->dims[k].known();
+      if (!fixed && dims[k] > 0) ++dims[k];
+    }
+    if (dims == x.dims()) continue;
+    probe[i] = RtValue(Tensor(x.dtype(), dims));
+    moved = true;
+  }
+  if (!moved) return;
+  const BoundShapes other = bind_shapes(model_, probe, kFoldMaxElements, captures_);
+  if (!other.complete) return;
+  for (const auto& [v, b] : bound.values) {
+    auto slot = slot_of.find(v);
+    auto it = other.values.find(v);
+    if (slot == slot_of.end() || it == other.values.end() || it->second.dims.size() != b.dims.size()) continue;
+    std::vector<bool>& var = variable_dims[static_cast<size_t>(slot->second)];
+    var.assign(b.dims.size(), false);
+    for (size_t k = 0; k < b.dims.size(); ++k) var[k] = b.dims[k] != it->second.dims[k];
+  }
 }
 
 // Values the input shapes alone decide (Shape/Size and what is computed from them and from

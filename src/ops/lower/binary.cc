@@ -37,7 +37,7 @@ Expr read(const LowerContext& ctx, int k, const std::vector<Expr>& i) {
 template <ExprKind K, Types T>
 LowerResult nary(const LowerContext& ctx) {
   if (!dtypes_ok(ctx, T)) return std::nullopt;
-  return std::vector<te::Tensor>{te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()),
+  return std::vector<te::Tensor>{te::compute(ctx.name("out"), ctx.out_dims(),
                                              [&](const std::vector<Expr>& i) {
     Expr acc = read(ctx, 0, i);
     for (int k = 1; k < ctx.num_inputs(); ++k) acc = tir::binary(K, acc, read(ctx, k, i));
@@ -47,7 +47,7 @@ LowerResult nary(const LowerContext& ctx) {
 
 LowerResult mean_lower(const LowerContext& ctx) {
   if (!dtypes_ok(ctx, Types::kFloat)) return std::nullopt;
-  return std::vector<te::Tensor>{te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()),
+  return std::vector<te::Tensor>{te::compute(ctx.name("out"), ctx.out_dims(),
                                              [&](const std::vector<Expr>& i) {
     Expr acc = read(ctx, 0, i);
     for (int k = 1; k < ctx.num_inputs(); ++k) acc = acc + read(ctx, k, i);
@@ -60,7 +60,7 @@ LowerResult pow_lower(const LowerContext& ctx) {
   DType dt = ctx.in_dtype(0);
   // x^2 and x^0.5 are common in normalizations; avoid the libm call.
   const Tensor* e = ctx.constant(1);
-  return std::vector<te::Tensor>{te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()),
+  return std::vector<te::Tensor>{te::compute(ctx.name("out"), ctx.out_dims(),
                                              [&](const std::vector<Expr>& i) -> Expr {
     Expr x = read(ctx, 0, i);
     if (e && e->numel() == 1 && e->get_double(0) == 2.0) return x * x;
@@ -80,7 +80,7 @@ LowerResult where_lower(const LowerContext& ctx) {
     for (size_t k = 0; k < in.size(); ++k)
       if (in[k] != 1 && in[k] != out[k + out.size() - in.size()]) return std::nullopt;
   }
-  return std::vector<te::Tensor>{te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()),
+  return std::vector<te::Tensor>{te::compute(ctx.name("out"), ctx.out_dims(),
                                              [&](const std::vector<Expr>& i) {
     return tir::select(read(ctx, 0, i), read(ctx, 1, i), read(ctx, 2, i));
   })};
@@ -89,7 +89,7 @@ LowerResult where_lower(const LowerContext& ctx) {
 LowerResult prelu_lower(const LowerContext& ctx) {
   if (!dtypes_ok(ctx, Types::kFloat) || ctx.in_shape(1).size() > ctx.out_shape().size()) return std::nullopt;
   DType dt = ctx.in_dtype(0);
-  return std::vector<te::Tensor>{te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()),
+  return std::vector<te::Tensor>{te::compute(ctx.name("out"), ctx.out_dims(),
                                              [&](const std::vector<Expr>& i) {
     Expr x = read(ctx, 0, i);
     return tir::select(tir::binary(ExprKind::kLT, x, lower::constant(dt, 0)), x * read(ctx, 1, i), x);

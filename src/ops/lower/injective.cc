@@ -17,14 +17,17 @@ bool data_ok(const LowerContext& ctx) {
 }
 
 te::Tensor make(const LowerContext& ctx, const std::function<Expr(const std::vector<Expr>&)>& f) {
-  return te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()), f);
+  return te::compute(ctx.name("out"), ctx.out_dims(), f);
 }
 
 // Input index of a reshape for output index i. The dims are split into consecutive groups of
 // equal size (e.g. [58,2 | 28 | 28] -> [116 | 28 | 28]) and each group's input index comes from
 // its own output indices only: a dim kept as is maps straight through, so the schedule sees a
 // contiguous inner row instead of a flat index divided per element.
+// The group boundaries come from the concrete sizes, the index arithmetic from the dims as
+// expressions (in_e, out_e), so that symbolic dims stay symbolic.
 std::vector<Expr> reshape_index(const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                                const std::vector<Expr>& in_e, const std::vector<Expr>& out_e,
                                 const std::vector<Expr>& i) {
   std::vector<Expr> j(in.size());
   size_t a = 0, b = 0;
@@ -47,20 +50,21 @@ std::vector<Expr> reshape_index(const std::vector<int64_t>& in, const std::vecto
       continue;
     }
     Expr flat = tir::int_imm(0);
-    int64_t stride = 1;
+    Expr stride = tir::int_imm(1);
     for (size_t k = b; k-- > b0;) {
-      if (out[k] != 1) flat = flat + i[k] * stride;
-      stride *= out[k];
+      if (out[k] != 1) flat = flat + lower::mul(i[k], stride);
+      stride = lower::mul(stride, out_e[k]);
     }
     size_t outermost = a0;  // the group's outermost non-1 input dim needs no modulo
     while (outermost + 1 < a && in[outermost] == 1) ++outermost;
-    stride = 1;
+    stride = tir::int_imm(1);
     for (size_t k = a; k-- > a0;) {
       Expr v = flat;
-      if (stride != 1) v = tir::floordiv(v, tir::int_imm(stride));
-      if (k != outermost) v = tir::floormod(v, tir::int_imm(in[k]));
+      int64_t c = 0;
+      if (!tir::is_const_int(stride, &c) || c != 1) v = tir::floordiv(v, stride);
+      if (k != outermost) v = tir::floormod(v, in_e[k]);
       j[k] = in[k] == 1 ? tir::int_imm(0) : v;
-      stride *= in[k];
+      stride = lower::mul(stride, in_e[k]);
     }
   }
   return j;
@@ -74,7 +78,7 @@ LowerResult reshape_lower(const LowerContext& ctx) {
   te::Tensor x = ctx.input(0);
   return std::vector<te::Tensor>{make(ctx, [&](const std::vector<Expr>& i) {
     if (in == out) return te::access(x, i);
-    return te::access(x, reshape_index(in, out, i));
+    return te::access(x, reshape_index(in, out, ctx.in_dims(0), ctx.out_dims(), i));
   })};
 }
 
@@ -105,12 +109,13 @@ LowerResult tile_lower(const LowerContext& ctx) {
   if (!data_ok(ctx) || ctx.in_shape(0).size() != ctx.out_shape().size()) return std::nullopt;
   te::Tensor x = ctx.input(0);
   const auto& in = ctx.in_shape(0);
+  const std::vector<Expr> in_e = ctx.in_dims(0);
   for (int64_t d : in)
     if (d == 0) return std::nullopt;
   return std::vector<te::Tensor>{make(ctx, [&](const std::vector<Expr>& i) {
     std::vector<Expr> j;
     for (size_t k = 0; k < in.size(); ++k)
-      j.push_back(in[k] == ctx.out_shape()[k] ? i[k] : tir::floormod(i[k], tir::int_imm(in[k])));
+      j.push_back(in[k] == ctx.out_shape()[k] ? i[k] : tir::floormod(i[k], in_e[k]));
     return te::access(x, j);
   })};
 }
@@ -130,22 +135,29 @@ LowerResult concat_lower(const LowerContext& ctx) {
   return std::vector<te::Tensor>{make(ctx, [&](const std::vector<Expr>& i) {
     // The last part is the default; earlier parts are chosen by the axis index. Indices are
     // clamped so that the loads of the parts not chosen stay in bounds.
-    std::vector<int64_t> offsets;
-    int64_t off = 0;
+    // Offsets and lengths along the axis as expressions (a symbolic axis stays symbolic).
+    auto plus = [](const Expr& a, const Expr& b) {
+      int64_t x = 0, y = 0;
+      if (tir::is_const_int(a, &x) && tir::is_const_int(b, &y)) return tir::int_imm(x + y);
+      if (tir::is_const_int(a, &x) && x == 0) return b;
+      return a + b;
+    };
+    std::vector<Expr> offsets;
+    Expr off = tir::int_imm(0);
     for (int k : parts) {
       offsets.push_back(off);
-      off += ctx.in_shape(k)[static_cast<size_t>(axis)];
+      off = plus(off, ctx.in_dims(k)[static_cast<size_t>(axis)]);
     }
     Expr ia = i[static_cast<size_t>(axis)];
     Expr value;
     for (size_t p = parts.size(); p-- > 0;) {
-      int64_t len = ctx.in_shape(parts[p])[static_cast<size_t>(axis)];
+      Expr len = ctx.in_dims(parts[p])[static_cast<size_t>(axis)];
       std::vector<Expr> j = i;
-      Expr local = ia - offsets[p];
-      if (parts.size() > 1) local = tir::max(tir::min(local, tir::int_imm(len - 1)), tir::int_imm(0));
+      Expr local = tir::is_const_int(offsets[p]) && offsets[p]->int_value == 0 ? ia : ia - offsets[p];
+      if (parts.size() > 1) local = tir::max(tir::min(local, plus(len, tir::int_imm(-1))), tir::int_imm(0));
       j[static_cast<size_t>(axis)] = local;
       Expr v = te::access(ctx.input(parts[p]), j);
-      value = value ? tir::select(tir::binary(ExprKind::kLT, ia, tir::int_imm(offsets[p] + len)), v, value) : v;
+      value = value ? tir::select(tir::binary(ExprKind::kLT, ia, plus(offsets[p], len)), v, value) : v;
     }
     return value;
   })};
@@ -221,8 +233,9 @@ LowerResult gather_lower(const LowerContext& ctx) {
     if (scalar_index) ii.assign(ctx.in_shape(1).size(), tir::int_imm(0));
     Expr g = te::access(idx, ii);
     if (it != DType::kInt64) g = tir::cast(tir::i64(), g);
-    g = tir::select(tir::binary(ExprKind::kLT, g, tir::int_imm(0)), g + d, g);
-    g = tir::max(tir::min(g, tir::int_imm(d - 1)), tir::int_imm(0));
+    const Expr d_e = ctx.in_dims(0)[static_cast<size_t>(axis)];
+    g = tir::select(tir::binary(ExprKind::kLT, g, tir::int_imm(0)), g + d_e, g);
+    g = tir::max(tir::min(g, tir::is_const_int(d_e) ? tir::int_imm(d - 1) : d_e - 1), tir::int_imm(0));
     std::vector<Expr> j(i.begin(), i.begin() + axis);
     j.push_back(g);
     j.insert(j.end(), i.begin() + axis + static_cast<int64_t>(q), i.end());

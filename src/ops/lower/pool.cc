@@ -80,7 +80,7 @@ LowerResult pool_lower(const LowerContext& ctx) {
   te::IterVar kh = te::reduce_axis(i64(w.kernel[0]), ctx.name("kh"));
   te::IterVar kw = te::reduce_axis(i64(w.kernel[1]), ctx.name("kw"));
   const double pad_value = kMax ? -std::numeric_limits<double>::infinity() : 0.0;
-  te::Tensor acc = te::compute(ctx.name(kMax ? "out" : "sum"), lower::to_exprs(ctx.out_shape()),
+  te::Tensor acc = te::compute(ctx.name(kMax ? "out" : "sum"), ctx.out_dims(),
                                [&](const std::vector<Expr>& i) {
     Expr h = coord(w, 0, i[2], kh->var), c = coord(w, 1, i[3], kw->var);
     Expr v = te::access(x, {i[0], i[1], clamp(h, w.in[0]), clamp(c, w.in[1])});
@@ -89,7 +89,7 @@ LowerResult pool_lower(const LowerContext& ctx) {
   });
   if (kMax) return std::vector<te::Tensor>{acc};
   te::Tensor cnt = tap_count(ctx, w, ctx.attr_int("count_include_pad", 0) != 0);
-  return std::vector<te::Tensor>{te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()),
+  return std::vector<te::Tensor>{te::compute(ctx.name("out"), ctx.out_dims(),
                                              [&](const std::vector<Expr>& i) {
     Expr n = te::access(cnt, {i[2], i[3]});
     // An empty window averages to 0 (as the reference does).
@@ -116,7 +116,7 @@ LowerResult depthwise_conv_lower(const LowerContext& ctx) {
   // The reduction runs over kernel rows; the taps of one row are unrolled in the body (a full
   // unroll into an injective compute measured slower: the fused vector loop gathers).
   te::IterVar kh = te::reduce_axis(i64(w.kernel[0]), ctx.name("kh"));
-  te::Tensor acc = te::compute(ctx.name(bias ? "acc" : "out"), lower::to_exprs(ctx.out_shape()),
+  te::Tensor acc = te::compute(ctx.name(bias ? "acc" : "out"), ctx.out_dims(),
                                [&](const std::vector<Expr>& i) {
     Expr h = coord(w, 0, i[2], kh->var);
     Expr hc = clamp(h, w.in[0]), hok = in_range(h, w.in[0]);
@@ -131,7 +131,7 @@ LowerResult depthwise_conv_lower(const LowerContext& ctx) {
     return te::reduce(ReduceOp::kSum, row, {kh});
   });
   if (!bias) return std::vector<te::Tensor>{acc};
-  return std::vector<te::Tensor>{te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()),
+  return std::vector<te::Tensor>{te::compute(ctx.name("out"), ctx.out_dims(),
                                              [&](const std::vector<Expr>& i) {
     return te::access(acc, i) + te::access(ctx.input(2), {i[1]});
   })};

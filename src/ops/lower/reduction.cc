@@ -22,17 +22,18 @@ Expr fn(const char* name, DType dt, Expr x) { return tir::call(name, lower::scal
 
 // Reduces x (shape `in`) over `axes` into a tensor of shape `out` (keepdims or not):
 // out[...] = reduce(op, pre(x[...]), axes).
+// `in`: x's dims as expressions (symbolic where they vary).
 te::Tensor reduce_over(const LowerContext& ctx, const std::string& name, const te::Tensor& x,
-                       const std::vector<int64_t>& in, const std::set<int64_t>& axes, bool keepdims,
+                       const std::vector<Expr>& in, const std::set<int64_t>& axes, bool keepdims,
                        ReduceOp op, const std::function<Expr(Expr)>& pre) {
-  std::vector<int64_t> out;
+  std::vector<Expr> out;
   for (size_t d = 0; d < in.size(); ++d) {
     if (!axes.count(static_cast<int64_t>(d))) out.push_back(in[d]);
-    else if (keepdims) out.push_back(1);
+    else if (keepdims) out.push_back(tir::int_imm(1));
   }
   std::vector<te::IterVar> rs;
-  for (int64_t a : axes) rs.push_back(te::reduce_axis(tir::int_imm(in[static_cast<size_t>(a)]), ctx.name(name + "_r" + std::to_string(a))));
-  return te::compute(ctx.name(name), lower::to_exprs(out), [&](const std::vector<Expr>& i) {
+  for (int64_t a : axes) rs.push_back(te::reduce_axis(in[static_cast<size_t>(a)], ctx.name(name + "_r" + std::to_string(a))));
+  return te::compute(ctx.name(name), out, [&](const std::vector<Expr>& i) {
     std::vector<Expr> j;
     size_t oi = 0, ri = 0;
     for (size_t d = 0; d < in.size(); ++d) {
@@ -47,9 +48,16 @@ te::Tensor reduce_over(const LowerContext& ctx, const std::string& name, const t
   });
 }
 
-te::Tensor map(const LowerContext& ctx, const std::string& name, const std::vector<int64_t>& shape,
+te::Tensor map(const LowerContext& ctx, const std::string& name, const std::vector<Expr>& shape,
                const std::function<Expr(const std::vector<Expr>&)>& f) {
-  return te::compute(ctx.name(name), lower::to_exprs(shape), f);
+  return te::compute(ctx.name(name), shape, f);
+}
+
+// The element count of the axes in `set` of dims `in`, as a float of dtype dt.
+Expr count_of(DType dt, const std::vector<Expr>& in, const std::set<int64_t>& set) {
+  Expr n = tir::int_imm(1);
+  for (int64_t a : set) n = lower::mul(n, in[static_cast<size_t>(a)]);
+  return lower::as_float(dt, n);
 }
 
 // Index into a keepdims reduction result of `in`-shaped index i.
@@ -93,33 +101,34 @@ LowerResult reduce_lower(const LowerContext& ctx) {
   for (int64_t a : set) count *= in[static_cast<size_t>(a)];
   if (count == 0 || r == 0) return std::nullopt;
   te::Tensor x = ctx.input(0);
+  const std::vector<Expr> in_e = ctx.in_dims(0);
   auto id = [](Expr v) { return v; };
   auto sq = [](Expr v) { return v * v; };
   auto ab = [dt](Expr v) { return tir::select(tir::binary(ExprKind::kLT, v, k(dt, 0)), k(dt, 0) - v, v); };
-  const auto& out = ctx.out_shape();
+  const std::vector<Expr> out = ctx.out_dims();
   auto post = [&](te::Tensor s, std::function<Expr(Expr)> f) {
     return std::vector<te::Tensor>{map(ctx, "out", out, [&](const std::vector<Expr>& i) { return f(te::access(s, i)); })};
   };
   switch (K) {
-    case RK::kSum: return std::vector<te::Tensor>{reduce_over(ctx, "out", x, in, set, keepdims, ReduceOp::kSum, id)};
-    case RK::kMax: return std::vector<te::Tensor>{reduce_over(ctx, "out", x, in, set, keepdims, ReduceOp::kMax, id)};
-    case RK::kMin: return std::vector<te::Tensor>{reduce_over(ctx, "out", x, in, set, keepdims, ReduceOp::kMin, id)};
-    case RK::kProd: return std::vector<te::Tensor>{reduce_over(ctx, "out", x, in, set, keepdims, ReduceOp::kProd, id)};
-    case RK::kSumSquare: return std::vector<te::Tensor>{reduce_over(ctx, "out", x, in, set, keepdims, ReduceOp::kSum, sq)};
-    case RK::kL1: return std::vector<te::Tensor>{reduce_over(ctx, "out", x, in, set, keepdims, ReduceOp::kSum, ab)};
+    case RK::kSum: return std::vector<te::Tensor>{reduce_over(ctx, "out", x, in_e, set, keepdims, ReduceOp::kSum, id)};
+    case RK::kMax: return std::vector<te::Tensor>{reduce_over(ctx, "out", x, in_e, set, keepdims, ReduceOp::kMax, id)};
+    case RK::kMin: return std::vector<te::Tensor>{reduce_over(ctx, "out", x, in_e, set, keepdims, ReduceOp::kMin, id)};
+    case RK::kProd: return std::vector<te::Tensor>{reduce_over(ctx, "out", x, in_e, set, keepdims, ReduceOp::kProd, id)};
+    case RK::kSumSquare: return std::vector<te::Tensor>{reduce_over(ctx, "out", x, in_e, set, keepdims, ReduceOp::kSum, sq)};
+    case RK::kL1: return std::vector<te::Tensor>{reduce_over(ctx, "out", x, in_e, set, keepdims, ReduceOp::kSum, ab)};
     case RK::kMean:
-      return post(reduce_over(ctx, "sum", x, in, set, keepdims, ReduceOp::kSum, id),
-                  [&](Expr v) { return v / k(dt, static_cast<double>(count)); });
+      return post(reduce_over(ctx, "sum", x, in_e, set, keepdims, ReduceOp::kSum, id),
+                  [&](Expr v) { return v / count_of(dt, in_e, set); });
     case RK::kL2:
-      return post(reduce_over(ctx, "sum", x, in, set, keepdims, ReduceOp::kSum, sq), [&](Expr v) { return fn("sqrt", dt, v); });
+      return post(reduce_over(ctx, "sum", x, in_e, set, keepdims, ReduceOp::kSum, sq), [&](Expr v) { return fn("sqrt", dt, v); });
     case RK::kLogSum:
-      return post(reduce_over(ctx, "sum", x, in, set, keepdims, ReduceOp::kSum, id), [&](Expr v) { return fn("log", dt, v); });
+      return post(reduce_over(ctx, "sum", x, in_e, set, keepdims, ReduceOp::kSum, id), [&](Expr v) { return fn("log", dt, v); });
     case RK::kLogSumExp: {
-      te::Tensor m = reduce_over(ctx, "max", x, in, set, true, ReduceOp::kMax, id);
-      te::Tensor e = map(ctx, "exp", in, [&](const std::vector<Expr>& i) {
+      te::Tensor m = reduce_over(ctx, "max", x, in_e, set, true, ReduceOp::kMax, id);
+      te::Tensor e = map(ctx, "exp", in_e, [&](const std::vector<Expr>& i) {
         return fn("exp", dt, te::access(x, i) - te::access(m, kept(i, set)));
       });
-      te::Tensor s = reduce_over(ctx, "sum", e, in, set, keepdims, ReduceOp::kSum, id);
+      te::Tensor s = reduce_over(ctx, "sum", e, in_e, set, keepdims, ReduceOp::kSum, id);
       return std::vector<te::Tensor>{map(ctx, "out", out, [&](const std::vector<Expr>& i) {
         std::vector<Expr> mi;
         if (keepdims) {
@@ -151,13 +160,14 @@ LowerResult softmax_lower(const LowerContext& ctx) {
   for (int64_t a : set)
     if (in[static_cast<size_t>(a)] == 0) return std::nullopt;
   te::Tensor x = ctx.input(0);
+  const std::vector<Expr> in_e = ctx.in_dims(0);
   auto id = [](Expr v) { return v; };
-  te::Tensor m = reduce_over(ctx, "max", x, in, set, true, ReduceOp::kMax, id);
-  te::Tensor e = map(ctx, "exp", in, [&](const std::vector<Expr>& i) {
+  te::Tensor m = reduce_over(ctx, "max", x, in_e, set, true, ReduceOp::kMax, id);
+  te::Tensor e = map(ctx, "exp", in_e, [&](const std::vector<Expr>& i) {
     return fn("exp", dt, te::access(x, i) - te::access(m, kept(i, set)));
   });
-  te::Tensor s = reduce_over(ctx, "sum", e, in, set, true, ReduceOp::kSum, id);
-  return std::vector<te::Tensor>{map(ctx, "out", in, [&](const std::vector<Expr>& i) {
+  te::Tensor s = reduce_over(ctx, "sum", e, in_e, set, true, ReduceOp::kSum, id);
+  return std::vector<te::Tensor>{map(ctx, "out", in_e, [&](const std::vector<Expr>& i) {
     if (kLog) return te::access(x, i) - te::access(m, kept(i, set)) - fn("log", dt, te::access(s, kept(i, set)));
     // One division per row (hoisted out of the row loop), then a multiply per element, as ONNX
     // Runtime does: a vector division per 16 elements cost about a sixth of the kernel.
@@ -175,16 +185,16 @@ int64_t spatial_axes(const std::vector<int64_t>& in, std::set<int64_t>& set) {
   return count;
 }
 
-// (x - mean) / sqrt(var + eps) over the axes in `set` (`count` elements per mean), then
+// (x - mean) / sqrt(var + eps) over the axes in `set`, then
 // `affine` (the op's scale and bias) on each normalized value at its index.
 template <class Affine>
-LowerResult normalize_over(const LowerContext& ctx, const std::set<int64_t>& set, int64_t count, double eps,
+LowerResult normalize_over(const LowerContext& ctx, const std::set<int64_t>& set, double eps,
                            Affine affine) {
   DType dt = ctx.in_dtype(0);
-  const auto& in = ctx.in_shape(0);
+  const std::vector<Expr> in = ctx.in_dims(0);
   te::Tensor x = ctx.input(0);
   auto id = [](Expr v) { return v; };
-  Expr n = k(dt, static_cast<double>(count));
+  Expr n = count_of(dt, in, set);
   te::Tensor sum = reduce_over(ctx, "sum", x, in, set, true, ReduceOp::kSum, id);
   te::Tensor cen = map(ctx, "cen", in, [&](const std::vector<Expr>& i) {
     return te::access(x, i) - te::access(sum, kept(i, set)) / n;
@@ -211,7 +221,7 @@ LowerResult layer_norm_lower(const LowerContext& ctx) {
   if (count == 0) return std::nullopt;
   for (int i : {1, 2})
     if (ctx.has_input(i) && (ctx.in_dtype(i) != dt || ctx.in_shape(i).size() > in.size())) return std::nullopt;
-  return normalize_over(ctx, set, count, ctx.attr_float("epsilon", 1e-5f), [&](Expr y, const std::vector<Expr>& i) {
+  return normalize_over(ctx, set, ctx.attr_float("epsilon", 1e-5f), [&](Expr y, const std::vector<Expr>& i) {
     if (ctx.has_input(1)) y = y * te::access(ctx.input(1), lower::broadcast_index(ctx.in_shape(1), in, i));
     if (ctx.has_input(2)) y = y + te::access(ctx.input(2), lower::broadcast_index(ctx.in_shape(2), in, i));
     return y;
@@ -229,7 +239,7 @@ LowerResult instance_norm_lower(const LowerContext& ctx) {
   std::set<int64_t> set;
   const int64_t count = spatial_axes(in, set);
   if (count == 0) return std::nullopt;
-  return normalize_over(ctx, set, count, ctx.attr_float("epsilon", 1e-5f), [&](Expr y, const std::vector<Expr>& i) {
+  return normalize_over(ctx, set, ctx.attr_float("epsilon", 1e-5f), [&](Expr y, const std::vector<Expr>& i) {
     return y * te::access(ctx.input(1), {i[1]}) + te::access(ctx.input(2), {i[1]});
   });
 }
@@ -253,10 +263,10 @@ LowerResult global_pool_lower(const LowerContext& ctx) {
   const int64_t count = spatial_axes(in, set);
   if (count == 0) return std::nullopt;
   auto id = [](Expr v) { return v; };
-  if (kMax) return std::vector<te::Tensor>{reduce_over(ctx, "out", ctx.input(0), in, set, true, ReduceOp::kMax, id)};
-  te::Tensor s = reduce_over(ctx, "sum", ctx.input(0), in, set, true, ReduceOp::kSum, id);
-  return std::vector<te::Tensor>{map(ctx, "out", ctx.out_shape(), [&](const std::vector<Expr>& i) {
-    return te::access(s, i) / k(dt, static_cast<double>(count));
+  if (kMax) return std::vector<te::Tensor>{reduce_over(ctx, "out", ctx.input(0), ctx.in_dims(0), set, true, ReduceOp::kMax, id)};
+  te::Tensor s = reduce_over(ctx, "sum", ctx.input(0), ctx.in_dims(0), set, true, ReduceOp::kSum, id);
+  return std::vector<te::Tensor>{map(ctx, "out", ctx.out_dims(), [&](const std::vector<Expr>& i) {
+    return te::access(s, i) / count_of(dt, ctx.in_dims(0), set);
   })};
 }
 

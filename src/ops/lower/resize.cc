@@ -124,7 +124,7 @@ LowerResult resize_lower(const LowerContext& ctx) {
   }
   if (combos > 16) return std::nullopt;
   const te::Tensor x = ctx.input(0);
-  return std::vector<te::Tensor>{te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()), [&](const std::vector<Expr>& i) {
+  return std::vector<te::Tensor>{te::compute(ctx.name("out"), ctx.out_dims(), [&](const std::vector<Expr>& i) {
     // Per axis and tap: the clamped source index and the weight.
     std::vector<std::vector<std::pair<Expr, Expr>>> terms;
     for (const PeriodicAxis& a : axes) {

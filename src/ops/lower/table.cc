@@ -1,4 +1,5 @@
 // The lowering table (op -> TE lowering) and helpers shared by the lowering families.
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -12,6 +13,18 @@ std::optional<std::vector<int64_t>> LowerContext::constant_ints(int i) const {
   std::vector<int64_t> out(static_cast<size_t>(t->numel()));
   for (int64_t k = 0; k < t->numel(); ++k) out[static_cast<size_t>(k)] = static_cast<int64_t>(t->get_double(k));
   return out;
+}
+
+std::vector<tir::Expr> LowerContext::in_dims(int i) const {
+  const size_t k = static_cast<size_t>(i);
+  if (k < input_dims.size() && input_dims[k].size() == in_shape(i).size()) return input_dims[k];
+  return lower::to_exprs(in_shape(i));
+}
+
+std::vector<tir::Expr> LowerContext::out_dims(int i) const {
+  const size_t k = static_cast<size_t>(i);
+  if (k < output_dims.size() && output_dims[k].size() == out_shape(i).size()) return output_dims[k];
+  return lower::to_exprs(out_shape(i));
 }
 
 LowerFn find_lowering(const std::string& domain, const std::string& op_type) {
@@ -37,6 +50,27 @@ std::vector<tir::Expr> to_exprs(const std::vector<int64_t>& dims) {
   std::vector<tir::Expr> out;
   for (int64_t d : dims) out.push_back(tir::int_imm(d));
   return out;
+}
+
+tir::Expr mul(const tir::Expr& a, const tir::Expr& b) {
+  int64_t x = 0, y = 0;
+  const bool ca = tir::is_const_int(a, &x), cb = tir::is_const_int(b, &y);
+  if (ca && cb) return tir::int_imm(x * y);
+  if (ca && x == 1) return b;
+  if (cb && y == 1) return a;
+  return a * b;
+}
+
+tir::Expr product(const std::vector<tir::Expr>& dims, size_t from, size_t to) {
+  tir::Expr p = tir::int_imm(1);
+  for (size_t k = from; k < std::min(to, dims.size()); ++k) p = mul(p, dims[k]);
+  return p;
+}
+
+tir::Expr as_float(DType d, const tir::Expr& n) {
+  int64_t c = 0;
+  if (tir::is_const_int(n, &c)) return constant(d, static_cast<double>(c));
+  return tir::cast(scalar_type(d), n);
 }
 
 tir::DataType scalar_type(DType d) { return {d, 1}; }

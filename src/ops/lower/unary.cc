@@ -21,7 +21,7 @@ LowerResult unary(const LowerContext& ctx) {
   te::Tensor x = ctx.input(0);
   Expr probe = F(ctx, te::access(x, lower::to_exprs(std::vector<int64_t>(ctx.in_shape(0).size(), 0))), dt);
   if (!probe) return std::nullopt;
-  return std::vector<te::Tensor>{te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()),
+  return std::vector<te::Tensor>{te::compute(ctx.name("out"), ctx.out_dims(),
                                              [&](const std::vector<Expr>& i) { return F(ctx, te::access(x, i), dt); })};
 }
 
@@ -30,7 +30,7 @@ LowerResult identity(const LowerContext& ctx) {
   if (!ctx.has_input(0) || !lower::supported_dtype(ctx.in_dtype(0)) || ctx.out_dtype() != ctx.in_dtype(0))
     return std::nullopt;
   te::Tensor x = ctx.input(0);
-  return std::vector<te::Tensor>{te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()),
+  return std::vector<te::Tensor>{te::compute(ctx.name("out"), ctx.out_dims(),
                                              [&](const std::vector<Expr>& i) { return te::access(x, i); })};
 }
 
@@ -104,7 +104,7 @@ LowerResult cast_lower(const LowerContext& ctx) {
   DType from = ctx.in_dtype(0), to = ctx.out_dtype();
   if (!lower::supported_dtype(from) || !lower::supported_dtype(to)) return std::nullopt;
   te::Tensor x = ctx.input(0);
-  return std::vector<te::Tensor>{te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()),
+  return std::vector<te::Tensor>{te::compute(ctx.name("out"), ctx.out_dims(),
                                              [&](const std::vector<Expr>& i) -> Expr {
     Expr v = te::access(x, i);
     if (from == to) return v;
@@ -116,7 +116,7 @@ LowerResult cast_lower(const LowerContext& ctx) {
 LowerResult not_lower(const LowerContext& ctx) {
   if (ctx.in_dtype(0) != DType::kBool) return std::nullopt;
   te::Tensor x = ctx.input(0);
-  return std::vector<te::Tensor>{te::compute(ctx.name("out"), lower::to_exprs(ctx.out_shape()),
+  return std::vector<te::Tensor>{te::compute(ctx.name("out"), ctx.out_dims(),
                                              [&](const std::vector<Expr>& i) { return tir::logical_not(te::access(x, i)); })};
 }
 
