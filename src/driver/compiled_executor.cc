@@ -130,6 +130,8 @@ std::vector<RtValue> CompiledExecutor::run_checked(std::vector<RtValue> feeds, c
         stats_.control_flow_nodes += b.control_flow_nodes;
         stats_.kernels += b.kernels;
         stats_.compiled_kernels += b.compiled_kernels;
+        stats_.library_kernels += b.library_kernels;
+        stats_.symbolic_kernels += b.symbolic_kernels;
         for (const auto& [op, n] : b.fallback_ops) stats_.fallback_ops[op] += n;
       }
       return out;

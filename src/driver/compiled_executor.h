@@ -55,6 +55,7 @@ struct CompileStats {
   int kernels = 0;           // kernel steps
   int compiled_kernels = 0;  // distinct kernels (identical ones share code)
   int library_kernels = 0;   // of those, compiled by an earlier plan (symbolic dims): no LLVM ran for them
+  int symbolic_kernels = 0;  // of those, taking dims that vary with the input sizes as params
   int reused_lowerings = 0;  // kernels whose TIR an earlier segment of the same structure gave (not lowered again)
   std::map<std::string, int> fallback_ops;  // op -> nodes run through the reference kernel
   int64_t arena_bytes = 0;

@@ -145,6 +145,8 @@ std::string inspect_report_json(const InspectReport& r, bool passes, int indent)
     j["control_flow_nodes"] = compiled.stats.control_flow_nodes;
     j["fallback_ops"] = compiled.stats.fallback_ops;
     j["kernels"] = compiled.stats.kernels;
+    j["distinct_kernels"] = compiled.stats.compiled_kernels;
+    j["symbolic_kernels"] = compiled.stats.symbolic_kernels;
     j["compile_ms"] = compiled.stats.total_ms;
     j["shapes"] = compiled.stats.shapes;
   }

@@ -75,7 +75,8 @@ int compile_command(const CompileArgs& a) {
   int total = s.generated_nodes + s.gemm_nodes + s.fallback_nodes + s.control_flow_nodes;
   std::cout << "model: " << a.model << "\n";
   std::cout << "kernels: " << s.kernels << "  (" << s.compiled_kernels << " compiled: identical kernels share code; "
-            << s.kernels - s.reused_lowerings << " lowered: a segment of the same structure reuses the TIR)\n";
+            << s.kernels - s.reused_lowerings << " lowered: a segment of the same structure reuses the TIR; "
+            << s.symbolic_kernels << " take the dims that vary with the input sizes as params)\n";
   std::cout << "generated_nodes: " << s.generated_nodes << "\n";
   std::cout << "microkernel_nodes: " << s.gemm_nodes
             << "  (Conv/MatMul/Gemm on the f32 microkernels, and the bias/residual/activation nodes fused into them)\n";

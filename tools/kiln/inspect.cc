@@ -104,7 +104,9 @@ int inspect_command(const InspectArgs& a) {
   }
   if (!r.compile_error.empty()) std::cout << "compiled engine: cannot compile: " << r.compile_error << "\n";
   if (r.compiled)
-    std::cout << "compiled engine: " << compiled.stats.kernels << " kernels, " << compiled.stats.generated_nodes
+    std::cout << "compiled engine: " << compiled.stats.kernels << " kernels (" << compiled.stats.compiled_kernels
+              << " distinct, " << compiled.stats.symbolic_kernels
+              << " taking the dims that vary with the input sizes as params), " << compiled.stats.generated_nodes
               << " generated nodes, " << compiled.stats.gemm_nodes << " microkernel nodes, "
               << compiled.stats.folded_nodes << " folded nodes, "
               << compiled.stats.fallback_nodes << " fallback nodes, compiled in " << std::fixed << std::setprecision(1)

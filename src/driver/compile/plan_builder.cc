@@ -249,6 +249,7 @@ void PlanBuilder::plan_codegen() {
   plan->stats.llvm_ms = ms_since(t2);
   plan->stats.kernels = kernel_count;
   plan->stats.compiled_kernels = static_cast<int>(plan->funcs.size());
+  for (const tir::PrimFunc& f : plan->funcs) plan->stats.symbolic_kernels += !f.scalar_params.empty();
 }
 
 std::optional<KernelLibrary::Kernel> KernelLibrary::find(const std::string& identity) {
