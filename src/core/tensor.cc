@@ -7,6 +7,8 @@
 #include <new>
 #include <sstream>
 
+#include <sys/mman.h>
+
 #include "core/error.h"
 #include "core/narrow_float.h"
 
@@ -14,10 +16,18 @@ namespace kiln {
 
 class Storage {
  public:
-  Storage(DType dtype, int64_t count, bool zeroed = true) : dtype_(dtype), count_(count), owned_(true) {
+  Storage(DType dtype, int64_t count, bool zeroed = true, bool populate = false)
+      : dtype_(dtype), count_(count), owned_(true) {
     size_t bytes = static_cast<size_t>(count) * dtype_size(dtype);
     size_t rounded = (bytes + Tensor::kAlignment - 1) / Tensor::kAlignment * Tensor::kAlignment;
     if (rounded == 0) rounded = Tensor::kAlignment;
+    if (populate && rounded >= kMappedFrom && dtype != DType::kString) {
+      void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      ptr_ = p;
+      mapped_ = rounded;
+      return;  // (zero already)
+    }
     ptr_ = std::aligned_alloc(Tensor::kAlignment, rounded);
     if (!ptr_) throw std::bad_alloc();
     if (dtype == DType::kString) {
@@ -34,14 +44,17 @@ class Storage {
       auto* s = static_cast<std::string*>(ptr_);
       for (int64_t i = 0; i < count_; ++i) s[i].~basic_string();
     }
-    std::free(ptr_);
+    if (mapped_) ::munmap(ptr_, mapped_);
+    else std::free(ptr_);
   }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* ptr() const { return ptr_; }
 
  private:
+  static constexpr size_t kMappedFrom = size_t{1} << 20;
   void* ptr_ = nullptr;
+  size_t mapped_ = 0;  // mmap'ed bytes (0: aligned_alloc)
   DType dtype_ = DType::kUndefined;
   int64_t count_ = 0;
   bool owned_ = false;
@@ -54,17 +67,19 @@ void throw_unsupported_dtype(DType t, const char* what) {
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : Tensor(dtype, std::move(dims), true) {}
 
-Tensor::Tensor(DType dtype, std::vector<int64_t> dims, bool zeroed) : dtype_(dtype), dims_(std::move(dims)) {
+Tensor::Tensor(DType dtype, std::vector<int64_t> dims, bool zeroed, bool populate)
+    : dtype_(dtype), dims_(std::move(dims)) {
   if (dtype_size(dtype) == 0)
     throw Error(ErrorKind::kUnsupported, "cannot allocate a tensor of element type " +
                                              std::string(dtype_name(dtype)));
   numel_ = checked_numel(dims_);
   if (numel_ > (int64_t{1} << 40) / static_cast<int64_t>(dtype_size(dtype)))
     throw Error(ErrorKind::kBadInput, "tensor of shape " + dims_to_string(dims_) + " is too large to allocate");
-  storage_ = std::make_shared<Storage>(dtype, numel_, zeroed);
+  storage_ = std::make_shared<Storage>(dtype, numel_, zeroed, populate);
 }
 
 Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> dims) { return Tensor(dtype, std::move(dims), false); }
+Tensor Tensor::populated(DType dtype, std::vector<int64_t> dims) { return Tensor(dtype, std::move(dims), false, true); }
 
 Tensor Tensor::view(DType dtype, std::vector<int64_t> dims, void* data) {
   Tensor t;

@@ -27,6 +27,10 @@ class Tensor {
   // Allocated but not zeroed (strings are still constructed): for outputs a kernel overwrites
   // entirely, where zeroing would be a whole extra pass over memory.
   static Tensor uninitialized(DType dtype, std::vector<int64_t> dims);
+  // Like uninitialized, for a large, long-lived buffer the caller fills (a weight being loaded):
+  // from 1 MiB on, its own mapping with the pages populated in one call, where faulting them in
+  // one 4 KiB page at a time was most of a 400 MB model's load.
+  static Tensor populated(DType dtype, std::vector<int64_t> dims);
   template <class T>
   static Tensor scalar(DType dtype, T value);
 
@@ -58,7 +62,7 @@ class Tensor {
   bool same_as(const Tensor& o) const;
 
  private:
-  Tensor(DType dtype, std::vector<int64_t> dims, bool zeroed);
+  Tensor(DType dtype, std::vector<int64_t> dims, bool zeroed, bool populate = false);
   DType dtype_ = DType::kUndefined;
   std::vector<int64_t> dims_;
   int64_t numel_ = 0;

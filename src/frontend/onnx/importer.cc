@@ -10,12 +10,16 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "frontend/onnx/attribute_check.h"
 #include "frontend/onnx/onnx_io.h"
+#include "frontend/onnx/initializer_payloads.h"
 #include "frontend/onnx/proto_util.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "ops/registry.h"
@@ -38,8 +42,10 @@ struct FunctionKey {
 
 class Importer {
  public:
-  Importer(const onnx::ModelProto& proto, std::string file, std::string base_dir)
-      : proto_(proto), file_(std::move(file)), base_dir_(std::move(base_dir)) {}
+  // `kept_raw`: raw_data of main-graph initializers kept outside the proto (initializer_payloads.h).
+  Importer(const onnx::ModelProto& proto, std::string file, std::string base_dir,
+           std::unordered_map<const onnx::TensorProto*, std::string_view> kept_raw = {})
+      : proto_(proto), file_(std::move(file)), base_dir_(std::move(base_dir)), kept_raw_(std::move(kept_raw)) {}
 
   Model run() {
     Model m;
@@ -466,7 +472,8 @@ class Importer {
 
   Tensor init_tensor(const onnx::TensorProto& t) {
     try {
-      return tensor_from_proto(t, base_dir_, t.name());
+      auto kept = kept_raw_.find(&t);
+      return tensor_from_proto(t, base_dir_, t.name(), kept == kept_raw_.end() ? std::string_view() : kept->second);
     } catch (const Error& e) {
       ErrorLocation loc;
       loc.file = file_;
@@ -478,6 +485,7 @@ class Importer {
   std::string file_;
   std::string base_dir_;
   std::map<FunctionKey, const onnx::FunctionProto*> functions_;
+  std::unordered_map<const onnx::TensorProto*, std::string_view> kept_raw_;
   int inline_counter_ = 0;
   size_t inlined_nodes_ = 0;  // nodes that came from function bodies, whole model
   size_t inlined_bytes_ = 0;
@@ -494,10 +502,18 @@ Model load_onnx_model_from_bytes(const void* data, size_t size, const std::strin
   if (size > static_cast<size_t>(INT_MAX))
     throw Error(ErrorKind::kUnsupported,
                 "model files over 2 GB must keep their weights in external data files", loc);
-  if (!parse_proto(proto, data, size))
+  // Large weights are copied once, from `data` into their tensors (initializer_payloads.h).
+  std::optional<StrippedModel> stripped = strip_initializer_payloads(static_cast<const char*>(data), size);
+  const bool parsed = stripped ? parse_proto(proto, stripped->bytes.data(), stripped->bytes.size())
+                               : parse_proto(proto, data, size);
+  if (!parsed)
     throw Error(ErrorKind::kInvalidModel,
                 "not a valid ONNX model: protobuf parsing failed (truncated, not an ONNX file, or nested too deeply)", loc);
-  return Importer(proto, display_name, opts.base_dir).run();
+  std::unordered_map<const onnx::TensorProto*, std::string_view> kept;
+  if (stripped && static_cast<size_t>(proto.graph().initializer_size()) == stripped->payloads.size())
+    for (int i = 0; i < proto.graph().initializer_size(); ++i)
+      if (stripped->payloads[static_cast<size_t>(i)].data()) kept[&proto.graph().initializer(i)] = stripped->payloads[static_cast<size_t>(i)];
+  return Importer(proto, display_name, opts.base_dir, std::move(kept)).run();
 }
 
 Model load_onnx_model(const std::string& path, const ImportOptions& opts) {

@@ -118,7 +118,7 @@ void check_typed_count(const onnx::TensorProto& p, DType dt, int64_t n, const st
 }  // namespace
 
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir,
-                         const std::string& what) {
+                         const std::string& what, std::string_view kept_raw) {
   if (!dtype_is_valid(p.data_type())) bad(what, "unknown data_type " + std::to_string(p.data_type()));
   DType dt = static_cast<DType>(p.data_type());
   if (dt == DType::kComplex64 || dt == DType::kComplex128)
@@ -150,6 +150,13 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
       bad(what, e.message());
     }
   };
+  auto alloc_weight = [&] {
+    try {
+      return Tensor::populated(dt, dims);
+    } catch (const Error& e) {
+      bad(what, e.message());
+    }
+  };
   Tensor t;
 
   if (dt == DType::kString) {
@@ -159,24 +166,25 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir
     for (int64_t i = 0; i < n; ++i) t.data<std::string>()[i] = p.string_data(static_cast<int>(i));
     return t;
   }
-  if (external || p.has_raw_data()) {
+  if (external || p.has_raw_data() || kept_raw.data()) {
     std::string ext;
-    const std::string* raw = &p.raw_data();
+    std::string_view raw = kept_raw.data() ? kept_raw : std::string_view(p.raw_data());
     if (external) {
       ext = read_external(p, base_dir, what, stored_bytes);
-      raw = &ext;
+      raw = ext;
     }
-    if (raw->size() != stored_bytes)
-      bad(what, "raw_data has " + std::to_string(raw->size()) + " bytes, but shape " + dims_to_string(dims) +
+    if (raw.size() != stored_bytes)
+      bad(what, "raw_data has " + std::to_string(raw.size()) + " bytes, but shape " + dims_to_string(dims) +
                     " of " + std::string(dtype_name(dt)) + " needs " + std::to_string(stored_bytes));
-    // Plain element types are copied whole: no need to zero the storage first.
-    t = alloc(dtype_packed_bits(dt) || dt == DType::kBool);
+    // Plain element types are copied whole: no need to zero the storage first (a large one's
+    // pages are populated in bulk, Tensor::populated).
+    t = dtype_packed_bits(dt) || dt == DType::kBool ? alloc() : alloc_weight();
     if (dtype_packed_bits(dt)) {
-      unpack_sub_byte([&](int64_t k) { return (*raw)[static_cast<size_t>(k)]; }, dt, n, t);
+      unpack_sub_byte([&](int64_t k) { return raw[static_cast<size_t>(k)]; }, dt, n, t);
     } else if (dt == DType::kBool) {
-      for (int64_t i = 0; i < n; ++i) t.data<bool>()[i] = (*raw)[static_cast<size_t>(i)] != 0;
+      for (int64_t i = 0; i < n; ++i) t.data<bool>()[i] = raw[static_cast<size_t>(i)] != 0;
     } else if (nbytes) {
-      std::memcpy(t.raw(), raw->data(), nbytes);
+      std::memcpy(t.raw(), raw.data(), nbytes);
     }
     return t;
   }

@@ -4,6 +4,7 @@
 // Tests: tests/kernels/test_sgemm.cc. Benchmark: bench/peak_flops.cc.
 #pragma once
 
+#include "core/large_alloc.h"
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -145,7 +146,7 @@ struct PackedB {
   const F32GemmUkernel* kernel = nullptr;
   bool pinned = false;  // packed for an explicitly chosen kernel: sgemm_packed uses exactly it
   int64_t k = 0, n = 0;
-  std::vector<float> data;  // [k block][n panel][kc][NR], zero-padded
+  LargeVector<float> data;  // [k block][n panel][kc][NR], zero-padded
   int64_t panel_offset(int64_t k0, int64_t panel) const;
 };
 

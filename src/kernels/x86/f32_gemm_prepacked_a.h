@@ -5,6 +5,7 @@
 // microkernels of f32_gemm.h. Tests: tests/kernels/test_sgemm_prepacked_a.cc.
 #pragma once
 
+#include "core/large_alloc.h"
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -18,7 +19,7 @@ namespace kiln::kernels {
 struct PackedA {
   const F32GemmUkernel* kernel = nullptr;
   int64_t m = 0, k = 0, mc = 0;  // mc: rows per M block (a multiple of MR)
-  std::vector<float> data;       // [M block][K][mc] layout, zero-padded rows
+  LargeVector<float> data;       // [M block][K][mc] layout, zero-padded rows
   const float* block(int64_t i0, int64_t k0) const { return data.data() + (i0 / mc) * mc * k + k0 * mc; }
 };
 

@@ -4,6 +4,7 @@
 // Tests: tests/kernels/test_gemv.cc
 #pragma once
 
+#include "core/large_alloc.h"
 #include <cstdint>
 #include <vector>
 
@@ -15,7 +16,7 @@ namespace kiln::kernels {
 struct PackedGemvB {
   static constexpr int64_t kBlock = 64;  // columns per block (4 AVX-512 vectors)
   int64_t k = 0, n = 0;
-  std::vector<float> data;  // [block][K][width], width = min(64, round_up(N - 64*block, 16))
+  LargeVector<float> data;  // [block][K][width], width = min(64, round_up(N - 64*block, 16))
   int64_t blocks() const { return (n + kBlock - 1) / kBlock; }
   int64_t block_width(int64_t b) const;
   const float* block_data(int64_t b) const { return data.data() + b * k * kBlock; }

@@ -13,6 +13,7 @@
 // Tests: tests/runtime/test_conv_winograd.cc.
 #pragma once
 
+#include "core/large_alloc.h"
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -84,7 +85,7 @@ struct WinogradWeights {
   const F32GemmUkernel* kernel = nullptr;  // AVX-512 32-column panels only
   int64_t mr = 0, points = 36;
   int64_t co = 0, c = 0, panels = 0;
-  std::vector<float> data;
+  LargeVector<float> data;
   const float* panel(int64_t p, int64_t e) const { return data.data() + (p * points + e) * c * mr; }
 };
 

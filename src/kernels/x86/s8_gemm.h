@@ -5,6 +5,7 @@
 // Tests: tests/kernels/test_s8_gemm.cc. Benchmark: bench/peak_flops.cc (int8 line).
 #pragma once
 
+#include "core/large_alloc.h"
 #include <cstdint>
 #include <vector>
 
@@ -18,7 +19,7 @@ bool s8_gemm_has_vnni();
 // B [K, N] packed for the microkernel: 32-column panels, K in groups of 4 (zero-padded).
 struct PackedB8 {
   int64_t k = 0, n = 0;
-  std::vector<int8_t> data;  // [panel][k/4][32][4]
+  LargeVector<int8_t> data;  // [panel][k/4][32][4]
 };
 PackedB8 pack_b_s8(int64_t K, int64_t N, const int8_t* B, int64_t ldb);
 
