@@ -261,7 +261,15 @@ std::optional<KernelLibrary::Kernel> KernelLibrary::find(const std::string& iden
     entries_.erase(it);
     return std::nullopt;
   }
+  keep(module);
   return Kernel{it->second.fn, std::move(module)};
+}
+
+void KernelLibrary::keep(const std::shared_ptr<codegen::JitModule>& module) {
+  auto at = std::find(kept_.begin(), kept_.end(), module);
+  if (at != kept_.end()) kept_.erase(at);
+  kept_.push_back(module);
+  if (kept_.size() > kKeptModules) kept_.erase(kept_.begin());
 }
 
 void KernelLibrary::add(const std::string& identity, codegen::KernelFn fn,
@@ -269,6 +277,7 @@ void KernelLibrary::add(const std::string& identity, codegen::KernelFn fn,
   std::lock_guard<std::mutex> lk(mu_);
   for (auto it = entries_.begin(); it != entries_.end();) it = it->second.module.expired() ? entries_.erase(it) : std::next(it);
   entries_[identity] = Entry{fn, module};
+  keep(module);
 }
 
 // A kernel's TIR with its own name and the node numbers in its identifiers ("n123_out") replaced

@@ -49,7 +49,8 @@ struct BuiltPlan {
 // Compiled kernels by TIR identity (kernel_identity), shared by the plans of one executor and
 // its bodies' executors: a plan for a new input-shape signature whose kernels an earlier plan
 // compiled (symbolic-shape kernels) runs no LLVM. Entries live as long as a plan holds their
-// module, so memory stays bounded by the plan cache.
+// module or it is among the kKeptModules most recently used ones (so a schedule variant that
+// the plan cache's LRU dropped is not compiled again), so memory stays bounded.
 class KernelLibrary {
  public:
   struct Kernel {
@@ -64,8 +65,11 @@ class KernelLibrary {
     codegen::KernelFn fn = nullptr;
     std::weak_ptr<codegen::JitModule> module;
   };
+  void keep(const std::shared_ptr<codegen::JitModule>& module);  // (with mu_ held)
+  static constexpr size_t kKeptModules = 32;
   std::mutex mu_;
   std::unordered_map<std::string, Entry> entries_;
+  std::vector<std::shared_ptr<codegen::JitModule>> kept_;  // most recently used last
 };
 
 // The values an If/Loop/Scan step takes after the node's own inputs: what its bodies read from
