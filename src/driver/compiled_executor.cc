@@ -109,6 +109,7 @@ std::vector<RtValue> CompiledExecutor::run_checked(std::vector<RtValue> feeds, c
   auto it = std::find_if(cache_.begin(), cache_.end(), [&](const auto& e) { return e.first == key; });
   last_run_planned_ = it == cache_.end();
   if (it == cache_.end()) {
+    ScopedThreadPool scope(pool_);  // (weights are packed on the executor's threads)
     cache_.emplace_front(key, build_plan(feeds));
     while (cache_.size() > std::max<size_t>(opts_.cache_entries, 1)) cache_.pop_back();
   } else if (it != cache_.begin()) {

@@ -54,7 +54,8 @@ MappedFile::MappedFile(const std::string& path, ErrorKind kind) {
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {
-    data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    // Pages mapped in one call (MAP_POPULATE): a model's weights are all read once while loading.
+    data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (data_ == MAP_FAILED) {
       data_ = nullptr;
       ::close(fd);
