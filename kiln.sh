@@ -24,6 +24,14 @@ export CCACHE_NOHASHDIR=true
 
 log() { printf '\033[1m[kiln]\033[0m %s\n' "$*" >&2; }
 
+# Runs "$@" as one named phase and says how long it took (the phases of demo and test).
+phase() {
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  log "$name took $(((SECONDS - start) / 60)) min $(((SECONDS - start) % 60)) s"
+}
+
 apt_install() {
   local missing=()
   for p in "$@"; do
@@ -49,11 +57,14 @@ setup() {
   fi
 }
 
+# build [TARGET...]: the preset's build, all targets or only those named.
 build() {
-  setup
-  log "building (preset $PRESET)"
+  phase setup setup
+  log "building (preset $PRESET${1:+, targets: $*})"
   cmake --preset "$PRESET" >/dev/null
-  cmake --build --preset "$PRESET"
+  local targets=()
+  for t in "$@"; do targets+=(--target "$t"); done
+  phase build cmake --build --preset "$PRESET" "${targets[@]}"
 }
 
 cmd=${1:-demo}
@@ -62,19 +73,20 @@ case "$cmd" in
   setup) setup ;;
   build) build ;;
   demo)
-    build
-    "$VENV/bin/python" demo/ocr_demo.py --kiln "build/$PRESET/tools/kiln/kiln" "$@"
+    # Only the CLI the demo runs (the tests and benchmarks build with ./kiln.sh test).
+    build kiln
+    phase demo "$VENV/bin/python" demo/ocr_demo.py --kiln "build/$PRESET/tools/kiln/kiln" "$@"
     ;;
   test)
-    apt_install "${TEST_APT_PACKAGES[@]}"
+    phase "test packages" apt_install "${TEST_APT_PACKAGES[@]}"
     build
     log "running tests"
     export KILN_PYTHON="$VENV/bin/python"
-    ctest --test-dir "build/$PRESET" --output-on-failure -j 2 "$@"
+    phase ctest ctest --test-dir "build/$PRESET" --output-on-failure -j 2 "$@"
     log "testing the Python package (pip install . into a clean virtualenv, then pytest)"
-    scripts/test_python_package.sh
+    phase "Python package" scripts/test_python_package.sh
     log "sanitizers: ASan+UBSan+LSan and ThreadSanitizer builds (scripts/sanitizers.sh)"
-    scripts/sanitizers.sh
+    phase sanitizers scripts/sanitizers.sh
     ;;
   *)
     echo "usage: ./kiln.sh [setup|build|demo|test]" >&2
