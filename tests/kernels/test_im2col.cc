@@ -1,8 +1,9 @@
 // kernels::im2col_rows and im2col_pack_b against a per-element reference: pads 0-2
 // (asymmetric via output size), strides 1-3, dilation 1-2, kernels 1x1 to 5x5, widths
 // around and below the stride; packed panels of 4, 16 and 32 columns (16: the AVX2 packer on
-// AVX2 machines, 32: the AVX-512 ones on AVX-512 machines, the portable one otherwise); the AVX2
-// stride-2 packer over the polyphase split.
+// AVX2 machines, 32: the AVX-512 ones on AVX-512 machines, the portable one otherwise); every
+// packer of the family's list the CPU runs, on its own; the AVX2 stride-2 packer over the
+// polyphase split.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/x86/f32_gemm.h"
 #include "kernels/x86/f32_im2col.h"
 
 namespace kiln::kernels {
@@ -74,10 +76,18 @@ TEST(ConvIm2col, MatchesReference) {
   EXPECT_GT(cases, 300);
 }
 
+// The dispatching entry point as a packer of the list's type.
+bool dispatched(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr,
+                float* dst) {
+  im2col_pack_b(g, x, k0, kc, j0, nc, nr, dst);
+  return true;
+}
+
 // Packs blocks of the column matrix of `g` (starting mid-row, ending mid-panel) into 32- and
-// 16-column panels and compares them with im2col_rows; the floats just past the block stay
-// untouched.
-void expect_packed_matches_rows(const Im2colGeom& g) {
+// 16-column panels with `pack` and compares them with im2col_rows; the floats just past the
+// block stay untouched, and a packer that declines the case writes nothing. `taken` counts the
+// blocks it packed.
+void expect_packed_matches_rows(const Im2colGeom& g, Im2colPackFn pack = &dispatched, int* taken = nullptr) {
   std::vector<float> x(g.c * g.h * g.w);
   for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(k + 1);
   const int64_t rows = g.c * g.kh * g.kw, ohw = g.ho * g.wo;
@@ -88,7 +98,11 @@ void expect_packed_matches_rows(const Im2colGeom& g) {
       const int64_t nb = std::min<int64_t>(ohw - j0, 100), k0 = rows > 4 ? 3 : 0, kb = rows - k0;
       const int64_t panels = (nb + nr - 1) / nr, block = panels * kb * nr;
       std::vector<float> packed(block + 8, -1.0f);
-      im2col_pack_b(g, x.data(), k0, kb, j0, nb, nr, packed.data());
+      if (!pack(g, x.data(), k0, kb, j0, nb, nr, packed.data())) {
+        for (float v : packed) ASSERT_EQ(v, -1.0f) << "a declining packer wrote (nr " << nr << ")";
+        continue;
+      }
+      if (taken) ++*taken;
       expect_panels_match(packed.data(), col.data(), ohw, k0, kb, j0, nb, nr, " h " + std::to_string(g.h));
       if (::testing::Test::HasFatalFailure()) return;
       for (int64_t k = block; k < block + 8; ++k) ASSERT_EQ(packed[k], -1.0f) << "nr " << nr << " past the block";
@@ -98,14 +112,22 @@ void expect_packed_matches_rows(const Im2colGeom& g) {
 // Stride-1 "same" convs take the shifted-plane packer on AVX-512 machines, the segment packer
 // (32 columns and wider) or the gather packer on AVX2 ones: wide images, dilation, asymmetric
 // padding (ho != h).
-TEST(ConvIm2col, PackedSameWidthStride1MatchesReference) {
+std::vector<Im2colGeom> same_width_stride1_cases() {
   struct Case { int64_t c, h, w, k, d, pt, pb; } cases[] = {
       {3, 56, 56, 3, 1, 1, 1}, {2, 7, 7, 3, 1, 1, 1}, {2, 13, 9, 5, 1, 2, 2}, {2, 17, 11, 3, 2, 2, 0}, {1, 1, 40, 3, 1, 1, 1},
       {2, 9, 41, 3, 2, 2, 0}};
+  std::vector<Im2colGeom> out;
   for (const Case& cs : cases) {
     Im2colGeom g;
     g.c = cs.c, g.h = cs.h, g.w = cs.w, g.kh = g.kw = cs.k, g.dh = g.dw = cs.d, g.pt = cs.pt, g.pl = (cs.k - 1) * cs.d / 2;
     g.ho = g.h + cs.pt + cs.pb - (cs.k - 1) * cs.d, g.wo = g.w;
+    out.push_back(g);
+  }
+  return out;
+}
+
+TEST(ConvIm2col, PackedSameWidthStride1MatchesReference) {
+  for (const Im2colGeom& g : same_width_stride1_cases()) {
     expect_packed_matches_rows(g);
     if (HasFatalFailure()) return;
   }
@@ -115,17 +137,45 @@ TEST(ConvIm2col, PackedSameWidthStride1MatchesReference) {
 // row-segment packer on AVX-512 machines, or, with outputs narrower than 32 columns (22, 14, 10
 // here, and stride 3), the gather packer; on AVX2 machines the same split at 32 columns (stride
 // 3 and 32 columns or more: the portable packer).
-TEST(ConvIm2col, PackedStridedMatchesReference) {
+std::vector<Im2colGeom> strided_cases() {
   struct Case { int64_t c, h, w, k, s, p; } cases[] = {
       {3, 64, 64, 7, 2, 3}, {3, 57, 45, 3, 2, 0}, {2, 28, 28, 3, 2, 1}, {2, 33, 19, 1, 2, 0}, {2, 20, 37, 3, 1, 0},
       {2, 30, 31, 5, 3, 2}, {3, 13, 7, 3, 2, 1}, {2, 9, 70, 3, 2, 1}, {2, 6, 81, 1, 2, 0}};
+  std::vector<Im2colGeom> out;
   for (const Case& cs : cases) {
     Im2colGeom g;
     g.c = cs.c, g.h = cs.h, g.w = cs.w, g.kh = g.kw = cs.k, g.sh = g.sw = cs.s, g.pt = g.pl = cs.p;
     g.ho = (g.h + 2 * cs.p - cs.k) / cs.s + 1, g.wo = (g.w + 2 * cs.p - cs.k) / cs.s + 1;
+    out.push_back(g);
+  }
+  return out;
+}
+
+TEST(ConvIm2col, PackedStridedMatchesReference) {
+  for (const Im2colGeom& g : strided_cases()) {
     expect_packed_matches_rows(g);
     if (HasFatalFailure()) return;
   }
+}
+
+// Every packer of the family's list that the CPU runs (the AVX2 ones on AVX-512 machines too),
+// on its own: it packs what the reference does where it takes a case, writes nothing where it
+// declines, and takes at least one of these cases.
+TEST(ConvIm2col, EveryPackerOfTheList) {
+  std::vector<Im2colGeom> cases = same_width_stride1_cases();
+  for (const Im2colGeom& g : strided_cases()) cases.push_back(g);
+  int supported = 0;
+  for (const auto& k : im2col_pack_f32_kernels()) {
+    if (!isa_supported(k.isa)) continue;
+    ++supported;
+    int taken = 0;
+    for (const Im2colGeom& g : cases) {
+      expect_packed_matches_rows(g, k.fn, &taken);
+      if (HasFatalFailure()) return;
+    }
+    EXPECT_GT(taken, 0) << k.name << " took none of the cases";
+  }
+  EXPECT_GE(supported, 2);  // at least an ISA's packers and the portable one
 }
 
 // The AVX2 stride-2 packer over the polyphase split: kernels 1x1 to 7x7 (odd and even), pads

@@ -9,16 +9,6 @@
 
 namespace kiln::kernels {
 
-bool im2col_pack_b_shifted_avx512f(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0,
-                                   int64_t nc, int nr, float* dst);
-bool im2col_pack_b_gather_avx512f(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0,
-                                  int64_t nc, int nr, float* dst);
-bool im2col_pack_b_segments_avx512f(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0,
-                                    int64_t nc, int nr, float* dst);
-bool im2col_pack_b_segments_avx2(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
-                                 int nr, float* dst);
-bool im2col_pack_b_gather_avx2(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
-                               int nr, float* dst);
 void im2col_split_phases_avx2(const Im2colGeom& g, const float* x, int64_t c0, int64_t c1, float* phases);
 bool im2col_pack_b_phased_avx2(const Im2colGeom& g, const float* phases, int64_t k0, int64_t kc, int64_t j0,
                                int64_t nc, int nr, float* dst);
@@ -52,16 +42,29 @@ void im2col_rows(const Im2colGeom& g, const float* x, float* col, int64_t r_begi
   }
 }
 
+const std::vector<IsaKernel<Im2colPackFn>>& im2col_pack_f32_kernels() {
+  static const std::vector<IsaKernel<Im2colPackFn>> list = {KILN_IM2COL_PACK_F32_KERNELS(KILN_ISA_KERNEL_ENTRY)};
+  return list;
+}
+
 void im2col_pack_b(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr,
                    float* dst) {
-  static const Isa isa = f32_gemm_default().isa;
-  if (isa == Isa::kAvx512 && (im2col_pack_b_shifted_avx512f(g, x, k0, kc, j0, nc, nr, dst) ||
-                              im2col_pack_b_gather_avx512f(g, x, k0, kc, j0, nc, nr, dst) ||
-                              im2col_pack_b_segments_avx512f(g, x, k0, kc, j0, nc, nr, dst)))
-    return;
-  if (isa == Isa::kAvx2 && (im2col_pack_b_gather_avx2(g, x, k0, kc, j0, nc, nr, dst) ||
-                            im2col_pack_b_segments_avx2(g, x, k0, kc, j0, nc, nr, dst)))
-    return;
+  // The packers of the default microkernel's ISA (KILN_ISA may make it AVX2 on AVX-512), in
+  // list order, then the portable one.
+  static const std::vector<Im2colPackFn> packers = [] {
+    const Isa isa = f32_gemm_default().isa;
+    std::vector<Im2colPackFn> fns;
+    for (const auto& k : im2col_pack_f32_kernels())
+      if (k.isa == isa) fns.push_back(k.fn);
+    fns.push_back(&im2col_pack_b_generic);
+    return fns;
+  }();
+  for (Im2colPackFn fn : packers)
+    if (fn(g, x, k0, kc, j0, nc, nr, dst)) return;
+}
+
+bool im2col_pack_b_generic(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
+                           int nr, float* dst) {
   const int64_t hw = g.h * g.w;
   const int64_t panels = (nc + nr - 1) / nr;
   for (int64_t kk = 0; kk < kc; ++kk) {
@@ -102,6 +105,7 @@ void im2col_pack_b(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, 
       for (; col < nr; ++col) d[col] = 0.0f;
     }
   }
+  return true;
 }
 
 bool im2col_phases_supported(const Im2colGeom& g) {

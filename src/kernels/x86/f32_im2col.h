@@ -11,6 +11,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
+
+#include "kernels/x86/isa_list.h"
 
 namespace kiln::kernels {
 
@@ -27,9 +30,29 @@ void im2col_rows(const Im2colGeom& g, const float* x, float* col, int64_t r_begi
 
 // Implicit im2col: packs rows [k0, k0+kc) x output pixels [j0, j0+nc) of the column matrix
 // straight from image `x` into NR-column panels (the PackBFn layout of f32_gemm_prepacked_a.h: panel q at
-// dst + q*kc*nr, kc x nr row-major, columns past nc zeroed).
+// dst + q*kc*nr, kc x nr row-major, columns past nc zeroed). The first packer of the family's
+// list for the default microkernel's ISA that takes the case, else the portable one.
 void im2col_pack_b(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr,
                    float* dst);
+
+// One packer of im2col_pack_b: false (nothing written) when the geometry or panel width is not
+// its case. The family's list (isa_list.h), in the order im2col_pack_b tries them; an entry
+// is called only when the CPU has its ISA (isa_supported). The portable packer takes every case.
+using Im2colPackFn = bool (*)(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
+                              int nr, float* dst);
+#define KILN_IM2COL_PACK_F32_KERNELS(X)                              \
+  X(im2col_pack_b_shifted_avx512f, ::kiln::target::Isa::kAvx512)  \
+  X(im2col_pack_b_gather_avx512f, ::kiln::target::Isa::kAvx512)   \
+  X(im2col_pack_b_segments_avx512f, ::kiln::target::Isa::kAvx512) \
+  X(im2col_pack_b_gather_avx2, ::kiln::target::Isa::kAvx2)        \
+  X(im2col_pack_b_segments_avx2, ::kiln::target::Isa::kAvx2)      \
+  X(im2col_pack_b_generic, ::kiln::target::Isa::kGeneric)
+#define KILN_DECLARE_IM2COL_PACK(NAME, ISA)                                                                 \
+  bool NAME(const Im2colGeom& g, const float* x, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr, \
+            float* dst);
+KILN_IM2COL_PACK_F32_KERNELS(KILN_DECLARE_IM2COL_PACK)
+#undef KILN_DECLARE_IM2COL_PACK
+const std::vector<IsaKernel<Im2colPackFn>>& im2col_pack_f32_kernels();
 
 // Stride-2 convs (dilation 1) on AVX2: the image split once into its four polyphase planes,
 // zero padding included (plane (p, q) of channel c: xpad(2u + p, 2v + q) for u < hp, v < wp),
