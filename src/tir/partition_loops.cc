@@ -156,7 +156,11 @@ class Partitioner {
     find(s->body);
     if (!guard) return nullptr;
     const DataType t = s->var->type;
+    // (Never past the loop's own extent: then the whole loop is the guard-free part.)
     Expr split = simplify(floordiv(n, int_imm(factor, t)), bounds_);
+    if (!structural_equal(simplify(floordiv(n + int_imm(factor - 1, t), int_imm(factor, t)), bounds_),
+                          simplify(s->extent, bounds_)))
+      split = simplify(min(split, s->extent), bounds_);
     Stmt body = drop_guard(s->body, guard);
     Stmt main = for_loop(s->var, int_imm(0, t), split, s->for_kind, body);
     Expr tail_var = make_var(s->var->name, t);
