@@ -35,7 +35,7 @@ class WinogradConvOp : public gemm_ops::GemmOp {
     ThreadPool& pool = current_thread_pool();
     const int64_t threads = pool.num_threads();
     const int64_t blocks = blocking_.count(), panels = weights_.panels;
-    const int64_t vfloats = kernels::winograd_block_floats(wg_, blocking_);
+    const int64_t vfloats = kernels::winograd_block_floats(wg_, blocking_, weights_.kernels->isa);
     const float* x = ins[0]->tensor.data<float>();
     for (int64_t img = 0; img < g.n; ++img) {
       const float* xi = x + img * g.c * g.h * g.w;
@@ -48,7 +48,7 @@ class WinogradConvOp : public gemm_ops::GemmOp {
           thread_local std::vector<float> v;
           if (v.size() < static_cast<size_t>(vfloats)) v.resize(static_cast<size_t>(vfloats));
           for (int64_t b = b0; b < b1; ++b) {
-            kernels::winograd_input_block(wg_, blocking_, xi, b, 0, g.c, v.data());
+            kernels::winograd_input_block(wg_, blocking_, weights_, xi, b, 0, g.c, v.data());
             kernels::winograd_gemm_output_block(wg_, blocking_, weights_, v.data(), b, 0, panels, ep, yi);
           }
         });
@@ -62,7 +62,7 @@ class WinogradConvOp : public gemm_ops::GemmOp {
       pool.parallel_for(blocks * chunks, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t b = t / chunks, c0 = (t % chunks) * kChannelChunk;
-          kernels::winograd_input_block(wg_, blocking_, xi, b, c0, std::min(g.c, c0 + kChannelChunk),
+          kernels::winograd_input_block(wg_, blocking_, weights_, xi, b, c0, std::min(g.c, c0 + kChannelChunk),
                                         v_.data() + b * vfloats);
         }
       });

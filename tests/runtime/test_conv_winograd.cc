@@ -11,7 +11,9 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <vector>
 
+#include "kernels/x86/f32_gemm.h"
 #include "kernels/x86/f32_winograd.h"
 #include "runtime/conv_winograd.h"
 #include "conv_test_util.h"
@@ -100,6 +102,59 @@ TEST(ConvWinograd, Declines) {
   d.operands[1] = {true, DType::kFloat32, {4, 2, 5, 5}, &w5};
   d.out_dims = {1, 4, 1, 1};
   EXPECT_FALSE(conv_ops::make_winograd_conv_op(d));
+}
+
+// Every entry of the transforms' list that runs here (the AVX2 ones on AVX-512 machines too),
+// on its own through the kernel API: weights packed for the entry, each block's input
+// transform, GEMMs and output transform, against a naive conv (3x3, pad 1, both tile sizes,
+// channel counts around the panel widths, planes of one and of several blocks).
+TEST(ConvWinograd, EveryEntryOfTheList) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  int ran = 0;
+  for (const auto& k : kernels::winograd_f32_kernels()) {
+    if (!kernels::isa_supported(k.isa)) continue;
+    // The AVX-512 transforms need the 32-column AVX-512 microkernel as the default.
+    if (k.isa == target::Isa::kAvx512 && !(kernels::winograd_available() && &kernels::winograd_host_kernels() == k.fn))
+      continue;
+    ++ran;
+    struct Shape { int64_t c, co, h, w; };
+    for (int64_t m : {2, 4})
+      for (Shape sh : {Shape{3, 5, 9, 11}, Shape{16, 40, 14, 14}, Shape{8, 33, 23, 17}, Shape{1, 1, 1, 1}}) {
+        kernels::WinogradGeom g;
+        g.m = m, g.c = sh.c, g.co = sh.co, g.h = sh.h, g.w = sh.w, g.pt = g.pl = 1, g.ho = sh.h, g.wo = sh.w;
+        std::vector<float> x(g.c * g.h * g.w), w(g.co * g.c * 9), y(g.co * g.ho * g.wo, 12345.0f);
+        for (float& v : x) v = uni(rng);
+        for (float& v : w) v = uni(rng);
+        const kernels::WinogradBlocking b = kernels::winograd_blocking(g);
+        const kernels::WinogradWeights u = kernels::winograd_pack_weights(g, w.data(), b, *k.fn);
+        std::vector<float> v(static_cast<size_t>(kernels::winograd_block_floats(g, b, k.isa)));
+        kernels::RowEpilogue ep;
+        for (int64_t blk = 0; blk < b.count(); ++blk) {
+          kernels::winograd_input_block(g, b, u, x.data(), blk, 0, g.c, v.data());
+          kernels::winograd_gemm_output_block(g, b, u, v.data(), blk, 0, u.panels, ep, y.data());
+        }
+        for (int64_t o = 0; o < g.co; ++o)
+          for (int64_t oy = 0; oy < g.ho; ++oy)
+            for (int64_t ox = 0; ox < g.wo; ++ox) {
+              double want = 0;
+              for (int64_t ci = 0; ci < g.c; ++ci)
+                for (int64_t i = 0; i < 3; ++i)
+                  for (int64_t j = 0; j < 3; ++j) {
+                    const int64_t iy = oy - 1 + i, ix = ox - 1 + j;
+                    if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w)
+                      want += double(x[(ci * g.h + iy) * g.w + ix]) * w[((o * g.c + ci) * 3 + i) * 3 + j];
+                  }
+              const float got = y[(o * g.ho + oy) * g.wo + ox];
+              ASSERT_NEAR(got, want, 1e-3 + 1e-3 * std::fabs(want))
+                  << k.name << " m=" << m << " c=" << g.c << " co=" << g.co << " " << g.h << "x" << g.w << " at " << o
+                  << "," << oy << "," << ox;
+            }
+      }
+  }
+  // Both entries on an AVX-512 machine (its default microkernel 32 columns wide), AVX2 elsewhere.
+  const bool avx512_default = kernels::winograd_available() && kernels::winograd_host_kernels().isa == target::Isa::kAvx512;
+  EXPECT_EQ(ran, avx512_default ? 2 : 1);
 }
 
 }  // namespace

@@ -4,12 +4,12 @@
 // Tests: tests/kernels/test_sgemm.cc. Benchmark: bench/peak_flops.cc.
 #pragma once
 
-#include "core/large_alloc.h"
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
 
+#include "core/large_alloc.h"
 #include "target/target.h"
 
 namespace kiln::kernels {

@@ -5,12 +5,12 @@
 // microkernels of f32_gemm.h. Tests: tests/kernels/test_sgemm_prepacked_a.cc.
 #pragma once
 
-#include "core/large_alloc.h"
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <vector>
 
+#include "core/large_alloc.h"
 #include "kernels/x86/f32_gemm.h"
 
 namespace kiln::kernels {

@@ -4,10 +4,10 @@
 // Tests: tests/kernels/test_gemv.cc
 #pragma once
 
-#include "core/large_alloc.h"
 #include <cstdint>
 #include <vector>
 
+#include "core/large_alloc.h"
 #include "kernels/x86/f32_gemm.h"
 #include "kernels/x86/isa_list.h"
 

@@ -1,5 +1,5 @@
 // Winograd F(4x4, 3x3) and F(2x2, 3x3): tile blocking, the weight transforms and their packing
-// (see f32_winograd.h), and the dispatch to the transforms of f32_winograd_avx512f.cc and
+// (see f32_winograd.h), and the family's list of the transforms of f32_winograd_avx512f.cc and
 // f32_winograd_avx2.cc.
 #include "kernels/x86/f32_winograd.h"
 
@@ -7,24 +7,7 @@
 
 namespace kiln::kernels {
 
-void winograd_input_block__avx512f(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block,
-                                   int64_t c0, int64_t c1, float* v);
-void winograd_gemm_output_block__avx512f(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u,
-                                         const float* v, int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep,
-                                         float* y);
-void winograd_input_block__avx2(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block,
-                                int64_t c0, int64_t c1, float* v);
-void winograd_gemm_output_block__avx2(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u,
-                                      const float* v, int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep,
-                                      float* y);
-
 namespace {
-
-// The transforms' ISA: that of the default microkernel (KILN_ISA may force AVX2 on AVX-512).
-bool use_avx2() {
-  static const bool avx2 = f32_gemm_default().isa == Isa::kAvx2;
-  return avx2;
-}
 
 // G of F(2x2, 3x3) (4x3; points 0, +-1, infinity) and of F(4x4, 3x3) (6x3; points 0, +-1, +-2,
 // infinity). In double: the transformed weights are rounded to float once.
@@ -73,9 +56,24 @@ WinogradBlocking winograd_blocking(const WinogradGeom& g) {
   return b;
 }
 
-int64_t winograd_point_floats(const WinogradGeom& g, const WinogradBlocking& b) {
+int64_t winograd_point_floats(const WinogradGeom& g, const WinogradBlocking& b, Isa isa) {
   const int64_t floats = g.c * b.panel, lines = floats / 16;
-  return use_avx2() && lines % 2 == 0 ? floats + 16 : floats;
+  return isa == Isa::kAvx2 && lines % 2 == 0 ? floats + 16 : floats;
+}
+
+const std::vector<IsaKernel<const WinogradKernels*>>& winograd_f32_kernels() {
+  static const std::vector<IsaKernel<const WinogradKernels*>> list = {KILN_WINOGRAD_F32_KERNELS(KILN_ISA_KERNEL_ENTRY)};
+  return list;
+}
+
+const WinogradKernels& winograd_host_kernels() {
+  static const WinogradKernels* host = [] {
+    const Isa isa = f32_gemm_default().isa;
+    for (const auto& k : winograd_f32_kernels())
+      if (k.isa == isa) return k.fn;
+    return &winograd_avx2;  // (never used: winograd_available() is false then)
+  }();
+  return *host;
 }
 
 bool winograd_available() {
@@ -83,11 +81,13 @@ bool winograd_available() {
   return (uk.isa == Isa::kAvx512 && uk.nr == 32) || uk.isa == Isa::kAvx2;
 }
 
-WinogradWeights winograd_pack_weights(const WinogradGeom& geom, const float* g, const WinogradBlocking& b) {
+WinogradWeights winograd_pack_weights(const WinogradGeom& geom, const float* g, const WinogradBlocking& b,
+                                      const WinogradKernels& k) {
   const int64_t co = geom.co, c = geom.c, points = geom.points();
   WinogradWeights w;
+  w.kernels = &k;
   w.points = points;
-  if (use_avx2()) {
+  if (k.isa == Isa::kAvx2) {
     w.mr = kWinogradAvx2Rows;  // for both panel widths (a 32-column panel is two halves)
   } else if (b.panel == 32) {
     w.kernel = &f32_gemm_for_rows(co);
@@ -113,17 +113,15 @@ WinogradWeights winograd_pack_weights(const WinogradGeom& geom, const float* g, 
   return w;
 }
 
-void winograd_input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block, int64_t c0,
-                          int64_t c1, float* v) {
-  if (use_avx2()) winograd_input_block__avx2(g, b, x, block, c0, c1, v);
-  else winograd_input_block__avx512f(g, b, x, block, c0, c1, v);
+void winograd_input_block(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u, const float* x,
+                          int64_t block, int64_t c0, int64_t c1, float* v) {
+  u.kernels->input_block(g, b, x, block, c0, c1, v);
 }
 
 void winograd_gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u,
                                 const float* v, int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep,
                                 float* y) {
-  if (use_avx2()) winograd_gemm_output_block__avx2(g, b, u, v, block, p0, p1, ep, y);
-  else winograd_gemm_output_block__avx512f(g, b, u, v, block, p0, p1, ep, y);
+  u.kernels->gemm_output_block(g, b, u, v, block, p0, p1, ep, y);
 }
 
 }  // namespace kiln::kernels

@@ -13,13 +13,14 @@
 // Tests: tests/runtime/test_conv_winograd.cc.
 #pragma once
 
-#include "core/large_alloc.h"
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "core/large_alloc.h"
 #include "kernels/x86/f32_gemm.h"
 #include "kernels/x86/f32_gemm_prepacked_a.h"
+#include "kernels/x86/isa_list.h"
 
 namespace kiln::kernels {
 
@@ -69,10 +70,10 @@ inline WinogradBlockSpan winograd_block_span(const WinogradGeom& g, const Winogr
 // AVX-512; on AVX2 one cache line more where C * panel is an even number of lines, so that the
 // transforms' 36 (16) loads or stores of one tile, one per point, fall in different L1 sets (a
 // power-of-two stride keeps them in one set of 8 ways).
-int64_t winograd_point_floats(const WinogradGeom& g, const WinogradBlocking& b);
+int64_t winograd_point_floats(const WinogradGeom& g, const WinogradBlocking& b, target::Isa isa);
 // Floats of one block's transformed input (points x [C, panel]).
-inline int64_t winograd_block_floats(const WinogradGeom& g, const WinogradBlocking& b) {
-  return g.points() * winograd_point_floats(g, b);
+inline int64_t winograd_block_floats(const WinogradGeom& g, const WinogradBlocking& b, target::Isa isa) {
+  return g.points() * winograd_point_floats(g, b, isa);
 }
 
 // Rows per A panel of the AVX2 driver's own 6x16 GEMM loop (f32_winograd_avx2.cc).
@@ -81,7 +82,9 @@ inline constexpr int64_t kWinogradAvx2Rows = 6;
 // Transformed weights packed as microkernel A panels, [panel][e][c][mr], for the blocking's
 // panel width: the 32-column AVX-512 f32 microkernel `kernel`, or the transforms' own GEMM loop
 // with mr rows (AVX-512 16-column panels: 16-28 rows; AVX2, both widths: kWinogradAvx2Rows).
+struct WinogradKernels;
 struct WinogradWeights {
+  const WinogradKernels* kernels = nullptr;  // the entry the weights were packed for
   const F32GemmUkernel* kernel = nullptr;  // AVX-512 32-column panels only
   int64_t mr = 0, points = 36;
   int64_t co = 0, c = 0, panels = 0;
@@ -89,15 +92,41 @@ struct WinogradWeights {
   const float* panel(int64_t p, int64_t e) const { return data.data() + (p * points + e) * c * mr; }
 };
 
+// One ISA's transforms and GEMM driver (f32_winograd_avx512f.cc, f32_winograd_avx2.cc). The
+// family's list (isa_list.h); the weights' layout (mr) and the transformed input's point stride
+// follow the entry, so packing and both block functions take the same one. An entry runs only
+// when the CPU has its ISA (isa_supported), the AVX-512 one only with the 32-column AVX-512
+// microkernel as the default (its 32-column panels' GEMMs).
+struct WinogradKernels {
+  void (*input_block)(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block, int64_t c0,
+                      int64_t c1, float* v);
+  void (*gemm_output_block)(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u,
+                            const float* v, int64_t block, int64_t p0, int64_t p1, const RowEpilogue& ep, float* y);
+  target::Isa isa;
+};
+#define KILN_WINOGRAD_F32_KERNELS(X)            \
+  X(winograd_avx512f, ::kiln::target::Isa::kAvx512) \
+  X(winograd_avx2, ::kiln::target::Isa::kAvx2)
+#define KILN_DECLARE_WINOGRAD(NAME, ISA) extern const WinogradKernels NAME;
+KILN_WINOGRAD_F32_KERNELS(KILN_DECLARE_WINOGRAD)
+#undef KILN_DECLARE_WINOGRAD
+const std::vector<IsaKernel<const WinogradKernels*>>& winograd_f32_kernels();
+
 // True when the CPU and KILN_ISA give a default microkernel the transforms have a driver for
 // (32-column AVX-512, or AVX2).
 bool winograd_available();
-// Requires winograd_available().
-WinogradWeights winograd_pack_weights(const WinogradGeom& g, const float* w, const WinogradBlocking& b);
+// The entry of the default microkernel's ISA (KILN_ISA may make it AVX2 on AVX-512). Requires
+// winograd_available().
+const WinogradKernels& winograd_host_kernels();
 
-// Channels [c0, c1) of block `block` of image x ([c, h, w]) -> v (points x [c, panel]).
-void winograd_input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* x, int64_t block, int64_t c0,
-                          int64_t c1, float* v);
+// Requires the entry to run here (see WinogradKernels).
+WinogradWeights winograd_pack_weights(const WinogradGeom& g, const float* w, const WinogradBlocking& b,
+                                      const WinogradKernels& k = winograd_host_kernels());
+
+// Channels [c0, c1) of block `block` of image x ([c, h, w]) -> v (points x [c, panel]), with
+// the transforms of the weights' entry.
+void winograd_input_block(const WinogradGeom& g, const WinogradBlocking& b, const WinogradWeights& u, const float* x,
+                          int64_t block, int64_t c0, int64_t c1, float* v);
 
 // Output-channel panels [p0, p1) of block `block`: the GEMMs over v, then the output
 // transform into y ([co, ho, wo]) with ep's bias (per channel), residual ([co, ho, wo], ldr =

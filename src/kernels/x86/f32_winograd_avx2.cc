@@ -144,7 +144,7 @@ void input_block(const WinogradGeom& g, const WinogradBlocking& b, const float* 
   }
   // Zeroed so that the columns past the strip, read for lanes of absent tiles, hold no garbage.
   alignas(32) float t[A * kStrip] = {};
-  const int64_t row = winograd_point_floats(g, b);  // from one point's [C, panel] to the next
+  const int64_t row = winograd_point_floats(g, b, Isa::kAvx2);  // from one point's [C, panel] to the next
   for (int64_t c = c0; c < c1; ++c) {
     const float* xc = x + c * g.h * g.w;
     for (int64_t ty = s.ty0; ty < s.ty1; ++ty) {
@@ -201,7 +201,7 @@ void gemm_output_block(const WinogradGeom& g, const WinogradBlocking& b, const W
   // Floats per point of the GEMM outputs, plus a cache line: an odd number of lines puts the
   // output transform's 36 (16) loads of one tile in different L1 sets.
   const int64_t estride = kPanelGroup * mr * panel + 16;
-  const int64_t vstride = winograd_point_floats(g, b);
+  const int64_t vstride = winograd_point_floats(g, b, Isa::kAvx2);
   // (+ one panel: a tile row's 8-tile loads may run past its last column.)
   thread_local std::vector<float> mbuf;
   const size_t need = static_cast<size_t>(E * estride + panel);
@@ -246,5 +246,7 @@ void winograd_gemm_output_block__avx2(const WinogradGeom& g, const WinogradBlock
   if (g.m == 2) gemm_output_block<2>(g, b, u, v, block, p0, p1, ep, y);
   else gemm_output_block<4>(g, b, u, v, block, p0, p1, ep, y);
 }
+
+const WinogradKernels winograd_avx2 = {&winograd_input_block__avx2, &winograd_gemm_output_block__avx2, Isa::kAvx2};
 
 }  // namespace kiln::kernels

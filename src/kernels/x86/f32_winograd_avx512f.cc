@@ -187,4 +187,7 @@ void winograd_gemm_output_block__avx512f(const WinogradGeom& g, const WinogradBl
   else gemm_output_block<4>(g, b, u, v, block, p0, p1, ep, y);
 }
 
+const WinogradKernels winograd_avx512f = {&winograd_input_block__avx512f, &winograd_gemm_output_block__avx512f,
+                                          Isa::kAvx512};
+
 }  // namespace kiln::kernels

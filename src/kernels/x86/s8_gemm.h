@@ -5,10 +5,10 @@
 // Tests: tests/kernels/test_s8_gemm.cc. Benchmark: bench/peak_flops.cc (int8 line).
 #pragma once
 
-#include "core/large_alloc.h"
 #include <cstdint>
 #include <vector>
 
+#include "core/large_alloc.h"
 #include "kernels/x86/f32_gemm.h"
 
 namespace kiln::kernels {
