@@ -1,6 +1,7 @@
-// Memory for large, long-lived buffers (packed weights): from 1 MiB on, its own mapping with
-// the pages populated in one call (zeroed), where faulting them in one 4 KiB page at a time cost
-// more than packing itself; smaller ones come from aligned_alloc. 64-byte aligned either way.
+// Memory for large, long-lived buffers (packed weights, and weights through Tensor::populated):
+// from 1 MiB on, its own mapping with the pages populated in one call (zeroed), where faulting
+// them in one 4 KiB page at a time cost more than packing itself; smaller ones come from
+// aligned_alloc. 64-byte aligned either way.
 #pragma once
 
 #include <cstddef>

@@ -7,9 +7,8 @@
 #include <new>
 #include <sstream>
 
-#include <sys/mman.h>
-
 #include "core/error.h"
+#include "core/large_alloc.h"
 #include "core/narrow_float.h"
 
 namespace kiln {
@@ -21,12 +20,11 @@ class Storage {
     size_t bytes = static_cast<size_t>(count) * dtype_size(dtype);
     size_t rounded = (bytes + Tensor::kAlignment - 1) / Tensor::kAlignment * Tensor::kAlignment;
     if (rounded == 0) rounded = Tensor::kAlignment;
-    if (populate && rounded >= kMappedFrom && dtype != DType::kString) {
-      void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-      if (p == MAP_FAILED) throw std::bad_alloc();
-      ptr_ = p;
-      mapped_ = rounded;
-      return;  // (zero already)
+    if (populate && dtype != DType::kString) {  // (contents unspecified: the caller fills it)
+      ptr_ = alloc_large(rounded);
+      if (!ptr_) throw std::bad_alloc();
+      large_ = rounded;
+      return;
     }
     ptr_ = std::aligned_alloc(Tensor::kAlignment, rounded);
     if (!ptr_) throw std::bad_alloc();
@@ -44,7 +42,7 @@ class Storage {
       auto* s = static_cast<std::string*>(ptr_);
       for (int64_t i = 0; i < count_; ++i) s[i].~basic_string();
     }
-    if (mapped_) ::munmap(ptr_, mapped_);
+    if (large_) free_large(ptr_, large_);
     else std::free(ptr_);
   }
   Storage(const Storage&) = delete;
@@ -52,9 +50,8 @@ class Storage {
   void* ptr() const { return ptr_; }
 
  private:
-  static constexpr size_t kMappedFrom = size_t{1} << 20;
   void* ptr_ = nullptr;
-  size_t mapped_ = 0;  // mmap'ed bytes (0: aligned_alloc)
+  size_t large_ = 0;  // bytes from alloc_large (0: aligned_alloc)
   DType dtype_ = DType::kUndefined;
   int64_t count_ = 0;
   bool owned_ = false;

@@ -216,16 +216,16 @@ void PlanBuilder::flush() {
       plan->funcs.push_back(plan->funcs[*same]);
       func_identities.push_back(func_identities[*same]);
       ++plan->stats.reused_lowerings;
+      st.scalars = kernel_scalars(plan->funcs.back());
     } else {
       DimHints hints;
       for (const auto& [size, var] : seg.dim_vars) hints[var.get()] = size;
       plan->funcs.push_back(lower_with_default_schedule(out_tensors, computes, args, name, opts_.schedule,
                                                         schedule_lanes(), hints));
-      st.scalars = kernel_scalars(plan->funcs.back());
+      st.scalars = kernel_scalars(plan->funcs.back());  // (may add params: before the identity)
       func_identities.push_back(kernel_identity(plan->funcs.back()));
       remember_kernel(key, plan->funcs.size() - 1);
     }
-    if (st.scalars.empty()) st.scalars = kernel_scalars(plan->funcs.back());
     st.kind = PlanStep::Kind::kKernel;
     st.name = name;
     st.kernel = static_cast<int32_t>(ex.kernel_names.size());
