@@ -28,9 +28,10 @@ LAYERS = {
     "runtime": {"core", "ir", "ops", "target", "kernels"},
     "driver": {"core", "ir", "ops", "te", "tir", "codegen", "target", "kernels", "frontend", "pass", "runtime"},
     "capi": {"core", "ir", "ops", "target", "kernels", "frontend", "pass", "runtime", "driver"},
+    "serve": {"core", "ir", "ops", "target", "kernels", "frontend", "pass", "runtime", "driver"},
     # Entry points sit on the driver (and what it exposes below it).
     "tools": {"core", "ir", "ops", "te", "tir", "codegen", "target", "kernels", "frontend", "pass", "runtime", "driver",
-              "capi"},
+              "capi", "serve"},
     "python": {"core", "ir", "ops", "te", "tir", "codegen", "target", "kernels", "frontend", "pass", "runtime", "driver",
                "capi"},
 }

@@ -16,5 +16,6 @@ void add_optimize_command(CLI::App& app, Action& action);
 void add_compile_command(CLI::App& app, Action& action);
 void add_bench_command(CLI::App& app, Action& action);
 void add_profile_command(CLI::App& app, Action& action);
+void add_serve_command(CLI::App& app, Action& action);
 
 }  // namespace kiln::cli

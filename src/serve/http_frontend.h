@@ -1,0 +1,51 @@
+// The KServe v2 REST frontend (cpp-httplib): health, server and model metadata, model config,
+// inference (JSON and binary tensors), the repository extension and Prometheus /metrics.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "serve/kserve_json.h"
+#include "serve/metrics.h"
+#include "serve/model_repository.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}
+
+namespace kiln::serve {
+
+struct HttpOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;                      // 0: any free port (bind() returns it)
+  int threads = 64;                     // connections served at once
+  size_t max_body_bytes = size_t{256} << 20;
+  bool log_requests = false;            // one JSON line per request on stderr
+  RequestLimits limits;
+};
+
+class HttpFrontend {
+ public:
+  HttpFrontend(ModelManager& models, Metrics& metrics, HttpOptions options);
+  ~HttpFrontend();
+  // Binds the port (throws Error(kUsage) when it cannot); returns the port bound.
+  int bind();
+  // Serves on a background thread until stop().
+  void start();
+  void stop();
+
+ private:
+  void add_routes();
+  void infer(const httplib::Request& req, httplib::Response& res);
+  ModelManager& models_;
+  Metrics& metrics_;
+  HttpOptions options_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+};
+
+}  // namespace kiln::serve

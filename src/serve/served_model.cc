@@ -1,0 +1,100 @@
+// Loading a model version for serving and running one batch on one of its instances.
+#include "serve/served_model.h"
+
+#include "core/error.h"
+#include "driver/session.h"
+#include "serve/serve_error.h"
+
+namespace kiln::serve {
+namespace {
+
+TensorMetadata metadata_of(const Value& v, const std::string& role) {
+  if (v.type.kind != Type::Kind::kTensor)
+    throw Error(ErrorKind::kUnsupported, role + " '" + v.name + "' is a " + to_string(v.type) +
+                                             ": the server exchanges tensors only");
+  if (!v.type.shape)
+    throw Error(ErrorKind::kUnsupported, role + " '" + v.name + "' has an unknown rank: the server needs ranks");
+  TensorMetadata m{v.name, v.type.dtype, {}};
+  for (const Dim& d : v.type.shape->dims) m.shape.push_back(d.known() ? d.value : -1);
+  return m;
+}
+
+// A model with max_batch_size > 0 must have dim 0 of every input and output free to vary.
+void check_batch_dims(const std::vector<TensorMetadata>& tensors, const std::string& role) {
+  for (const TensorMetadata& t : tensors)
+    if (t.shape.empty() || t.shape[0] != -1)
+      throw Error(ErrorKind::kUsage, "max_batch_size > 0 needs a symbolic dim 0 (the batch) on every input and "
+                                     "output, but " + role + " '" + t.name + "' has shape " + dims_to_string(t.shape));
+}
+
+}  // namespace
+
+ServedModel::ServedModel(std::string name, std::string version, const std::string& path, ModelConfig config,
+                         int threads)
+    : name_(std::move(name)), version_(std::move(version)), config_(config) {
+  SessionOptions opts;
+  opts.engine = Engine::kCompiled;
+  opts.threads = config.threads > 0 ? config.threads : threads;
+  // Each instance loads its own copy: sessions hold per-run state, and the weights stay local
+  // to the instance's threads.
+  for (int i = 0; i < config.instances; ++i) sessions_.push_back(Session::load(path, opts));
+  const Session& s = *sessions_.front();
+  const auto& graph_inputs = s.model().graph->inputs;
+  graph_inputs_ = graph_inputs.size();
+  for (const Value* v : s.feed_inputs()) {
+    inputs_.push_back(metadata_of(*v, "input"));
+    for (size_t i = 0; i < graph_inputs.size(); ++i)
+      if (graph_inputs[i] == v) feed_slots_.push_back(i);
+  }
+  for (const Value* v : s.model().graph->outputs) outputs_.push_back(metadata_of(*v, "output"));
+  if (config_.max_batch_size > 0) {
+    check_batch_dims(inputs_, "input");
+    check_batch_dims(outputs_, "output");
+  }
+}
+
+ServedModel::~ServedModel() = default;
+
+int64_t ServedModel::check_inputs(const std::vector<Tensor>& feeds) const {
+  auto fail = [](const std::string& m) { throw ServeError(ServeStatus::kBadRequest, m); };
+  if (feeds.size() != inputs_.size())
+    fail("expected " + std::to_string(inputs_.size()) + " inputs, got " + std::to_string(feeds.size()));
+  int64_t batch = -1;
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    const TensorMetadata& m = inputs_[i];
+    const Tensor& t = feeds[i];
+    if (t.dtype() != m.dtype)
+      fail("input '" + m.name + "': expected datatype " + std::string(dtype_name(m.dtype)) + ", got " +
+           std::string(dtype_name(t.dtype())));
+    bool fits = t.rank() == static_cast<int>(m.shape.size());
+    for (size_t d = 0; fits && d < m.shape.size(); ++d) fits = m.shape[d] < 0 || m.shape[d] == t.dims()[d];
+    if (!fits)
+      fail("input '" + m.name + "': expected shape " + dims_to_string(m.shape) + " (-1: any), got " +
+           dims_to_string(t.dims()));
+    if (config_.max_batch_size == 0) continue;
+    if (batch >= 0 && t.dims()[0] != batch)
+      fail("input '" + m.name + "': batch (dim 0) " + std::to_string(t.dims()[0]) + " differs from the other inputs' " +
+           std::to_string(batch));
+    batch = t.dims()[0];
+  }
+  if (config_.max_batch_size == 0) return 0;
+  if (batch < 1 || batch > config_.max_batch_size)
+    fail("batch size " + std::to_string(batch) + " is not in 1..max_batch_size (" +
+         std::to_string(config_.max_batch_size) + ")");
+  return batch;
+}
+
+std::vector<Tensor> ServedModel::run(int instance, const std::vector<Tensor>& feeds) {
+  std::vector<RtValue> values(graph_inputs_);
+  for (size_t i = 0; i < feeds.size(); ++i) values[feed_slots_[i]] = feeds[i];
+  std::vector<RtValue> results = sessions_.at(static_cast<size_t>(instance))->run(values);
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (i >= results.size() || !results[i].is_tensor())
+      throw Error(ErrorKind::kInternal, "output '" + outputs_[i].name + "' did not come back as a tensor");
+    out.push_back(results[i].tensor.clone());  // results may view the instance's arena
+  }
+  return out;
+}
+
+}  // namespace kiln::serve

@@ -1,0 +1,54 @@
+// One version of a model, loaded for serving: its inputs and outputs as the protocol describes
+// them, and one compiled Session per instance (each with its own threads and plans).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "serve/model_config.h"
+
+namespace kiln {
+class Session;
+}
+
+namespace kiln::serve {
+
+struct TensorMetadata {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> shape;  // -1: any size (symbolic in the model)
+};
+
+class ServedModel {
+ public:
+  // Loads `path` (an .onnx file) once per instance of `config`; `threads` per instance when
+  // the config names none. Throws kiln::Error for a model the server cannot serve.
+  ServedModel(std::string name, std::string version, const std::string& path, ModelConfig config, int threads);
+  ~ServedModel();
+
+  const std::string& name() const { return name_; }
+  const std::string& version() const { return version_; }
+  const ModelConfig& config() const { return config_; }
+  const std::vector<TensorMetadata>& inputs() const { return inputs_; }
+  const std::vector<TensorMetadata>& outputs() const { return outputs_; }
+  int instances() const { return static_cast<int>(sessions_.size()); }
+
+  // Checks tensors (in inputs() order) against the metadata and the batch limit; returns the
+  // batch size (dim 0; 0 when the model does not batch). Throws ServeError(kBadRequest).
+  int64_t check_inputs(const std::vector<Tensor>& feeds) const;
+  // Runs on instance `instance` (one caller per instance at a time); outputs own their memory.
+  std::vector<Tensor> run(int instance, const std::vector<Tensor>& feeds);
+
+ private:
+  std::string name_, version_;
+  ModelConfig config_;
+  std::vector<TensorMetadata> inputs_, outputs_;
+  std::vector<size_t> feed_slots_;  // graph input index of each of inputs_
+  size_t graph_inputs_ = 0;
+  std::vector<std::unique_ptr<Session>> sessions_;
+};
+
+}  // namespace kiln::serve
