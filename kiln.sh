@@ -17,7 +17,7 @@ APT_PACKAGES=(cmake ninja-build ccache g++ clang libclang-rt-14-dev pkg-config
 # Exporting ResNet-50 / the BERT-like encoder for the model tests (Debian's torch is far
 # lighter than the PyPI wheel; run with /usr/bin/python3) and Chromium for the HTML view test.
 TEST_APT_PACKAGES=(python3-torch python3-torchvision python3-onnx chromium)
-PIP_PACKAGES=(numpy onnx onnxruntime pytest)
+PIP_PACKAGES=(numpy onnx onnxruntime pytest "tritonclient[http]")
 
 # ccache: the Python package's build dir (build/python) reuses the preset's objects.
 export CCACHE_NOHASHDIR=true
@@ -51,7 +51,7 @@ setup() {
     log "creating the Python virtualenv in .venv"
     python3 -m venv "$VENV"
   fi
-  if ! "$VENV/bin/python" -c "import numpy, onnx, onnxruntime, pytest" 2>/dev/null; then
+  if ! "$VENV/bin/python" -c "import numpy, onnx, onnxruntime, pytest, tritonclient.http" 2>/dev/null; then
     log "installing Python packages: ${PIP_PACKAGES[*]}"
     "$VENV/bin/pip" install -q --disable-pip-version-check "${PIP_PACKAGES[@]}"
   fi
