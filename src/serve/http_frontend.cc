@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "serve/inference.h"
 #include "serve/serve_error.h"
 
 namespace kiln::serve {
@@ -66,32 +67,6 @@ json model_config(const ServedModel& m) {
   return j;
 }
 
-// The request's named tensors in the model's input order.
-std::vector<Tensor> feeds_in_model_order(const ServedModel& m, InferRequest& req) {
-  std::vector<Tensor> feeds(m.inputs().size());
-  std::vector<bool> given(m.inputs().size(), false);
-  for (auto& [name, t] : req.inputs) {
-    size_t k = 0;
-    while (k < m.inputs().size() && m.inputs()[k].name != name) ++k;
-    if (k == m.inputs().size()) {
-      std::string names;
-      for (const TensorMetadata& i : m.inputs()) names += (names.empty() ? "" : ", ") + i.name;
-      throw ServeError(ServeStatus::kBadRequest, "model '" + m.name() + "' has no input named '" + name + "' (inputs: " + names + ")");
-    }
-    if (given[k]) throw ServeError(ServeStatus::kBadRequest, "input '" + name + "' is given twice");
-    given[k] = true;
-    feeds[k] = std::move(t);
-  }
-  for (size_t k = 0; k < given.size(); ++k)
-    if (!given[k]) throw ServeError(ServeStatus::kBadRequest, "input '" + m.inputs()[k].name + "' is missing");
-  for (const RequestedOutput& o : req.outputs) {
-    bool known = false;
-    for (const TensorMetadata& t : m.outputs()) known |= t.name == o.name;
-    if (!known) throw ServeError(ServeStatus::kBadRequest, "model '" + m.name() + "' has no output named '" + o.name + "'");
-  }
-  return feeds;
-}
-
 std::optional<size_t> header_length(const httplib::Request& req) {
   if (!req.has_header(kHeaderLength)) return std::nullopt;
   const std::string v = req.get_header_value(kHeaderLength);
@@ -102,10 +77,6 @@ std::optional<size_t> header_length(const httplib::Request& req) {
   } catch (const std::exception&) {
   }
   throw ServeError(ServeStatus::kBadRequest, std::string(kHeaderLength) + ": '" + v + "' is not a byte count");
-}
-
-int64_t micros_since(Clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
 }
 
 }  // namespace
@@ -216,19 +187,18 @@ void HttpFrontend::add_routes() {
 }
 
 void HttpFrontend::infer(const httplib::Request& req, httplib::Response& res) {
-  const Clock::time_point t0 = Clock::now();
-  std::shared_ptr<LoadedModel> m;
-  try {
-    m = models_.find(req.matches[1], version_of(req));
-  } catch (const std::exception& e) {
-    metrics_.record_unknown_model_failure();
-    return send_error(res, e);
-  }
-  try {
-    InferRequest r = parse_infer_request(req.body, header_length(req), options_.limits);
-    std::vector<Tensor> feeds = feeds_in_model_order(*m->model, r);
-    InferResult result = m->scheduler->submit(std::move(feeds), r.timeout_us).get();
-    EncodedResponse out = encode_infer_response(m->model->name(), m->model->version(), r, m->model->outputs(), result.outputs);
+  guarded(res, [&] {
+    std::shared_ptr<LoadedModel> model = find_model(models_, metrics_, req.matches[1], version_of(req));
+    InferRequest r;
+    try {
+      r = parse_infer_request(req.body, header_length(req), options_.limits);
+    } catch (const std::exception& e) {
+      record_rejected(*model, e);
+      throw;
+    }
+    InferResult result = run_inference(*model, r);
+    const ServedModel& m = *model->model;
+    EncodedResponse out = encode_infer_response(m.name(), m.version(), r, m.outputs(), result.outputs);
     if (out.json_length) {
       res.set_header(kHeaderLength, std::to_string(*out.json_length));
       res.set_content(std::move(out.body), "application/octet-stream");
@@ -236,14 +206,7 @@ void HttpFrontend::infer(const httplib::Request& req, httplib::Response& res) {
       res.set_content(std::move(out.body), kJson);
     }
     res.status = 200;
-    m->metrics->success.fetch_add(1, std::memory_order_relaxed);
-    m->metrics->queue_us.fetch_add(result.queue_us, std::memory_order_relaxed);
-    m->metrics->compute_us.fetch_add(result.compute_us, std::memory_order_relaxed);
-  } catch (const std::exception& e) {
-    m->metrics->record_failure(status_of(e));
-    send_error(res, e);
-  }
-  m->metrics->request_us.fetch_add(micros_since(t0), std::memory_order_relaxed);
+  });
 }
 
 }  // namespace kiln::serve
