@@ -13,11 +13,12 @@ VENV=$ROOT/.venv
 APT_PACKAGES=(cmake ninja-build ccache g++ clang libclang-rt-14-dev pkg-config
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata llvm-19-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev libfreeimage-dev libtiff-dev libcpp-httplib-dev
+  libgrpc++-dev protobuf-compiler-grpc
   python3 python3-venv python3-pip python3-dev)
 # Exporting ResNet-50 / the BERT-like encoder for the model tests (Debian's torch is far
 # lighter than the PyPI wheel; run with /usr/bin/python3) and Chromium for the HTML view test.
 TEST_APT_PACKAGES=(python3-torch python3-torchvision python3-onnx chromium)
-PIP_PACKAGES=(numpy onnx onnxruntime pytest "tritonclient[http]")
+PIP_PACKAGES=(numpy onnx onnxruntime pytest "tritonclient[http,grpc]")
 
 # ccache: the Python package's build dir (build/python) reuses the preset's objects.
 export CCACHE_NOHASHDIR=true
@@ -51,7 +52,7 @@ setup() {
     log "creating the Python virtualenv in .venv"
     python3 -m venv "$VENV"
   fi
-  if ! "$VENV/bin/python" -c "import numpy, onnx, onnxruntime, pytest, tritonclient.http" 2>/dev/null; then
+  if ! "$VENV/bin/python" -c "import numpy, onnx, onnxruntime, pytest, tritonclient.http, tritonclient.grpc" 2>/dev/null; then
     log "installing Python packages: ${PIP_PACKAGES[*]}"
     "$VENV/bin/pip" install -q --disable-pip-version-check "${PIP_PACKAGES[@]}"
   fi

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/float16.h"
+#include "core/shape.h"
 #include "serve/serve_error.h"
 
 namespace kiln::serve {
@@ -25,15 +26,11 @@ std::vector<int64_t> parse_shape(const json& j, const std::string& where, const 
   if (static_cast<int>(j.size()) > limits.max_rank)
     bad(where + ".shape: rank " + std::to_string(j.size()) + " is over the limit of " + std::to_string(limits.max_rank));
   std::vector<int64_t> dims;
-  int64_t elements = 1;
   for (const json& d : j) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0) bad(where + ".shape: " + d.dump() + " is not a size >= 0");
-    const int64_t v = d.get<int64_t>();
-    if (v > limits.max_elements || (v > 0 && elements > limits.max_elements / v))
-      bad(where + ".shape " + j.dump() + ": more than " + std::to_string(limits.max_elements) + " elements");
-    elements *= v;
-    dims.push_back(v);
+    if (!d.is_number_integer()) bad(where + ".shape: " + d.dump() + " is not a size >= 0");
+    dims.push_back(d.get<int64_t>());
   }
+  check_shape(dims, where + ".shape", limits);
   return dims;
 }
 
@@ -142,8 +139,7 @@ Tensor parse_input(const json& in, size_t index, std::string_view binary, size_t
   if (!dt) bad(where + ".datatype: " + in.at("datatype").dump() + " is not supported (BYTES is not)");
   if (!in.contains("shape")) bad(where + ".shape: missing");
   const std::vector<int64_t> dims = parse_shape(in.at("shape"), where, limits);
-  int64_t numel = 1;
-  for (int64_t d : dims) numel *= d;
+  const int64_t numel = element_count(dims);
   const uint64_t nbytes = static_cast<uint64_t>(numel) * dtype_size(*dt);
   const json* params = in.contains("parameters") ? &in.at("parameters") : nullptr;
   // Sizes are checked against the bytes the body holds before anything is allocated.
@@ -171,6 +167,24 @@ Tensor parse_input(const json& in, size_t index, std::string_view binary, size_t
 }
 
 }  // namespace
+
+void check_shape(const std::vector<int64_t>& dims, const std::string& where, const RequestLimits& limits) {
+  if (static_cast<int>(dims.size()) > limits.max_rank)
+    bad(where + ": rank " + std::to_string(dims.size()) + " is over the limit of " + std::to_string(limits.max_rank));
+  int64_t elements = 1;
+  for (int64_t v : dims) {
+    if (v < 0) bad(where + ": " + std::to_string(v) + " is not a size >= 0");
+    if (v > limits.max_elements || (v > 0 && elements > limits.max_elements / v))
+      bad(where + " " + dims_to_string(dims) + ": more than " + std::to_string(limits.max_elements) + " elements");
+    elements *= v;
+  }
+}
+
+int64_t element_count(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
 
 std::optional<std::string> kserve_datatype(DType t) {
   for (const auto& [d, n] : kDatatypes)

@@ -33,6 +33,12 @@ struct InferRequest {
   int64_t timeout_us = 0;                // parameters.timeout (0: the model's default)
 };
 
+// Checks a request's tensor shape (rank, sizes >= 0, element count) against the limits;
+// `where` names the tensor in the ServeError(kBadRequest) message.
+void check_shape(const std::vector<int64_t>& dims, const std::string& where, const RequestLimits& limits);
+// Element count of a checked shape.
+int64_t element_count(const std::vector<int64_t>& dims);
+
 // "FP32", "INT64", "BOOL", ...; nullopt for a dtype the protocol cannot carry.
 std::optional<std::string> kserve_datatype(DType t);
 std::optional<DType> dtype_of_kserve(const std::string& name);

@@ -1,4 +1,4 @@
-"""`kiln serve` end to end: NVIDIA's tritonclient (HTTP) against the KServe v2 REST server on
+"""`kiln serve` end to end: NVIDIA's tritonclient (HTTP and gRPC) against the KServe v2 server on
 loopback, a real model (PP-OCRv4 recognition, trained weights) checked against ONNX Runtime,
 dynamic batching, protocol errors for malformed requests, overload, timeouts, version reload,
 unload/load and graceful shutdown. Each test module starts its own server on a free port and
@@ -22,6 +22,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import grpc
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
@@ -83,15 +85,16 @@ def make_repository(repo):
 class Server:
     def __init__(self, repo, log_path, *args, wait=True):
         self.log = open(log_path, "w")
-        self.proc = subprocess.Popen([KILN, "serve", "--model-repository", repo, "--http-port", "0", "--threads", "1", *args],
-                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
-        self.port = None
+        self.proc = subprocess.Popen([KILN, "serve", "--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
+                                      "--threads", "1", *args], stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.port = self.grpc_port = None
         if wait:
             line = self.proc.stdout.readline()  # printed once every model is loaded
-            m = re.search(r"listening on http://[0-9.]+:(\d+)", line)
+            m = re.search(r"listening on http://[0-9.]+:(\d+), grpc [0-9.]+:(\d+)", line)
             assert m, f"kiln serve did not start: {line!r}; log: {open(log_path).read()[-2000:]}"
-            self.port = int(m.group(1))
+            self.port, self.grpc_port = int(m.group(1)), int(m.group(2))
         self.url = f"127.0.0.1:{self.port}"
+        self.grpc_url = f"127.0.0.1:{self.grpc_port}"
 
     def stop(self, timeout=60):
         if self.proc.poll() is None:
@@ -127,6 +130,13 @@ def server(tmp_path_factory):
 @pytest.fixture()
 def client(server):
     c = httpclient.InferenceServerClient(server.url, concurrency=16, network_timeout=120)
+    yield c
+    c.close()
+
+
+@pytest.fixture()
+def grpc_client(server):
+    c = grpcclient.InferenceServerClient(server.grpc_url)
     yield c
     c.close()
 
@@ -176,6 +186,55 @@ def test_tritonclient_infer_real_model_matches_onnxruntime(client, binary):
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
     assert (got.argmax(-1) == want.argmax(-1)).all()  # the decoded text is the same
+
+
+def test_tritonclient_grpc_metadata_config_and_repository(grpc_client):
+    c = grpc_client
+    assert c.is_server_live() and c.is_server_ready() and c.is_model_ready("ocr")
+    assert not c.is_model_ready("no_such_model")
+    assert c.get_server_metadata(as_json=True)["name"] == "kiln"
+    meta = c.get_model_metadata("ocr", as_json=True)
+    assert meta["inputs"][0]["shape"] == ["-1", "3", "-1", "-1"] and meta["versions"] == ["1"]
+    config = c.get_model_config("simple", as_json=True)["config"]
+    assert config["max_batch_size"] == 8 and config["input"][0]["data_type"] == "TYPE_FP32"
+    assert config["input"][0]["dims"] == ["4"] and "dynamic_batching" in config
+    assert {m["name"] for m in c.get_model_repository_index(as_json=True)["models"]} >= {"simple", "ocr", "slow"}
+
+
+def test_tritonclient_grpc_infer_real_model_matches_onnxruntime(grpc_client):
+    x = ocr_demo.preprocess(ocr_demo.read_pgm(os.path.join(ROOT, "demo", "images", "line0.pgm")))
+    inp = grpcclient.InferInput("x", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)
+    got = grpc_client.infer("ocr", [inp]).as_numpy("softmax_11.tmp_0")
+    want = ort.InferenceSession(ocr_demo.MODEL, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+def test_tritonclient_grpc_errors_have_protocol_codes(server, grpc_client):
+    bad = grpcclient.InferInput("x", [2, 5], "FP32")
+    bad.set_data_from_numpy(np.zeros((2, 5), np.float32))
+    with pytest.raises(InferenceServerException, match="INVALID_ARGUMENT.*expected shape"):
+        grpc_client.infer("simple", [bad])
+    with pytest.raises(InferenceServerException, match="NOT_FOUND.*unknown model"):
+        grpc_client.infer("nope", [bad])
+    # Bytes that are not a ModelInferRequest, and raw contents that do not match the shape.
+    with grpc.insecure_channel(server.grpc_url) as ch:
+        call = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+        with pytest.raises(grpc.RpcError):
+            call(b"\xff\xff\xff\x0f garbage")
+    req = grpcclient.service_pb2.ModelInferRequest(model_name="simple")
+    t = req.inputs.add(name="x", datatype="FP32", shape=[1, 4])
+    req.raw_input_contents.append(b"\0" * 8)
+    with grpc.insecure_channel(server.grpc_url) as ch:
+        stub = grpcclient.service_pb2_grpc.GRPCInferenceServiceStub(ch)
+        with pytest.raises(grpc.RpcError, match="holds 8 bytes"):
+            stub.ModelInfer(req)
+        del req.raw_input_contents[:]
+        t.contents.fp32_contents.extend([1, 2, 3, 4])  # typed contents
+        out = stub.ModelInfer(req)
+        y = np.frombuffer(out.raw_output_contents[0], np.float32).reshape(1, 3)
+        np.testing.assert_allclose(y, expected_simple(np.array([[1, 2, 3, 4]], np.float32)))
+    assert grpc_client.is_server_live()
 
 
 def test_tritonclient_async_requests_are_batched(server, client):
@@ -349,6 +408,13 @@ def test_new_version_reload_keeps_other_models_serving(server, client):
         stop.set()
         t.join()
     assert not failures and served[0] > 0, failures[:3]
+
+
+def test_unload_and_load_over_grpc(grpc_client):
+    grpc_client.unload_model("reloadable")
+    assert not grpc_client.is_model_ready("reloadable")
+    grpc_client.load_model("reloadable")
+    assert grpc_client.is_model_ready("reloadable")
 
 
 def test_unload_and_load(client):

@@ -1,7 +1,7 @@
-// `kiln serve --model-repository DIR [--http-port P] [--host ADDR] [--threads N]
+// `kiln serve --model-repository DIR [--http-port P] [--grpc-port Q] [--host ADDR] [--threads N]
 //             [--http-threads N] [--max-request-size SIZE] [--repository-poll-secs S]
 //             [--allow-failed-models] [--log-requests]`
-// A KServe v2 (Open Inference Protocol) REST server over a Triton-style model repository
+// A KServe v2 (Open Inference Protocol) REST and gRPC server over a Triton-style model repository
 // (docs/serving.md). SIGINT/SIGTERM stop it gracefully: no new requests, queued ones finish.
 #include <algorithm>
 #include <csignal>
@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "driver/session.h"
+#include "serve/grpc_frontend.h"
 #include "serve/http_frontend.h"
 #include "serve/metrics.h"
 #include "serve/model_repository.h"
@@ -23,6 +24,7 @@ struct ServeArgs {
   std::string repository;
   std::string host = "127.0.0.1";
   int http_port = 8000;
+  int grpc_port = 8001;  // -1: no gRPC
   int threads = 0;
   int http_threads = 64;
   std::string max_request_size = "256M";
@@ -70,11 +72,20 @@ int serve_command(const ServeArgs& a) {
     throw Error(ErrorKind::kInvalidModel, std::to_string(failed) + " model(s) failed to load (see above); "
                                           "--allow-failed-models starts anyway and lists them UNAVAILABLE");
   frontend.start();
-  std::printf("kiln serve: listening on http://%s:%d (KServe v2 REST)\n", a.host.c_str(), port);
+  serve::GrpcOptions grpc;
+  grpc.host = a.host;
+  grpc.port = a.grpc_port;
+  grpc.threads = a.http_threads;
+  grpc.max_message_bytes = static_cast<int>(std::min<size_t>(http.max_body_bytes, size_t{2} << 30 >> 1));
+  serve::GrpcFrontend grpc_frontend(models, metrics, grpc);
+  std::string grpc_line;
+  if (a.grpc_port >= 0) grpc_line = ", grpc " + a.host + ":" + std::to_string(grpc_frontend.start());
+  std::printf("kiln serve: listening on http://%s:%d%s (KServe v2)\n", a.host.c_str(), port, grpc_line.c_str());
   std::fflush(stdout);
   const int sig = wait_for_stop_signal(signals, a.poll_secs, models);
   std::fprintf(stderr, "kiln serve: %s: finishing queued requests, then stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   frontend.stop();   // no new connections; requests in flight get their answers
+  grpc_frontend.stop();
   models.shutdown();
   return 0;
 }
@@ -83,16 +94,18 @@ int serve_command(const ServeArgs& a) {
 
 void add_serve_command(CLI::App& app, Action& action) {
   auto args = std::make_shared<ServeArgs>();
-  CLI::App* cmd = app.add_subcommand("serve", "Serve a model repository over the KServe v2 protocol (REST)");
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model repository over the KServe v2 protocol (REST and gRPC)");
   cmd->add_option("--model-repository", args->repository,
                   "folder laid out as DIR/<model>/<version>/model.onnx (+ optional DIR/<model>/config.json)")
       ->required();
   cmd->add_option("--host", args->host, "address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--http-port", args->http_port, "REST port (default 8000; 0: any free port, printed)")
       ->check(CLI::Range(0, 65535));
+  cmd->add_option("--grpc-port", args->grpc_port, "gRPC port (default 8001; 0: any free port, printed; -1: no gRPC)")
+      ->check(CLI::Range(-1, 65535));
   cmd->add_option("--threads", args->threads, "threads per model instance unless its config.json says (0: all cores)")
       ->check(CLI::Range(0, 1024));
-  cmd->add_option("--http-threads", args->http_threads, "connections served at once (default 64)")
+  cmd->add_option("--http-threads", args->http_threads, "HTTP connections and gRPC calls served at once, each (default 64)")
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--max-request-size", args->max_request_size, "largest request body (default 256M; 413 above)");
   cmd->add_option("--repository-poll-secs", args->poll_secs,
