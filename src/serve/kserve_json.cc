@@ -36,9 +36,11 @@ std::vector<int64_t> parse_shape(const json& j, const std::string& where, const 
 
 // Flattens nested JSON lists (row-major) into `out`, checking that every leaf fits the dtype.
 template <class T>
-void flatten(const json& j, std::vector<T>& out, int64_t limit, const std::string& where) {
+void flatten(const json& j, std::vector<T>& out, int64_t limit, const std::string& where, int depth = 0) {
   if (j.is_array()) {
-    for (const json& x : j) flatten(x, out, limit, where);
+    // Nesting follows the shape's dims at most; deeper lists are malformed (and would cost stack).
+    if (depth > RequestLimits{}.max_rank) bad(where + ".data: lists nested deeper than the rank limit");
+    for (const json& x : j) flatten(x, out, limit, where, depth + 1);
     return;
   }
   if (static_cast<int64_t>(out.size()) >= limit) bad(where + ".data: more values than the shape holds");
