@@ -57,12 +57,13 @@ std::optional<ModelFolder> scan_model_folder(const fs::path& repository, const s
   if (fs::is_regular_file(dir / "config.json", ec)) f.config_file = dir / "config.json";
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string v = e.path().filename().string();
-    if (!e.is_directory() || !all_digits(v) || std::stoll(v) < 1) continue;
-    if (fs::is_regular_file(e.path() / "model.onnx", ec) && std::stoll(v) > f.version) {
+    if (!e.is_directory() || !all_digits(v) || std::stoll(v) < 1 || std::stoll(v) <= f.version) continue;
+    // An ONNX model, else a `kiln compile` library.
+    for (const char* file : {"model.onnx", "model.so"}) {
+      if (!fs::is_regular_file(e.path() / file, ec)) continue;
       f.version = std::stoll(v);
-      f.model_file = e.path() / "model.onnx";
-    } else if (fs::exists(e.path() / "model.so", ec) && !fs::exists(e.path() / "model.onnx", ec) && f.version == 0) {
-      f.model_file = e.path() / "model.so";  // reported by load_folder
+      f.model_file = e.path() / file;
+      break;
     }
   }
   f.fingerprint = std::to_string(f.version) + "|" + (f.model_file.empty() ? "" : stamp(f.model_file)) + "|" +
@@ -83,12 +84,8 @@ ModelManager::~ModelManager() { shutdown(); }
 
 std::shared_ptr<LoadedModel> ModelManager::load_folder(const ModelFolder& folder) {
   const fs::path dir = repository_ / folder.name;
-  if (folder.version == 0 && folder.model_file.extension() == ".so")
-    throw Error(ErrorKind::kUnsupported, folder.model_file.string() +
-                                             ": unsupported: the server loads model.onnx files; compiled .so "
-                                             "libraries are not served yet");
   if (folder.version == 0)
-    throw Error(ErrorKind::kUsage, dir.string() + ": no version folder with a model.onnx (expected " +
+    throw Error(ErrorKind::kUsage, dir.string() + ": no version folder with a model.onnx or model.so (expected " +
                                        (dir / "1" / "model.onnx").string() + ")");
   ModelConfig config;
   if (!folder.config_file.empty()) config = parse_model_config(read_file(folder.config_file), folder.config_file.string());

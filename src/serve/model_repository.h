@@ -1,7 +1,7 @@
 // The model repository on disk, laid out as Triton's: DIR/<model>/config.json (optional) and
-// DIR/<model>/<version>/model.onnx, versions being positive integers. The manager keeps the
-// latest version of each model loaded, reloads on request or when polling sees a change, and
-// swaps versions without stopping the other models' traffic.
+// DIR/<model>/<version>/model.onnx (or a `kiln compile` model.so), versions being positive
+// integers. The manager keeps the latest version of each model loaded, reloads on request or
+// when polling sees a change, and swaps versions without stopping the other models' traffic.
 #pragma once
 
 #include <filesystem>

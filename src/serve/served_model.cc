@@ -2,6 +2,7 @@
 #include "serve/served_model.h"
 
 #include "core/error.h"
+#include "driver/aot.h"
 #include "driver/session.h"
 #include "serve/serve_error.h"
 
@@ -14,6 +15,8 @@ TensorMetadata metadata_of(const Value& v, const std::string& role) {
                                              ": the server exchanges tensors only");
   if (!v.type.shape)
     throw Error(ErrorKind::kUnsupported, role + " '" + v.name + "' has an unknown rank: the server needs ranks");
+  if (v.type.dtype == DType::kString)
+    throw Error(ErrorKind::kUnsupported, role + " '" + v.name + "' holds strings: the server does not carry BYTES tensors");
   TensorMetadata m{v.name, v.type.dtype, {}};
   for (const Dim& d : v.type.shape->dims) m.shape.push_back(d.known() ? d.value : -1);
   return m;
@@ -32,12 +35,32 @@ void check_batch_dims(const std::vector<TensorMetadata>& tensors, const std::str
 ServedModel::ServedModel(std::string name, std::string version, const std::string& path, ModelConfig config,
                          int threads)
     : name_(std::move(name)), version_(std::move(version)), config_(config) {
+  threads = config.threads > 0 ? config.threads : threads;
+  if (is_shared_library_file(path)) {
+    load_library(path, threads);
+  } else {
+    load_onnx(path, threads);
+  }
+  if (config_.max_batch_size > 0) {
+    check_batch_dims(inputs_, "input");
+    check_batch_dims(outputs_, "output");
+  }
+}
+
+void ServedModel::load_library(const std::string& path, int threads) {
+  for (int i = 0; i < config_.instances; ++i) libraries_.push_back(CompiledLibrary::open(path, threads));
+  for (const CompiledLibrary::Info& in : libraries_.front()->inputs()) inputs_.push_back({in.name, in.dtype, in.dims});
+  for (const CompiledLibrary::Info& out : libraries_.front()->outputs())
+    outputs_.push_back({out.name, out.dtype, out.dims});
+}
+
+void ServedModel::load_onnx(const std::string& path, int threads) {
   SessionOptions opts;
   opts.engine = Engine::kCompiled;
-  opts.threads = config.threads > 0 ? config.threads : threads;
+  opts.threads = threads;
   // Each instance loads its own copy: sessions hold per-run state, and the weights stay local
   // to the instance's threads.
-  for (int i = 0; i < config.instances; ++i) sessions_.push_back(Session::load(path, opts));
+  for (int i = 0; i < config_.instances; ++i) sessions_.push_back(Session::load(path, opts));
   const Session& s = *sessions_.front();
   const auto& graph_inputs = s.model().graph->inputs;
   graph_inputs_ = graph_inputs.size();
@@ -47,10 +70,6 @@ ServedModel::ServedModel(std::string name, std::string version, const std::strin
       if (graph_inputs[i] == v) feed_slots_.push_back(i);
   }
   for (const Value* v : s.model().graph->outputs) outputs_.push_back(metadata_of(*v, "output"));
-  if (config_.max_batch_size > 0) {
-    check_batch_dims(inputs_, "input");
-    check_batch_dims(outputs_, "output");
-  }
 }
 
 ServedModel::~ServedModel() = default;
@@ -85,6 +104,7 @@ int64_t ServedModel::check_inputs(const std::vector<Tensor>& feeds) const {
 }
 
 std::vector<Tensor> ServedModel::run(int instance, const std::vector<Tensor>& feeds) {
+  if (!libraries_.empty()) return libraries_.at(static_cast<size_t>(instance))->run(feeds);  // fresh outputs
   std::vector<RtValue> values(graph_inputs_);
   for (size_t i = 0; i < feeds.size(); ++i) values[feed_slots_[i]] = feeds[i];
   std::vector<RtValue> results = sessions_.at(static_cast<size_t>(instance))->run(values);

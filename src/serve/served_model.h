@@ -1,5 +1,6 @@
 // One version of a model, loaded for serving: its inputs and outputs as the protocol describes
-// them, and one compiled Session per instance (each with its own threads and plans).
+// them, and per instance one compiled Session (an .onnx model) or one opened `kiln compile`
+// library (an .so: fixed shapes), each with its own threads and memory.
 #pragma once
 
 #include <memory>
@@ -12,6 +13,7 @@
 
 namespace kiln {
 class Session;
+class CompiledLibrary;
 }
 
 namespace kiln::serve {
@@ -24,7 +26,7 @@ struct TensorMetadata {
 
 class ServedModel {
  public:
-  // Loads `path` (an .onnx file) once per instance of `config`; `threads` per instance when
+  // Loads `path` (an .onnx file or a compiled .so) once per instance of `config`; `threads` per instance when
   // the config names none. Throws kiln::Error for a model the server cannot serve.
   ServedModel(std::string name, std::string version, const std::string& path, ModelConfig config, int threads);
   ~ServedModel();
@@ -34,7 +36,7 @@ class ServedModel {
   const ModelConfig& config() const { return config_; }
   const std::vector<TensorMetadata>& inputs() const { return inputs_; }
   const std::vector<TensorMetadata>& outputs() const { return outputs_; }
-  int instances() const { return static_cast<int>(sessions_.size()); }
+  int instances() const { return static_cast<int>(sessions_.size() + libraries_.size()); }
 
   // Checks tensors (in inputs() order) against the metadata and the batch limit; returns the
   // batch size (dim 0; 0 when the model does not batch). Throws ServeError(kBadRequest).
@@ -43,12 +45,16 @@ class ServedModel {
   std::vector<Tensor> run(int instance, const std::vector<Tensor>& feeds);
 
  private:
+  void load_onnx(const std::string& path, int threads);
+  void load_library(const std::string& path, int threads);
+
   std::string name_, version_;
   ModelConfig config_;
   std::vector<TensorMetadata> inputs_, outputs_;
   std::vector<size_t> feed_slots_;  // graph input index of each of inputs_
   size_t graph_inputs_ = 0;
   std::vector<std::unique_ptr<Session>> sessions_;
+  std::vector<std::unique_ptr<CompiledLibrary>> libraries_;
 };
 
 }  // namespace kiln::serve

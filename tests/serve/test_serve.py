@@ -74,6 +74,9 @@ def make_repository(repo):
     save(matmul_relu(1.0), os.path.join(repo, "reloadable", "1", "model.onnx"))
     save(slow_model(), os.path.join(repo, "slow", "1", "model.onnx"))
     write_config(repo, "slow", {"max_queue_size": 2})
+    os.makedirs(os.path.join(repo, "compiled", "1"))
+    subprocess.run([KILN, "compile", os.path.join(repo, "simple", "1", "model.onnx"), "--dim", "N=2",
+                    "-o", os.path.join(repo, "compiled", "1", "model.so")], check=True, capture_output=True)
     ocr_demo.fetch_model()
     os.makedirs(os.path.join(repo, "ocr", "1"), exist_ok=True)
     shutil.copy(ocr_demo.MODEL, os.path.join(repo, "ocr", "1", "model.onnx"))
@@ -171,7 +174,7 @@ def test_tritonclient_metadata_and_repository(client):
     config = client.get_model_config("simple")
     assert config["max_batch_size"] == 8 and config["input"][0]["dims"] == [4]
     names = {m["name"]: m["state"] for m in client.get_model_repository_index()}
-    assert names == {"simple": "READY", "reloadable": "READY", "slow": "READY", "ocr": "READY"}
+    assert names == {"simple": "READY", "reloadable": "READY", "slow": "READY", "ocr": "READY", "compiled": "READY"}
 
 
 @pytest.mark.parametrize("binary", [True, False])
@@ -250,6 +253,15 @@ def test_tritonclient_async_requests_are_batched(server, client):
         np.testing.assert_allclose(p.get_result().as_numpy("y"), expected_simple(x), rtol=1e-5, atol=1e-5)
     executions = metric(server, "kiln_inference_exec_count_total", "simple") - before
     assert executions < len(inputs), f"{len(inputs)} requests ran as {executions} executions: no batching"
+
+
+def test_compiled_library_is_served(client):
+    meta = client.get_model_metadata("compiled")
+    assert meta["inputs"][0]["shape"] == [2, 4]  # `kiln compile --dim N=2`: fixed shapes
+    x = np.arange(8, dtype=np.float32).reshape(2, 4) / 4
+    np.testing.assert_allclose(infer_simple(client, x, model="compiled"), expected_simple(x), rtol=1e-5)
+    with pytest.raises(InferenceServerException, match="expected shape"):
+        infer_simple(client, np.ones((1, 4), np.float32), model="compiled")
 
 
 def test_json_input_nested_lists_and_json_output(server):
