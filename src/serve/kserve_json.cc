@@ -74,22 +74,7 @@ void fill_from_json(Tensor& t, const json& data, const std::string& where) {
 }
 
 void fill_json_data(Tensor& t, const json& data, const std::string& where) {
-  switch (t.dtype()) {
-    case DType::kBool: return fill_from_json<bool>(t, data, where);
-    case DType::kUInt8: return fill_from_json<uint8_t>(t, data, where);
-    case DType::kUInt16: return fill_from_json<uint16_t>(t, data, where);
-    case DType::kUInt32: return fill_from_json<uint32_t>(t, data, where);
-    case DType::kUInt64: return fill_from_json<uint64_t>(t, data, where);
-    case DType::kInt8: return fill_from_json<int8_t>(t, data, where);
-    case DType::kInt16: return fill_from_json<int16_t>(t, data, where);
-    case DType::kInt32: return fill_from_json<int32_t>(t, data, where);
-    case DType::kInt64: return fill_from_json<int64_t>(t, data, where);
-    case DType::kFloat16: return fill_from_json<Float16>(t, data, where);
-    case DType::kBFloat16: return fill_from_json<BFloat16>(t, data, where);
-    case DType::kFloat32: return fill_from_json<float>(t, data, where);
-    case DType::kFloat64: return fill_from_json<double>(t, data, where);
-    default: bad(where + ": datatype not supported");
-  }
+  visit_dtype(t.dtype(), [&](auto tag) { fill_from_json<typename decltype(tag)::type>(t, data, where); });
 }
 
 template <class T>
@@ -104,22 +89,7 @@ json values_of(const Tensor& t) {
 }
 
 json json_data(const Tensor& t) {
-  switch (t.dtype()) {
-    case DType::kBool: return values_of<bool>(t);
-    case DType::kUInt8: return values_of<uint8_t>(t);
-    case DType::kUInt16: return values_of<uint16_t>(t);
-    case DType::kUInt32: return values_of<uint32_t>(t);
-    case DType::kUInt64: return values_of<uint64_t>(t);
-    case DType::kInt8: return values_of<int8_t>(t);
-    case DType::kInt16: return values_of<int16_t>(t);
-    case DType::kInt32: return values_of<int32_t>(t);
-    case DType::kInt64: return values_of<int64_t>(t);
-    case DType::kFloat16: return values_of<Float16>(t);
-    case DType::kBFloat16: return values_of<BFloat16>(t);
-    case DType::kFloat32: return values_of<float>(t);
-    case DType::kFloat64: return values_of<double>(t);
-    default: throw ServeError(ServeStatus::kInternal, "output datatype not encodable");
-  }
+  return visit_dtype(t.dtype(), [&](auto tag) { return values_of<typename decltype(tag)::type>(t); });
 }
 
 bool binary_parameter(const json& j, const char* key) {
