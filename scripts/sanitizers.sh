@@ -3,6 +3,7 @@
 #   ASan + UBSan + LeakSanitizer (preset asan, build/asan; the x86 microkernels uninstrumented):
 #     every unit test (kiln_unit_tests), the libonnx node conformance suite on the
 #     compiled engine, 1000 cancel/run cycles through the C API (JIT), and the runtime stress;
+#     and `kiln serve` answering 60 s of malformed HTTP/gRPC requests (tests/serve/fuzz_requests.py);
 #   ThreadSanitizer (preset tsan): 8 threads x 4 sessions loading, running, cancelling and
 #     freeing compiled models (tests/stress/run_stress.sh).
 # Longer runs: tests/stress/run_stress.sh asan-full|tsan-full SECONDS.
@@ -20,6 +21,8 @@ build/asan/tools/kiln/kiln test-onnx --engine compiled --expected tests/conforma
   /usr/share/libonnx-testdata/data/node | tail -n 1
 log "1000 cancel/run cycles through the C API under ASan+LSan"
 build/asan/tests/stress_sessions cancel --cycles 1000
+log "kiln serve under ASan+UBSan+LSan: 60 s of malformed HTTP and gRPC requests"
+"${KILN_PYTHON:-.venv/bin/python}" tests/serve/fuzz_requests.py build/asan/tools/kiln/kiln --seconds 60
 log "the runtime under ASan, then ThreadSanitizer"
 tests/stress/run_stress.sh asan 20 200
 tests/stress/run_stress.sh tsan 20 200
