@@ -58,7 +58,14 @@ InferResult run_inference(LoadedModel& model, InferRequest& request) {
   InferResult result;
   try {
     std::vector<Tensor> feeds = feeds_in_model_order(*model.model, request);
-    result = model.scheduler->submit(std::move(feeds), request.timeout_us).get();
+    std::future<InferResult> answer = model.scheduler->submit(std::move(feeds), request.timeout_us);
+    // The client hears back by its deadline at the latest; the scheduler drops the request if it
+    // has not started by then, or discards its result.
+    const int64_t timeout_us = request.timeout_us > 0 ? request.timeout_us : model.model->config().default_timeout_us;
+    if (timeout_us > 0 && answer.wait_for(std::chrono::microseconds(timeout_us)) == std::future_status::timeout)
+      throw ServeError(ServeStatus::kTimeout, "no answer within the request's timeout of " + std::to_string(timeout_us) +
+                                                  " us (model '" + model.model->name() + "' is busy)");
+    result = answer.get();
   } catch (const std::exception& e) {
     m.record_failure(status_of(e));
     m.request_us.fetch_add(micros_since(t0), std::memory_order_relaxed);

@@ -389,6 +389,32 @@ def test_request_timeout(server):
     assert status == 504 and "timeout" in json.loads(data)["error"]
 
 
+def test_timeout_answers_by_the_deadline_while_the_model_is_busy(server):
+    big = np.zeros((2048, 384), np.float32)
+    body, headers = binary_request({"inputs": [{"name": "x", "datatype": "FP32", "shape": list(big.shape),
+                                                "parameters": {"binary_data_size": big.nbytes}}]}, big.tobytes())
+    busy = {}
+
+    def long_request():
+        t0 = time.monotonic()
+        busy["status"] = server.request("POST", "/v2/models/slow/infer", body, headers)[0]
+        busy["secs"] = time.monotonic() - t0
+
+    t = threading.Thread(target=long_request)
+    t.start()
+    time.sleep(0.02)
+    quick = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 384], "data": [0] * 384}],
+             "parameters": {"timeout": 20000}}
+    t0 = time.monotonic()
+    status, data, _ = server.request("POST", "/v2/models/slow/infer", json.dumps(quick))
+    waited = time.monotonic() - t0
+    t.join()
+    assert busy["status"] == 200
+    if busy["secs"] > 0.2:  # the model was busy long enough for the deadline to matter
+        assert status == 504 and "timeout" in json.loads(data)["error"], data
+        assert waited < busy["secs"] - 0.05, (waited, busy["secs"])
+
+
 # ---- repository: versions, reload under load, unload -------------------------------------------
 
 def test_new_version_reload_keeps_other_models_serving(server, client):
