@@ -64,6 +64,10 @@ std::string Metrics::prometheus_text() const {
          [](std::ostringstream& o, const std::string& l, const ModelMetrics& m) {
            o << "kiln_inference_queue_size{" << l << "} " << m.queued.load() << "\n";
          });
+  family(os, "kiln_inference_executing", "gauge", "Requests in a model execution now", models_,
+         [](std::ostringstream& o, const std::string& l, const ModelMetrics& m) {
+           o << "kiln_inference_executing{" << l << "} " << m.executing.load() << "\n";
+         });
   family(os, "kiln_inference_batch_size", "histogram", "Rows per model execution", models_,
          [](std::ostringstream& o, const std::string& l, const ModelMetrics& m) {
            int64_t cumulative = 0;

@@ -22,6 +22,7 @@ struct ModelMetrics {
   std::atomic<int64_t> executions{0};              // model runs (batches)
   std::atomic<int64_t> queue_us{0}, compute_us{0}, request_us{0};
   std::atomic<int64_t> queued{0};                   // gauge: waiting now
+  std::atomic<int64_t> executing{0};                // gauge: in an execution now
   std::array<std::atomic<int64_t>, kBatchBuckets.size() + 1> batch_hist{};  // last: +Inf
   std::atomic<int64_t> batch_sum{0};
 

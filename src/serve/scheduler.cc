@@ -165,6 +165,13 @@ std::vector<ModelScheduler::JobPtr> ModelScheduler::next_batch(std::unique_lock<
 
 void ModelScheduler::execute(int instance, std::vector<JobPtr>& batch) {
   const Clock::time_point start = Clock::now();
+  const auto jobs = static_cast<int64_t>(batch.size());
+  metrics_->executing.fetch_add(jobs, std::memory_order_relaxed);
+  struct Done {
+    ModelMetrics& m;
+    int64_t n;
+    ~Done() { m.executing.fetch_sub(n, std::memory_order_relaxed); }
+  } done{*metrics_, jobs};
   int64_t rows = 0;
   for (const JobPtr& j : batch) rows += j->rows;
   try {
