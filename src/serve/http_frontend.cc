@@ -3,6 +3,7 @@
 #include "serve/http_frontend.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
@@ -86,6 +87,19 @@ HttpFrontend::HttpFrontend(ModelManager& models, Metrics& metrics, HttpOptions o
   const int threads = options_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   server_->set_payload_max_length(options_.max_body_bytes);
+  // Responses go out as two writes (headers, body): without TCP_NODELAY, Nagle's algorithm holds
+  // the body until the client's delayed ACK, adding ~40 ms to every answer.
+  server_->set_tcp_nodelay(true);
+  // A keep-alive connection holds one of the threads while it lasts; reuse it for many requests
+  // (httplib's default is 5) and let idle ones go after its 5-second keep-alive timeout.
+  server_->set_keep_alive_max_count(1000);
+  // httplib listens with a backlog of 5: a burst of new connections would then wait for SYN
+  // retransmits (a second or more) instead of a fast answer. Keep the listening socket to
+  // raise its backlog after bind (listen() again on Linux updates it).
+  server_->set_socket_options([this](int sock) {
+    httplib::default_socket_options(sock);
+    listen_socket_ = sock;
+  });
   server_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     try {
       std::rethrow_exception(ep);
@@ -117,6 +131,7 @@ int HttpFrontend::bind() {
   if (port == 0)
     throw Error(ErrorKind::kUsage, "cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
                                        " (in use, or not an address of this machine)");
+  if (listen_socket_ >= 0) ::listen(listen_socket_, SOMAXCONN);
   return port;
 }
 

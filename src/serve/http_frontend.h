@@ -46,6 +46,7 @@ class HttpFrontend {
   HttpOptions options_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  int listen_socket_ = -1;
 };
 
 }  // namespace kiln::serve
