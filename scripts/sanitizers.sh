@@ -5,7 +5,7 @@
 #     compiled engine, 1000 cancel/run cycles through the C API (JIT), and the runtime stress;
 #     and `kiln serve` answering 60 s of malformed HTTP/gRPC requests (tests/serve/fuzz_requests.py);
 #   ThreadSanitizer (preset tsan): 8 threads x 4 sessions loading, running, cancelling and
-#     freeing compiled models (tests/stress/run_stress.sh).
+#     freeing compiled models (tests/stress/run_stress.sh), and kiln serve's tests (tests/serve).
 # Longer runs: tests/stress/run_stress.sh asan-full|tsan-full SECONDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,8 +21,15 @@ build/asan/tools/kiln/kiln test-onnx --engine compiled --expected tests/conforma
   /usr/share/libonnx-testdata/data/node | tail -n 1
 log "1000 cancel/run cycles through the C API under ASan+LSan"
 build/asan/tests/stress_sessions cancel --cycles 1000
-log "kiln serve under ASan+UBSan+LSan: 60 s of malformed HTTP and gRPC requests"
-"${KILN_PYTHON:-.venv/bin/python}" tests/serve/fuzz_requests.py build/asan/tools/kiln/kiln --seconds 60
+PY="${KILN_PYTHON:-.venv/bin/python}"
+log "kiln serve under ASan+UBSan+LSan: its tests, then 60 s of malformed HTTP and gRPC requests"
+KILN=build/asan/tools/kiln/kiln "$PY" -m pytest -q -p no:cacheprovider tests/serve
+"$PY" tests/serve/fuzz_requests.py build/asan/tools/kiln/kiln --seconds 60
 log "the runtime under ASan, then ThreadSanitizer"
 tests/stress/run_stress.sh asan 20 200
 tests/stress/run_stress.sh tsan 20 200
+log "kiln serve's tests under ThreadSanitizer (suppressions: uninstrumented gRPC/Abseil/httplib only)"
+[ -f build/tsan/build.ninja ] || cmake --preset tsan >/dev/null
+cmake --build --preset tsan --target kiln
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/serve/tsan.supp" \
+  KILN=build/tsan/tools/kiln/kiln "$PY" -m pytest -q -p no:cacheprovider tests/serve
