@@ -2,6 +2,7 @@
 #include "serve/model_config.h"
 
 #include "core/error.h"
+#include "serve/kserve_json.h"
 
 namespace kiln::serve {
 namespace {
@@ -66,6 +67,63 @@ DynamicBatching parse_dynamic_batching(const json& d, const ModelConfig& c, cons
   return b;
 }
 
+std::vector<int64_t> dims_field(const json& d, const std::string& file, const std::string& path) {
+  if (!d.is_array()) bad(file, path + ": expected a list of sizes");
+  std::vector<int64_t> dims;
+  for (const json& x : d) {
+    if (!x.is_number_integer() || x.get<int64_t>() < -1 || x.get<int64_t>() > (int64_t{1} << 31))
+      bad(file, path + ": " + x.dump() + " is not a size (or -1: any)");
+    dims.push_back(x.get<int64_t>());
+  }
+  if (dims.size() > 8) bad(file, path + ": more than 8 dims");
+  return dims;
+}
+
+std::vector<TensorConfig> parse_tensors(const json& list, const std::string& file, const std::string& key) {
+  if (!list.is_array()) bad(file, key + ": expected a list of {\"name\", \"data_type\", \"dims\"}");
+  std::vector<TensorConfig> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = key + "[" + std::to_string(i) + "]";
+    const json& t = list[i];
+    if (!t.is_object() || !t.contains("name") || !t.at("name").is_string()) bad(file, path + ": needs a \"name\"");
+    check_keys(t, {"name", "data_type", "dims"}, file, path + ".");
+    TensorConfig c{t.at("name").get<std::string>(), std::nullopt, std::nullopt};
+    if (t.contains("data_type")) {
+      const std::string type = t.at("data_type").is_string() ? t.at("data_type").get<std::string>() : "";
+      std::optional<DType> dt = type.rfind("TYPE_", 0) == 0 ? dtype_of_kserve(type.substr(5)) : std::nullopt;
+      if (!dt) bad(file, path + ".data_type: " + t.at("data_type").dump() + " is not a type such as \"TYPE_FP32\"");
+      c.dtype = dt;
+    }
+    if (t.contains("dims")) c.dims = dims_field(t.at("dims"), file, path + ".dims");
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<WarmupCase> parse_warmup(const json& list, const std::string& file) {
+  if (!list.is_array()) bad(file, "model_warmup: expected a list of {\"batch_size\", \"inputs\"}");
+  std::vector<WarmupCase> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = "model_warmup[" + std::to_string(i) + "]";
+    const json& w = list[i];
+    if (!w.is_object()) bad(file, path + ": expected an object");
+    check_keys(w, {"name", "batch_size", "inputs"}, file, path + ".");
+    WarmupCase c;
+    c.batch_size = integer_field(w, "batch_size", 1, 1 << 20, 1, file, path + ".");
+    if (w.contains("inputs")) {
+      if (!w.at("inputs").is_object()) bad(file, path + ".inputs: expected {\"<input>\": {\"dims\": [...]}}");
+      for (const auto& [name, spec] : w.at("inputs").items()) {
+        const std::string ipath = path + ".inputs." + name;
+        if (!spec.is_object() || !spec.contains("dims")) bad(file, ipath + ": needs \"dims\"");
+        check_keys(spec, {"dims", "data_type", "zero_data"}, file, ipath + ".");
+        c.dims[name] = dims_field(spec.at("dims"), file, ipath + ".dims");
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace
 
 ModelConfig parse_model_config(const std::string& text, const std::string& file) {
@@ -77,7 +135,7 @@ ModelConfig parse_model_config(const std::string& text, const std::string& file)
   }
   if (!j.is_object()) bad(file, "expected a JSON object");
   check_keys(j, {"name", "platform", "backend", "max_batch_size", "dynamic_batching", "instance_group", "parameters",
-                 "max_queue_size", "default_timeout_microseconds"},
+                 "max_queue_size", "default_timeout_microseconds", "input", "output", "model_warmup"},
              file, "");
   ModelConfig c;
   c.max_batch_size = integer_field(j, "max_batch_size", 0, 1 << 20, 0, file, "");
@@ -102,6 +160,12 @@ ModelConfig parse_model_config(const std::string& text, const std::string& file)
   }
   c.max_queue_size = integer_field(j, "max_queue_size", 1, 1 << 20, c.max_queue_size, file, "");
   c.default_timeout_us = integer_field(j, "default_timeout_microseconds", 0, int64_t{1} << 40, 0, file, "");
+  if (j.contains("input")) c.inputs = parse_tensors(j.at("input"), file, "input");
+  if (j.contains("output")) c.outputs = parse_tensors(j.at("output"), file, "output");
+  if (j.contains("model_warmup")) c.warmup = parse_warmup(j.at("model_warmup"), file);
+  for (const WarmupCase& w : c.warmup)
+    if (c.max_batch_size > 0 && w.batch_size > c.max_batch_size)
+      bad(file, "model_warmup: batch_size " + std::to_string(w.batch_size) + " is over max_batch_size");
   return c;
 }
 

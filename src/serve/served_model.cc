@@ -1,6 +1,8 @@
 // Loading a model version for serving and running one batch on one of its instances.
 #include "serve/served_model.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "driver/aot.h"
 #include "driver/session.h"
@@ -44,6 +46,67 @@ ServedModel::ServedModel(std::string name, std::string version, const std::strin
   if (config_.max_batch_size > 0) {
     check_batch_dims(inputs_, "input");
     check_batch_dims(outputs_, "output");
+  }
+  apply_tensor_configs(config_.inputs, inputs_, "input");
+  apply_tensor_configs(config_.outputs, outputs_, "output");
+  warm_up();
+}
+
+// config.json's "input"/"output" entries: names and types must match the model; dims may fix
+// what the model leaves symbolic (requests are then checked against them).
+void ServedModel::apply_tensor_configs(const std::vector<TensorConfig>& list, std::vector<TensorMetadata>& tensors,
+                                       const std::string& role) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const TensorConfig& c = list[i];
+    const std::string where = "config.json " + role + "[" + std::to_string(i) + "] '" + c.name + "'";
+    auto it = std::find_if(tensors.begin(), tensors.end(), [&](const TensorMetadata& t) { return t.name == c.name; });
+    if (it == tensors.end()) {
+      std::string names;
+      for (const TensorMetadata& t : tensors) names += (names.empty() ? "" : ", ") + t.name;
+      throw Error(ErrorKind::kUsage, where + ": the model has no " + role + " of that name (" + role + "s: " + names + ")");
+    }
+    if (c.dtype && *c.dtype != it->dtype)
+      throw Error(ErrorKind::kUsage, where + ": data_type is " + std::string(dtype_name(*c.dtype)) + ", the model's is " +
+                                         std::string(dtype_name(it->dtype)));
+    if (!c.dims) continue;
+    std::vector<int64_t> want = *c.dims;
+    if (config_.max_batch_size > 0) want.insert(want.begin(), -1);
+    bool fits = want.size() == it->shape.size();
+    for (size_t d = 0; fits && d < want.size(); ++d) fits = it->shape[d] < 0 || want[d] < 0 || it->shape[d] == want[d];
+    if (!fits)
+      throw Error(ErrorKind::kUsage, where + ": dims " + dims_to_string(*c.dims) + (config_.max_batch_size > 0 ? " (after the batch dim)" : "") +
+                                         " do not fit the model's shape " + dims_to_string(it->shape));
+    for (size_t d = 0; d < want.size(); ++d)
+      if (it->shape[d] < 0) it->shape[d] = want[d];
+  }
+}
+
+// config.json's "model_warmup": one zero-filled run per case on every instance.
+void ServedModel::warm_up() {
+  const bool batched = config_.max_batch_size > 0;
+  for (size_t w = 0; w < config_.warmup.size(); ++w) {
+    const WarmupCase& c = config_.warmup[w];
+    const std::string where = "config.json model_warmup[" + std::to_string(w) + "]";
+    for (const auto& [name, dims] : c.dims)
+      if (std::none_of(inputs_.begin(), inputs_.end(), [&](const TensorMetadata& m) { return m.name == name; }))
+        throw Error(ErrorKind::kUsage, where + ": the model has no input named '" + name + "'");
+    std::vector<Tensor> feeds;
+    for (const TensorMetadata& m : inputs_) {
+      auto it = c.dims.find(m.name);
+      std::vector<int64_t> dims = it != c.dims.end() ? it->second : m.shape;
+      if (it == c.dims.end() && batched) dims.erase(dims.begin());
+      if (batched) dims.insert(dims.begin(), c.batch_size);
+      if (std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d < 0; }))
+        throw Error(ErrorKind::kUsage, where + ": input '" + m.name + "' has symbolic dims " + dims_to_string(m.shape) +
+                                           ": give its \"dims\"");
+      feeds.emplace_back(m.dtype, dims);
+    }
+    try {
+      check_inputs(feeds);
+      for (int i = 0; i < instances(); ++i) run(i, feeds);
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::kUsage, where + ": " + e.what());
+    }
   }
 }
 

@@ -47,6 +47,9 @@ class ServedModel {
  private:
   void load_onnx(const std::string& path, int threads);
   void load_library(const std::string& path, int threads);
+  void apply_tensor_configs(const std::vector<TensorConfig>& list, std::vector<TensorMetadata>& tensors,
+                            const std::string& role);
+  void warm_up();
 
   std::string name_, version_;
   ModelConfig config_;

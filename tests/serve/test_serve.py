@@ -81,7 +81,9 @@ def make_repository(repo):
     ocr_demo.fetch_model()
     os.makedirs(os.path.join(repo, "ocr", "1"), exist_ok=True)
     shutil.copy(ocr_demo.MODEL, os.path.join(repo, "ocr", "1", "model.onnx"))
-    write_config(repo, "ocr", {"max_batch_size": 4, "dynamic_batching": {"max_queue_delay_microseconds": 2000}})
+    write_config(repo, "ocr", {"max_batch_size": 4, "dynamic_batching": {"max_queue_delay_microseconds": 2000},
+                               "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [3, 48, -1]}],
+                               "model_warmup": [{"batch_size": 2, "inputs": {"x": {"dims": [3, 48, 320]}}}]})
 
 
 # ---- the server process ------------------------------------------------------------------------
@@ -171,7 +173,7 @@ def test_tritonclient_metadata_and_repository(client):
     assert client.is_model_ready("ocr") and not client.is_model_ready("no_such_model")
     meta = client.get_model_metadata("ocr")
     assert meta["inputs"][0]["name"] == "x" and meta["inputs"][0]["datatype"] == "FP32"
-    assert meta["inputs"][0]["shape"] == [-1, 3, -1, -1] and meta["versions"] == ["1"]
+    assert meta["inputs"][0]["shape"] == [-1, 3, 48, -1] and meta["versions"] == ["1"]  # config.json fixes H
     config = client.get_model_config("simple")
     assert config["max_batch_size"] == 8 and config["input"][0]["dims"] == [4]
     assert config["instance_group"] == [{"count": 2, "kind": "KIND_CPU"}]
@@ -199,7 +201,7 @@ def test_tritonclient_grpc_metadata_config_and_repository(grpc_client):
     assert not c.is_model_ready("no_such_model")
     assert c.get_server_metadata(as_json=True)["name"] == "kiln"
     meta = c.get_model_metadata("ocr", as_json=True)
-    assert meta["inputs"][0]["shape"] == ["-1", "3", "-1", "-1"] and meta["versions"] == ["1"]
+    assert meta["inputs"][0]["shape"] == ["-1", "3", "48", "-1"] and meta["versions"] == ["1"]
     config = c.get_model_config("simple", as_json=True)["config"]
     assert config["max_batch_size"] == 8 and config["input"][0]["data_type"] == "TYPE_FP32"
     assert config["input"][0]["dims"] == ["4"] and "dynamic_batching" in config
@@ -240,6 +242,14 @@ def test_tritonclient_grpc_errors_have_protocol_codes(server, grpc_client):
         y = np.frombuffer(out.raw_output_contents[0], np.float32).reshape(1, 3)
         np.testing.assert_allclose(y, expected_simple(np.array([[1, 2, 3, 4]], np.float32)))
     assert grpc_client.is_server_live()
+
+
+def test_config_dims_are_enforced(client):
+    x = np.zeros((1, 3, 32, 320), np.float32)  # the model takes any height; config.json says 48
+    inp = httpclient.InferInput("x", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)
+    with pytest.raises(InferenceServerException, match=r"expected shape \[-1,3,48,-1\]"):
+        client.infer("ocr", [inp])
 
 
 def test_tritonclient_async_requests_are_batched(server, client):
@@ -482,6 +492,10 @@ def test_bad_config_names_the_field(tmp_path):
     save(matmul_relu(1.0), os.path.join(repo, "good", "1", "model.onnx"))
     save(matmul_relu(1.0), os.path.join(repo, "bad", "1", "model.onnx"))
     write_config(repo, "bad", {"max_batch_size": 4, "dynamic_batching": {"preferred_batch_size": [16]}})
+    save(matmul_relu(1.0), os.path.join(repo, "misnamed", "1", "model.onnx"))
+    write_config(repo, "misnamed", {"input": [{"name": "image", "dims": [4]}]})
+    save(matmul_relu(1.0), os.path.join(repo, "badwarmup", "1", "model.onnx"))
+    write_config(repo, "badwarmup", {"model_warmup": [{"inputs": {"x": {"dims": [1, 5]}}}]})
     s = Server(repo, os.path.join(repo, "strict.log"), wait=False)
     assert s.proc.wait(120) == 3
     s.stop()
@@ -492,6 +506,8 @@ def test_bad_config_names_the_field(tmp_path):
         states = {m["name"]: m for m in json.loads(data)}
         assert states["good"]["state"] == "READY" and states["bad"]["state"] == "UNAVAILABLE"
         assert "preferred_batch_size" in states["bad"]["reason"]
+        assert "no input of that name (inputs: x)" in states["misnamed"]["reason"]
+        assert "model_warmup[0]" in states["badwarmup"]["reason"] and "expected shape" in states["badwarmup"]["reason"]
         assert s.request("GET", "/v2/health/ready")[0] == 503
         assert s.request("POST", "/v2/models/bad/infer", b"{}")[0] == 503
     finally:

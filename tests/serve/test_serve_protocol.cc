@@ -40,6 +40,24 @@ TEST(ServeConfig, DefaultsAndFields) {
   EXPECT_EQ(c.max_queue_size, 5);
 }
 
+TEST(ServeConfig, InputsOutputsAndWarmup) {
+  ModelConfig c = parse_model_config(R"({"max_batch_size": 4, "input": [{"name": "x", "data_type": "TYPE_FP16",
+      "dims": [3, -1]}], "output": [{"name": "y"}], "model_warmup": [{"batch_size": 2, "inputs": {"x": {"dims": [3, 8]}}}]})",
+                                     "c.json");
+  ASSERT_EQ(c.inputs.size(), 1u);
+  EXPECT_EQ(c.inputs[0].dtype, DType::kFloat16);
+  EXPECT_EQ(*c.inputs[0].dims, (std::vector<int64_t>{3, -1}));
+  EXPECT_FALSE(c.outputs[0].dims.has_value());
+  ASSERT_EQ(c.warmup.size(), 1u);
+  EXPECT_EQ(c.warmup[0].batch_size, 2);
+  EXPECT_EQ(c.warmup[0].dims.at("x"), (std::vector<int64_t>{3, 8}));
+  auto err = [](const char* text) { return error_of([&] { parse_model_config(text, "c.json"); }); };
+  EXPECT_NE(err(R"({"input": [{"name": "x", "data_type": "FP32"}]})").find("input[0].data_type"), std::string::npos);
+  EXPECT_NE(err(R"({"input": [{"name": "x", "dims": [-2]}]})").find("input[0].dims"), std::string::npos);
+  EXPECT_NE(err(R"({"max_batch_size": 2, "model_warmup": [{"batch_size": 3}]})").find("over max_batch_size"),
+            std::string::npos);
+}
+
 TEST(ServeConfig, ErrorsNameTheFileAndField) {
   auto err = [](const char* text) { return error_of([&] { parse_model_config(text, "m/config.json"); }); };
   EXPECT_NE(err("{").find("m/config.json: not valid JSON"), std::string::npos);
