@@ -4,6 +4,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
@@ -169,8 +170,8 @@ void fill_config(const ServedModel& m, inference::ModelConfig* c) {
 
 class GrpcFrontend::Service final : public inference::GRPCInferenceService::Service {
  public:
-  Service(ModelManager& models, Metrics& metrics, const RequestLimits& limits)
-      : models_(models), metrics_(metrics), limits_(limits) {}
+  Service(ModelManager& models, Metrics& metrics, const GrpcOptions& options)
+      : models_(models), metrics_(metrics), limits_(options.limits), log_requests_(options.log_requests) {}
 
   grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
                           inference::ServerLiveResponse* r) override {
@@ -199,24 +200,26 @@ class GrpcFrontend::Service final : public inference::GRPCInferenceService::Serv
     r->add_extensions("model_repository");
     return grpc::Status::OK;
   }
-  grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* q,
+  grpc::Status ModelMetadata(grpc::ServerContext* ctx, const inference::ModelMetadataRequest* q,
                              inference::ModelMetadataResponse* r) override {
-    return guarded([&] {
+    return logged("ModelMetadata", ctx, q->name(), guarded([&] {
       const ServedModel& m = *models_.find(q->name(), q->version())->model;
       r->set_name(m.name());
       r->add_versions(m.version());
       r->set_platform("onnx");
       for (const TensorMetadata& t : m.inputs()) fill_metadata(t, r->add_inputs());
       for (const TensorMetadata& t : m.outputs()) fill_metadata(t, r->add_outputs());
-    });
+    }));
   }
-  grpc::Status ModelConfig(grpc::ServerContext*, const inference::ModelConfigRequest* q,
+  grpc::Status ModelConfig(grpc::ServerContext* ctx, const inference::ModelConfigRequest* q,
                            inference::ModelConfigResponse* r) override {
-    return guarded([&] { fill_config(*models_.find(q->name(), q->version())->model, r->mutable_config()); });
+    return logged("ModelConfig", ctx, q->name(), guarded([&] {
+                    fill_config(*models_.find(q->name(), q->version())->model, r->mutable_config());
+                  }));
   }
-  grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* q,
+  grpc::Status ModelInfer(grpc::ServerContext* ctx, const inference::ModelInferRequest* q,
                           inference::ModelInferResponse* r) override {
-    return guarded([&] {
+    return logged("ModelInfer", ctx, q->model_name(), guarded([&] {
       std::shared_ptr<LoadedModel> model = find_model(models_, metrics_, q->model_name(), q->model_version());
       InferRequest req;
       try {
@@ -227,7 +230,7 @@ class GrpcFrontend::Service final : public inference::GRPCInferenceService::Serv
       }
       InferResult result = run_inference(*model, req);
       to_proto(*model->model, req, result.outputs, *r);
-    });
+    }));
   }
   grpc::Status RepositoryIndex(grpc::ServerContext*, const inference::RepositoryIndexRequest* q,
                                inference::RepositoryIndexResponse* r) override {
@@ -241,23 +244,34 @@ class GrpcFrontend::Service final : public inference::GRPCInferenceService::Serv
     }
     return grpc::Status::OK;
   }
-  grpc::Status RepositoryModelLoad(grpc::ServerContext*, const inference::RepositoryModelLoadRequest* q,
+  grpc::Status RepositoryModelLoad(grpc::ServerContext* ctx, const inference::RepositoryModelLoadRequest* q,
                                    inference::RepositoryModelLoadResponse*) override {
-    return guarded([&] { models_.load(q->model_name()); });
+    return logged("RepositoryModelLoad", ctx, q->model_name(), guarded([&] { models_.load(q->model_name()); }));
   }
-  grpc::Status RepositoryModelUnload(grpc::ServerContext*, const inference::RepositoryModelUnloadRequest* q,
+  grpc::Status RepositoryModelUnload(grpc::ServerContext* ctx, const inference::RepositoryModelUnloadRequest* q,
                                      inference::RepositoryModelUnloadResponse*) override {
-    return guarded([&] { models_.unload(q->model_name()); });
+    return logged("RepositoryModelUnload", ctx, q->model_name(), guarded([&] { models_.unload(q->model_name()); }));
   }
 
  private:
+  // The request log line of a call that names a model (--log-requests), as the REST log has.
+  grpc::Status logged(const char* method, grpc::ServerContext* ctx, const std::string& model, grpc::Status status) {
+    if (log_requests_) {
+      nlohmann::json line = {{"grpc", method}, {"model", model}, {"code", static_cast<int>(status.error_code())},
+                             {"peer", ctx->peer()}};
+      std::fprintf(stderr, "%s\n", line.dump().c_str());
+    }
+    return status;
+  }
+
   ModelManager& models_;
   Metrics& metrics_;
   RequestLimits limits_;
+  bool log_requests_;
 };
 
 GrpcFrontend::GrpcFrontend(ModelManager& models, Metrics& metrics, GrpcOptions options)
-    : options_(std::move(options)), service_(std::make_unique<Service>(models, metrics, options_.limits)) {}
+    : options_(std::move(options)), service_(std::make_unique<Service>(models, metrics, options_)) {}
 
 GrpcFrontend::~GrpcFrontend() { stop(); }
 

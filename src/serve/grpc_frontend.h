@@ -20,6 +20,7 @@ struct GrpcOptions {
   int port = 8001;  // 0: any free port (start() returns it)
   int threads = 64;  // RPCs served at once
   int max_message_bytes = 256 << 20;
+  bool log_requests = false;  // one JSON line per call on stderr
   RequestLimits limits;
 };
 

@@ -76,6 +76,7 @@ int serve_command(const ServeArgs& a) {
   grpc.host = a.host;
   grpc.port = a.grpc_port;
   grpc.threads = a.http_threads;
+  grpc.log_requests = a.log_requests;
   grpc.max_message_bytes = static_cast<int>(std::min<size_t>(http.max_body_bytes, size_t{2} << 30 >> 1));
   serve::GrpcFrontend grpc_frontend(models, metrics, grpc);
   std::string grpc_line;
@@ -113,7 +114,7 @@ void add_serve_command(CLI::App& app, Action& action) {
       ->check(CLI::Range(0.0, 86400.0));
   cmd->add_flag("--allow-failed-models", args->allow_failed,
                 "start even when some models fail to load (listed UNAVAILABLE with their error)");
-  cmd->add_flag("--log-requests", args->log_requests, "one JSON line per request on stderr");
+  cmd->add_flag("--log-requests", args->log_requests, "one JSON line per HTTP request and gRPC call on stderr");
   cmd->callback([args, &action] { action = [args] { return serve_command(*args); }; });
 }
 
