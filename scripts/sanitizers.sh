@@ -5,7 +5,8 @@
 #     compiled engine, 1000 cancel/run cycles through the C API (JIT), and the runtime stress;
 #     and `kiln serve` answering 60 s of malformed HTTP/gRPC requests (tests/serve/fuzz_requests.py);
 #   ThreadSanitizer (preset tsan): 8 threads x 4 sessions loading, running, cancelling and
-#     freeing compiled models (tests/stress/run_stress.sh), and kiln serve's tests (tests/serve).
+#     freeing compiled models (tests/stress/run_stress.sh); with KILN_SERVE_TSAN=1 also kiln
+#     serve's tests (tests/serve) against a TSan build of the CLI.
 # Longer runs: tests/stress/run_stress.sh asan-full|tsan-full SECONDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,8 +29,12 @@ KILN=build/asan/tools/kiln/kiln "$PY" -m pytest -q -p no:cacheprovider tests/ser
 log "the runtime under ASan, then ThreadSanitizer"
 tests/stress/run_stress.sh asan 20 200
 tests/stress/run_stress.sh tsan 20 200
-log "kiln serve's tests under ThreadSanitizer (suppressions: uninstrumented gRPC/Abseil/httplib only)"
-[ -f build/tsan/build.ninja ] || cmake --preset tsan >/dev/null
-cmake --build --preset tsan --target kiln
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/serve/tsan.supp" \
-  KILN=build/tsan/tools/kiln/kiln "$PY" -m pytest -q -p no:cacheprovider tests/serve
+# kiln serve under TSan needs the whole CLI built with TSan (about 6 more minutes on 2 cores from
+# scratch): opt-in, so that CI stays near 30 minutes; run it with KILN_SERVE_TSAN=1.
+if [ "${KILN_SERVE_TSAN:-0}" = 1 ]; then
+  log "kiln serve's tests under ThreadSanitizer (suppressions: uninstrumented gRPC/Abseil/httplib only)"
+  [ -f build/tsan/build.ninja ] || cmake --preset tsan >/dev/null
+  cmake --build --preset tsan --target kiln
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/serve/tsan.supp" \
+    KILN=build/tsan/tools/kiln/kiln "$PY" -m pytest -q -p no:cacheprovider tests/serve
+fi
