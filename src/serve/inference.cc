@@ -34,10 +34,6 @@ std::vector<Tensor> feeds_in_model_order(const ServedModel& m, InferRequest& req
   return feeds;
 }
 
-int64_t micros_since(Clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
-}
-
 }  // namespace
 
 std::shared_ptr<LoadedModel> find_model(ModelManager& models, Metrics& metrics, const std::string& name,
@@ -68,13 +64,13 @@ InferResult run_inference(LoadedModel& model, InferRequest& request) {
     result = answer.get();
   } catch (const std::exception& e) {
     m.record_failure(status_of(e));
-    m.request_us.fetch_add(micros_since(t0), std::memory_order_relaxed);
+    m.request_us.fetch_add(micros_between(t0, Clock::now()), std::memory_order_relaxed);
     throw;
   }
   m.success.fetch_add(1, std::memory_order_relaxed);
   m.queue_us.fetch_add(result.queue_us, std::memory_order_relaxed);
   m.compute_us.fetch_add(result.compute_us, std::memory_order_relaxed);
-  m.request_us.fetch_add(micros_since(t0), std::memory_order_relaxed);
+  m.request_us.fetch_add(micros_between(t0, Clock::now()), std::memory_order_relaxed);
   return result;
 }
 

@@ -3,10 +3,9 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
+#include "frontend/onnx/proto_util.h"
 #include "serve/serve_error.h"
 
 namespace kiln::serve {
@@ -32,14 +31,6 @@ std::string stamp(const fs::path& p) {
   auto size = fs::file_size(p, ec);
   auto time = fs::last_write_time(p, ec);
   return p.filename().string() + ":" + std::to_string(size) + ":" + std::to_string(time.time_since_epoch().count());
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kUsage, p.string() + ": cannot read");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 void log_line(const std::string& s) { std::fprintf(stderr, "kiln serve: %s\n", s.c_str()); }
@@ -88,7 +79,10 @@ std::shared_ptr<LoadedModel> ModelManager::load_folder(const ModelFolder& folder
     throw Error(ErrorKind::kUsage, dir.string() + ": no version folder with a model.onnx or model.so (expected " +
                                        (dir / "1" / "model.onnx").string() + ")");
   ModelConfig config;
-  if (!folder.config_file.empty()) config = parse_model_config(read_file(folder.config_file), folder.config_file.string());
+  if (!folder.config_file.empty()) {
+    const std::string file = folder.config_file.string();
+    config = parse_model_config(read_file(file, ErrorKind::kUsage), file);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto loaded = std::make_shared<LoadedModel>();
   const std::string version = std::to_string(folder.version);

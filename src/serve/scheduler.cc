@@ -10,10 +10,6 @@
 namespace kiln::serve {
 namespace {
 
-int64_t micros_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count();
-}
-
 // Two requests can share an execution when every input has the same dtype and the same dims
 // after dim 0 (no padding: a padded row would change what the model computes for the others).
 bool same_signature(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {

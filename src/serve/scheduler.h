@@ -19,6 +19,10 @@ namespace kiln::serve {
 
 using Clock = std::chrono::steady_clock;
 
+inline int64_t micros_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count();
+}
+
 struct InferResult {
   std::vector<Tensor> outputs;  // in the model's output order
   int64_t queue_us = 0, compute_us = 0;
