@@ -4,6 +4,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -170,7 +171,7 @@ void fill_config(const ServedModel& m, inference::ModelConfig* c) {
 
 class GrpcFrontend::Service final : public inference::GRPCInferenceService::Service {
  public:
-  Service(ModelManager& models, Metrics& metrics, const GrpcOptions& options)
+  Service(ModelManager& models, Metrics& metrics, const FrontendOptions& options)
       : models_(models), metrics_(metrics), limits_(options.limits), log_requests_(options.log_requests) {}
 
   grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
@@ -270,7 +271,7 @@ class GrpcFrontend::Service final : public inference::GRPCInferenceService::Serv
   bool log_requests_;
 };
 
-GrpcFrontend::GrpcFrontend(ModelManager& models, Metrics& metrics, GrpcOptions options)
+GrpcFrontend::GrpcFrontend(ModelManager& models, Metrics& metrics, FrontendOptions options)
     : options_(std::move(options)), service_(std::make_unique<Service>(models, metrics, options_)) {}
 
 GrpcFrontend::~GrpcFrontend() { stop(); }
@@ -280,8 +281,9 @@ int GrpcFrontend::start() {
   int port = 0;
   builder.AddListeningPort(options_.host + ":" + std::to_string(options_.port), grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(service_.get());
-  builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
-  builder.SetMaxSendMessageSize(options_.max_message_bytes);
+  const int max_message = static_cast<int>(std::min<size_t>(options_.max_request_bytes, size_t{1} << 30));
+  builder.SetMaxReceiveMessageSize(max_message);
+  builder.SetMaxSendMessageSize(max_message);
   grpc::ResourceQuota quota("kiln-serve");
   quota.SetMaxThreads(options_.threads);
   builder.SetResourceQuota(quota);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "serve/inference.h"
 #include "serve/kserve_json.h"
 #include "serve/metrics.h"
 #include "serve/model_repository.h"
@@ -15,18 +16,9 @@ class Server;
 
 namespace kiln::serve {
 
-struct GrpcOptions {
-  std::string host = "127.0.0.1";
-  int port = 8001;  // 0: any free port (start() returns it)
-  int threads = 64;  // RPCs served at once
-  int max_message_bytes = 256 << 20;
-  bool log_requests = false;  // one JSON line per call on stderr
-  RequestLimits limits;
-};
-
 class GrpcFrontend {
  public:
-  GrpcFrontend(ModelManager& models, Metrics& metrics, GrpcOptions options);
+  GrpcFrontend(ModelManager& models, Metrics& metrics, FrontendOptions options);
   ~GrpcFrontend();
   // Binds and starts serving; returns the port. Throws Error(kUsage) when it cannot bind.
   int start();
@@ -35,7 +27,7 @@ class GrpcFrontend {
 
  private:
   class Service;
-  GrpcOptions options_;
+  FrontendOptions options_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
 };

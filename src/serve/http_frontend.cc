@@ -82,11 +82,11 @@ std::optional<size_t> header_length(const httplib::Request& req) {
 
 }  // namespace
 
-HttpFrontend::HttpFrontend(ModelManager& models, Metrics& metrics, HttpOptions options)
+HttpFrontend::HttpFrontend(ModelManager& models, Metrics& metrics, FrontendOptions options)
     : models_(models), metrics_(metrics), options_(std::move(options)), server_(std::make_unique<httplib::Server>()) {
   const int threads = options_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  server_->set_payload_max_length(options_.max_body_bytes);
+  server_->set_payload_max_length(options_.max_request_bytes);
   // Responses go out as two writes (headers, body): without TCP_NODELAY, Nagle's algorithm holds
   // the body until the client's delayed ACK, adding ~40 ms to every answer.
   server_->set_tcp_nodelay(true);

@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "serve/inference.h"
 #include "serve/kserve_json.h"
 #include "serve/metrics.h"
 #include "serve/model_repository.h"
@@ -19,18 +20,9 @@ struct Response;
 
 namespace kiln::serve {
 
-struct HttpOptions {
-  std::string host = "127.0.0.1";
-  int port = 8000;                      // 0: any free port (bind() returns it)
-  int threads = 64;                     // connections served at once
-  size_t max_body_bytes = size_t{256} << 20;
-  bool log_requests = false;            // one JSON line per request on stderr
-  RequestLimits limits;
-};
-
 class HttpFrontend {
  public:
-  HttpFrontend(ModelManager& models, Metrics& metrics, HttpOptions options);
+  HttpFrontend(ModelManager& models, Metrics& metrics, FrontendOptions options);
   ~HttpFrontend();
   // Binds the port (throws Error(kUsage) when it cannot); returns the port bound.
   int bind();
@@ -43,7 +35,7 @@ class HttpFrontend {
   void infer(const httplib::Request& req, httplib::Response& res);
   ModelManager& models_;
   Metrics& metrics_;
-  HttpOptions options_;
+  FrontendOptions options_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int listen_socket_ = -1;

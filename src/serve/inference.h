@@ -12,6 +12,16 @@
 
 namespace kiln::serve {
 
+// What both protocol frontends are told: where to listen, how much to take at once, limits.
+struct FrontendOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;                               // 0: any free port (the frontend returns the bound one)
+  int threads = 64;                           // HTTP connections / gRPC calls served at once
+  size_t max_request_bytes = size_t{256} << 20;
+  bool log_requests = false;                  // one JSON line per request on stderr
+  RequestLimits limits;
+};
+
 // The loaded model a request names; counts an unknown model in the metrics.
 std::shared_ptr<LoadedModel> find_model(ModelManager& models, Metrics& metrics, const std::string& name,
                                         const std::string& version);

@@ -59,11 +59,11 @@ int serve_command(const ServeArgs& a) {
   serve::Metrics metrics;
   const int threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   serve::ModelManager models(a.repository, threads, metrics);
-  serve::HttpOptions http;
+  serve::FrontendOptions http;
   http.host = a.host;
   http.port = a.http_port;
   http.threads = a.http_threads;
-  http.max_body_bytes = static_cast<size_t>(parse_byte_size(a.max_request_size, "--max-request-size"));
+  http.max_request_bytes = static_cast<size_t>(parse_byte_size(a.max_request_size, "--max-request-size"));
   http.log_requests = a.log_requests;
   serve::HttpFrontend frontend(models, metrics, http);
   const int port = frontend.bind();  // fail early, before minutes of compiling
@@ -72,12 +72,8 @@ int serve_command(const ServeArgs& a) {
     throw Error(ErrorKind::kInvalidModel, std::to_string(failed) + " model(s) failed to load (see above); "
                                           "--allow-failed-models starts anyway and lists them UNAVAILABLE");
   frontend.start();
-  serve::GrpcOptions grpc;
-  grpc.host = a.host;
+  serve::FrontendOptions grpc = http;
   grpc.port = a.grpc_port;
-  grpc.threads = a.http_threads;
-  grpc.log_requests = a.log_requests;
-  grpc.max_message_bytes = static_cast<int>(std::min<size_t>(http.max_body_bytes, size_t{2} << 30 >> 1));
   serve::GrpcFrontend grpc_frontend(models, metrics, grpc);
   std::string grpc_line;
   if (a.grpc_port >= 0) grpc_line = ", grpc " + a.host + ":" + std::to_string(grpc_frontend.start());
