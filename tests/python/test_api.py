@@ -3,6 +3,7 @@ threads, profile, inspect, optimize."""
 
 import os
 import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -30,6 +31,28 @@ def test_not_imported_from_source_tree():
     # scripts/test_python_package.sh runs against the installed wheel, not python/kiln.
     if os.environ.get("KILN_TEST_INSTALLED") == "1":
         assert "site-packages" in kiln.__file__, kiln.__file__
+
+
+def installed_cli_commands():
+    """The two ways an installed package runs the CLI: the `kiln` console script and `python -m kiln`."""
+    script = os.path.join(os.path.dirname(sys.executable), "kiln")
+    return [[script], [sys.executable, "-m", "kiln"]]
+
+
+@pytest.mark.parametrize("how", ["script", "module"])
+def test_cli_entry_point(mlp_path, tmp_path, how):
+    # The package carries the CLI (kiln/bin/kiln); only an installed package has the script.
+    if os.environ.get("KILN_TEST_INSTALLED") != "1":
+        pytest.skip("runs against the installed package (scripts/test_python_package.sh)")
+    cmd = installed_cli_commands()[0 if how == "script" else 1]
+    r = subprocess.run(cmd + ["--version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "kiln " + kiln.__version__, r
+    r = subprocess.run(cmd + ["run", mlp_path, "--dim", "N=2", "-o", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "y.npy").exists()
+    r = subprocess.run(cmd + ["run", str(tmp_path / "missing.onnx")], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "missing.onnx" in r.stderr
 
 
 @pytest.mark.parametrize("engine", ENGINES)
