@@ -87,9 +87,11 @@ void ServedModel::warm_up() {
   for (size_t w = 0; w < config_.warmup.size(); ++w) {
     const WarmupCase& c = config_.warmup[w];
     const std::string where = "config.json model_warmup[" + std::to_string(w) + "]";
-    for (const auto& [name, dims] : c.dims)
+    for (const auto& entry : c.dims) {
+      const std::string& name = entry.first;
       if (std::none_of(inputs_.begin(), inputs_.end(), [&](const TensorMetadata& m) { return m.name == name; }))
         throw Error(ErrorKind::kUsage, where + ": the model has no input named '" + name + "'");
+    }
     std::vector<Tensor> feeds;
     for (const TensorMetadata& m : inputs_) {
       auto it = c.dims.find(m.name);

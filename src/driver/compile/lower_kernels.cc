@@ -52,7 +52,8 @@ std::vector<int64_t> PlanBuilder::kernel_scalars(tir::PrimFunc& f) {
   for (const auto& [size, var] : seg.dim_vars) {
     if (params.count(var.get())) continue;
     bool used = false;
-    tir::visit_exprs(f.body, [&](const tir::Expr& e) { used |= e.get() == var.get(); });
+    const tir::ExprNode* var_node = var.get();  // clang 14 cannot capture a structured binding
+    tir::visit_exprs(f.body, [&](const tir::Expr& e) { used |= e.get() == var_node; });
     if (used) f.scalar_params.push_back(var);
   }
   for (const tir::Expr& p : f.scalar_params) {
