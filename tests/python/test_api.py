@@ -33,18 +33,16 @@ def test_not_imported_from_source_tree():
         assert "site-packages" in kiln.__file__, kiln.__file__
 
 
-def installed_cli_commands():
-    """The two ways an installed package runs the CLI: the `kiln` console script and `python -m kiln`."""
-    script = os.path.join(os.path.dirname(sys.executable), "kiln")
-    return [[script], [sys.executable, "-m", "kiln"]]
-
-
 @pytest.mark.parametrize("how", ["script", "module"])
 def test_cli_entry_point(mlp_path, tmp_path, how):
-    # The package carries the CLI (kiln/bin/kiln); only an installed package has the script.
+    # The package carries the CLI (kiln/bin/kiln), run by the `kiln` console script and by
+    # `python -m kiln`; only an installed package has the script.
     if os.environ.get("KILN_TEST_INSTALLED") != "1":
         pytest.skip("runs against the installed package (scripts/test_python_package.sh)")
-    cmd = installed_cli_commands()[0 if how == "script" else 1]
+    if how == "script":
+        cmd = [os.path.join(os.path.dirname(sys.executable), "kiln")]
+    else:
+        cmd = [sys.executable, "-m", "kiln"]
     r = subprocess.run(cmd + ["--version"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "kiln " + kiln.__version__, r
     r = subprocess.run(cmd + ["run", mlp_path, "--dim", "N=2", "-o", str(tmp_path)],
