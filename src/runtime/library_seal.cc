@@ -69,9 +69,12 @@ uint64_t seal_hash(const void* data, size_t size) {
 void seal_library_file(const std::string& path) {
   std::vector<char> bytes;
   {
-    std::ifstream in(path, std::ios::binary);
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in) throw Error(ErrorKind::kUsage, "cannot read '" + path + "' to seal it");
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    bytes.resize(static_cast<size_t>(in.tellg()));
+    in.seekg(0);
+    if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+      throw Error(ErrorKind::kUsage, "cannot read '" + path + "' to seal it");
   }
   Seal seal{};
   std::memcpy(seal.magic, kSealMagic, sizeof kSealMagic);

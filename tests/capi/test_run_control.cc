@@ -23,6 +23,7 @@
 #include "runtime/library_seal.h"
 #include "../common/matmul_chain.h"
 #include "../common/random_const.h"
+#include "../common/read_file.h"
 
 namespace kiln {
 namespace {
@@ -208,15 +209,10 @@ TEST(RunControl, MemoryBudget) {
   EXPECT_THROW(parse_byte_size("5X", "--max-memory"), Error);
 }
 
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-
 TEST(LibrarySeal, DamagedLibrariesAreRefusedBeforeDlopen) {
   const std::string so = scratch("seal.so").string();
   compile_shared_library(write_model(conv_text(), "seal.onnx"), so, AotOptions{});
-  const std::string bytes = read_all(so);
+  const std::string bytes = testing::read_file_bytes(so);
   EXPECT_EQ(check_library_image(bytes.data(), bytes.size()), "");
   kiln_model* m = nullptr;
   auto refused = [&](const std::string& image, const char* why) {

@@ -13,6 +13,7 @@
 #include "frontend/onnx/onnx_io.h"
 #include "ir/text.h"
 #include "runtime/interpreter.h"
+#include "../common/read_file.h"
 
 namespace kiln {
 namespace {
@@ -177,8 +178,7 @@ graph @main(%x: f32[600]) -> (%y: f32[600]) {
   save_onnx_model(m, path, opts);
   ASSERT_TRUE(fs::exists(path + ".data"));
   EXPECT_GE(fs::file_size(path + ".data"), 2400u);
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes = testing::read_file_bytes(path);
   onnx::ModelProto p = parse_proto_bytes(bytes);
   int external = 0;
   for (const auto& t : p.graph().initializer())
