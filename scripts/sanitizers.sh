@@ -33,7 +33,7 @@ grep -h -E "^\[ +(PASSED|FAILED) +\]|tests ran" "$unit_logs"/*.log
 [ $unit_status -eq 0 ] || { cat "$unit_logs"/*.log; exit 1; }
 rm -rf "$unit_logs"
 log "libonnx node conformance, compiled engine, under ASan+UBSan"
-build/asan/tools/kiln/kiln test-onnx --engine compiled --expected tests/conformance/expected_pass_libonnx.txt \
+build/asan/tools/kiln/kiln test-onnx --engine compiled --jobs 2 --expected tests/conformance/expected_pass_libonnx.txt \
   /usr/share/libonnx-testdata/data/node | tail -n 1
 log "1000 cancel/run cycles through the C API under ASan+LSan"
 build/asan/tests/stress_sessions cancel --cycles 1000
