@@ -20,12 +20,12 @@
 
 #include "driver/aot.h"
 #include "frontend/onnx/onnx_io.h"
+#include "frontend/onnx/proto_util.h"
 #include "ir/text.h"
 #include "kiln/c_api.h"
 #include "pass/pass.h"
 #include "driver/compiled_executor.h"
 #include "../common/random_const.h"
-#include "../common/read_file.h"
 
 namespace kiln {
 namespace {
@@ -135,7 +135,7 @@ TEST_F(CApi, LoadErrors) {
 
   // Truncated library: cut inside its loaded segments (the tail of the file may hold only
   // symbols and debug info, which a library can do without), and down to its headers.
-  std::string so = testing::read_file_bytes(path("small.so"));
+  std::string so = read_file(path("small.so"), ErrorKind::kUsage);
   Elf64_Ehdr eh;
   std::memcpy(&eh, so.data(), sizeof eh);
   size_t loaded_end = 0;
@@ -247,7 +247,7 @@ TEST_F(CApi, CompiledLibraryMatchesJitBitForBit) {
   kiln_model_free(m);
 
   // From memory (memfd), and through CompiledLibrary.
-  std::string so = testing::read_file_bytes(path("small.so"));
+  std::string so = read_file(path("small.so"), ErrorKind::kUsage);
   ASSERT_EQ(kiln_model_load_memory(so.data(), so.size(), nullptr, &m), KILN_OK) << kiln_last_error();
   std::vector<float> y2, z2;
   ASSERT_EQ(run_small(m, x, y2, z2), KILN_OK) << kiln_last_error();
@@ -273,7 +273,7 @@ TEST_F(CApi, OnnxModel) {
   EXPECT_EQ(std::memcmp(want[0].raw(), y.data(), y.size() * 4), 0);
   EXPECT_EQ(std::memcmp(want[1].raw(), z.data(), z.size() * 4), 0);
   kiln_model_free(m);
-  std::string bytes = testing::read_file_bytes(path("small.onnx"));
+  std::string bytes = read_file(path("small.onnx"), ErrorKind::kUsage);
   ASSERT_EQ(kiln_model_load_memory(bytes.data(), bytes.size(), nullptr, &m), KILN_OK) << kiln_last_error();
   ASSERT_EQ(run_small(m, x, y, z), KILN_OK) << kiln_last_error();
   EXPECT_EQ(std::memcmp(want[1].raw(), z.data(), z.size() * 4), 0);

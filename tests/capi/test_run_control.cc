@@ -18,12 +18,12 @@
 #include "driver/aot.h"
 #include "driver/session.h"
 #include "frontend/onnx/onnx_io.h"
+#include "frontend/onnx/proto_util.h"
 #include "ir/text.h"
 #include "kiln/c_api.h"
 #include "runtime/library_seal.h"
 #include "../common/matmul_chain.h"
 #include "../common/random_const.h"
-#include "../common/read_file.h"
 
 namespace kiln {
 namespace {
@@ -212,7 +212,7 @@ TEST(RunControl, MemoryBudget) {
 TEST(LibrarySeal, DamagedLibrariesAreRefusedBeforeDlopen) {
   const std::string so = scratch("seal.so").string();
   compile_shared_library(write_model(conv_text(), "seal.onnx"), so, AotOptions{});
-  const std::string bytes = testing::read_file_bytes(so);
+  const std::string bytes = read_file(so, ErrorKind::kUsage);
   EXPECT_EQ(check_library_image(bytes.data(), bytes.size()), "");
   kiln_model* m = nullptr;
   auto refused = [&](const std::string& image, const char* why) {

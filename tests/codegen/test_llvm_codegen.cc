@@ -19,8 +19,8 @@
 #include "codegen/llvm/codegen.h"
 #include "core/error.h"
 #include "core/float16.h"
+#include "frontend/onnx/proto_util.h"
 #include "tir/ir.h"
-#include "../common/read_file.h"
 
 namespace kiln {
 namespace {
@@ -489,7 +489,7 @@ TEST(CodegenLlvm, ManyKernelsInOneModuleAndObjectFile) {
   EXPECT_NE(m->lookup("vadd2"), nullptr);
   auto path = std::filesystem::temp_directory_path() / ("kiln_codegen_test_" + std::to_string(::getpid()) + ".o");
   codegen::emit_object({add, add2}, codegen::TargetOptions{}, path.string());
-  std::string bytes = testing::read_file_bytes(path.string());
+  std::string bytes = read_file(path.string(), ErrorKind::kUsage);
   std::filesystem::remove(path);
   ASSERT_GT(bytes.size(), 64u);
   EXPECT_EQ(bytes.substr(0, 4), "\x7f" "ELF");

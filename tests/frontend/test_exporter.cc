@@ -11,9 +11,9 @@
 
 #include "core/error.h"
 #include "frontend/onnx/onnx_io.h"
+#include "frontend/onnx/proto_util.h"
 #include "ir/text.h"
 #include "runtime/interpreter.h"
-#include "../common/read_file.h"
 
 namespace kiln {
 namespace {
@@ -178,7 +178,7 @@ graph @main(%x: f32[600]) -> (%y: f32[600]) {
   save_onnx_model(m, path, opts);
   ASSERT_TRUE(fs::exists(path + ".data"));
   EXPECT_GE(fs::file_size(path + ".data"), 2400u);
-  std::string bytes = testing::read_file_bytes(path);
+  std::string bytes = read_file(path, ErrorKind::kUsage);
   onnx::ModelProto p = parse_proto_bytes(bytes);
   int external = 0;
   for (const auto& t : p.graph().initializer())
