@@ -12,6 +12,15 @@
 namespace kiln {
 namespace {
 
+// The whole file in one sized read (libraries are several MB); false when it cannot be read.
+bool read_whole_file(const std::string& path, std::vector<char>& bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return false;
+  bytes.resize(static_cast<size_t>(in.tellg()));
+  in.seekg(0);
+  return bytes.empty() || static_cast<bool>(in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())));
+}
+
 constexpr char kSealMagic[8] = {'K', 'I', 'L', 'N', 'S', 'E', 'A', 'L'};
 constexpr uint32_t kSealFormat = 1;
 constexpr uint64_t kPrime1 = 0x9E3779B185EBCA87ULL, kPrime2 = 0xC2B2AE3D27D4EB4FULL;
@@ -68,14 +77,7 @@ uint64_t seal_hash(const void* data, size_t size) {
 
 void seal_library_file(const std::string& path) {
   std::vector<char> bytes;
-  {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) throw Error(ErrorKind::kUsage, "cannot read '" + path + "' to seal it");
-    bytes.resize(static_cast<size_t>(in.tellg()));
-    in.seekg(0);
-    if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
-      throw Error(ErrorKind::kUsage, "cannot read '" + path + "' to seal it");
-  }
+  if (!read_whole_file(path, bytes)) throw Error(ErrorKind::kUsage, "cannot read '" + path + "' to seal it");
   Seal seal{};
   std::memcpy(seal.magic, kSealMagic, sizeof kSealMagic);
   seal.format = kSealFormat;
@@ -105,12 +107,8 @@ std::string check_library_image(const void* data, size_t size) {
 }
 
 std::string check_library_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return "cannot open the file";
-  const auto size = static_cast<size_t>(in.tellg());
-  in.seekg(0);
-  std::vector<char> bytes(size);
-  if (size > 0 && !in.read(bytes.data(), static_cast<std::streamsize>(size))) return "cannot read the file";
+  std::vector<char> bytes;
+  if (!read_whole_file(path, bytes)) return "cannot open or read the file";
   return check_library_image(bytes.data(), bytes.size());
 }
 
