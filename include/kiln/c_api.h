@@ -95,7 +95,8 @@ typedef struct kiln_options {
 #define KILN_OPTIONS_INIT {sizeof(kiln_options), 1, 0, 0, 0}
 
 /* An input or output as the model declares it. `name` and `dims` stay valid as long as the
- * model; a dim of -1 is symbolic (ONNX models only; compiled models have fixed shapes). */
+ * model; a dim of -1 is symbolic (ONNX models; compiled models: a dim that differs between the
+ * signatures the library was compiled for, see kiln_model_num_signatures). */
 typedef struct kiln_tensor_info {
   const char* name;
   kiln_dtype dtype;
@@ -105,7 +106,10 @@ typedef struct kiln_tensor_info {
 
 /* A caller-owned tensor. Inputs: dtype, rank, dims and data of `size_bytes` bytes (dense,
  * row-major) are read. Outputs: dtype must match the model's and `size_bytes` must hold the
- * output; kiln_run writes the data and sets rank and dims. */
+ * output; kiln_run writes the data and sets rank and dims. Compiled models check the sizes
+ * before running: when an output's `size_bytes` is too small (0 with any `data`, to ask), the
+ * run fails with KILN_ERROR_BAD_INPUT and sets that output's rank and dims, so a caller of a
+ * library with several signatures can allocate and call again. */
 typedef struct kiln_tensor {
   kiln_dtype dtype;
   int32_t rank;
@@ -137,6 +141,14 @@ KILN_API size_t kiln_model_num_inputs(const kiln_model* model);
 KILN_API size_t kiln_model_num_outputs(const kiln_model* model);
 KILN_API kiln_status kiln_model_input_info(const kiln_model* model, size_t index, kiln_tensor_info* out);
 KILN_API kiln_status kiln_model_output_info(const kiln_model* model, size_t index, kiln_tensor_info* out);
+
+/* Compiled models: the input-shape signatures the library was compiled for (`kiln compile -o`
+ * with `--dim NAME=V1,V2,...` makes one per combination of sizes); a run's inputs must have the
+ * shapes of one of them. ONNX models: 0 (any shapes the graph allows). */
+KILN_API size_t kiln_model_num_signatures(const kiln_model* model);
+/* Input `index` as signature `signature` has it (every dim known). */
+KILN_API kiln_status kiln_model_signature_input(const kiln_model* model, size_t signature, size_t index,
+                                                kiln_tensor_info* out);
 
 /* Runs the model: `inputs` in the model's input order, `outputs` in its output order (their
  * data filled in place). Nothing is allocated for the outputs. */

@@ -283,14 +283,16 @@ def compile(  # noqa: A001 - the CLI's name
     out_so: PathLike,
     target: str = "native",
     *,
-    dims: Optional[Mapping[str, int]] = None,
+    dims: Optional[Mapping[str, Union[int, Sequence[int]]]] = None,
     threads: int = 1,
 ) -> Dict[str, Any]:
     """Ahead-of-time export (``kiln compile MODEL -o OUT.so``): compiles the model for fixed
     input shapes (named dims from ``dims``, others 1) into one shared library holding the
-    kernels, the plan, the weights and kiln's C API (docs/c_api.md). ``target``: "native",
-    "x86-64-v3" (AVX2) or "x86-64-v4" (AVX-512). Raises UnsupportedError naming the nodes that
-    would need reference kernels. Returns sizes, node counts and times."""
+    kernels, the plans, the weights and kiln's C API (docs/c_api.md). A dim given a list of
+    sizes (``dims={"seq": [16, 64, 128]}``) makes a plan per combination of sizes (at most 64);
+    the library runs exactly those input shapes, sharing kernels and weights. ``target``:
+    "native", "x86-64-v3" (AVX2) or "x86-64-v4" (AVX-512). Raises UnsupportedError naming the
+    nodes that would need reference kernels. Returns sizes, node counts and times."""
     if not hasattr(_kiln, "compile"):
         raise UnsupportedError(
             "unsupported: kiln.compile (ahead-of-time export to a shared library) is not "
@@ -301,9 +303,11 @@ def compile(  # noqa: A001 - the CLI's name
     archive = os.path.join(os.path.dirname(__file__), "lib", "libkiln_runtime.a")
     if os.environ.get("KILN_RUNTIME_LIB") or not os.path.exists(archive):
         archive = ""
-    return _kiln.compile(
-        os.fspath(path), os.fspath(out_so), target, dict(dims or {}), int(threads), archive
-    )
+    sizes = {
+        name: [int(v)] if isinstance(v, (int, np.integer)) else [int(x) for x in v]
+        for name, v in (dims or {}).items()
+    }
+    return _kiln.compile(os.fspath(path), os.fspath(out_so), target, sizes, int(threads), archive)
 
 
 def empty(shape: Union[int, Sequence[int]], dtype: Any = np.float32) -> np.ndarray:

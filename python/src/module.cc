@@ -565,7 +565,8 @@ std::string inspect_json(const std::string& path, const std::map<std::string, in
 
 // Ahead-of-time export (driver/aot.h): the model's kernels, plan and weights in one .so.
 py::dict compile_library(const std::string& path, const std::string& out_path, const std::string& target,
-                         const std::map<std::string, int64_t>& dims, int threads, const std::string& runtime_archive) {
+                         const std::map<std::string, std::vector<int64_t>>& dims, int threads,
+                         const std::string& runtime_archive) {
   AotOptions opts;
   opts.target = target;
   opts.dims = dims;
@@ -579,6 +580,7 @@ py::dict compile_library(const std::string& path, const std::string& out_path, c
   py::dict d;
   d["library_bytes"] = r.library_bytes;
   d["blob_bytes"] = r.blob_bytes;
+  d["signatures"] = r.signatures;
   d["generated_nodes"] = r.stats.generated_nodes;
   d["microkernel_nodes"] = r.stats.gemm_nodes;
   d["folded_nodes"] = r.stats.folded_nodes;

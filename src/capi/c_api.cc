@@ -7,7 +7,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstddef>
 #include <cstring>
 #include <fstream>
@@ -119,6 +121,9 @@ int resolve_threads(const kiln_options* o) {
 
 // ---- a compiled plan embedded in this library --------------------------------------------------
 
+// One plan per input-shape signature the library was compiled for (`kiln compile --dim`); a run
+// takes the plan of its input shapes. The plans share the weights (views into the blob), their
+// packed copies (runtime/pack_cache.h) and one arena, the largest plan's (runs are serialized).
 class PlanModel : public ModelImpl {
  public:
   PlanModel(const KilnAotImage& img, int threads, bool pack_at_load, int64_t max_memory) {
@@ -126,51 +131,127 @@ class PlanModel : public ModelImpl {
     if (img.abi != KILN_C_API_VERSION)
       fail(KILN_ERROR_UNSUPPORTED, "compiled model for C API version " + std::to_string(img.abi) + ", this is " +
                                        std::to_string(KILN_C_API_VERSION));
-    plan_ = read_plan_blob(img.blob, img.blob_size);
-    if (plan_.kernel_names.size() != img.num_kernels) fail(KILN_ERROR_INVALID_MODEL, "compiled model: kernel table mismatch");
-    plan_.kernels.assign(img.kernels, img.kernels + img.num_kernels);
-    if (plan_.has_fallback()) fail(KILN_ERROR_UNSUPPORTED, "compiled model with reference-kernel steps");
+    plans_ = read_plan_blobs(img.blob, img.blob_size);
+    for (ExecPlan& plan : plans_) {
+      if (plan.kernel_names.size() != img.num_kernels) fail(KILN_ERROR_INVALID_MODEL, "compiled model: kernel table mismatch");
+      plan.kernels.assign(img.kernels, img.kernels + img.num_kernels);
+      if (plan.has_fallback()) fail(KILN_ERROR_UNSUPPORTED, "compiled model with reference-kernel steps");
+      if (plan.inputs.size() != plans_[0].inputs.size() || plan.outputs.size() != plans_[0].outputs.size())
+        fail(KILN_ERROR_INVALID_MODEL, "compiled model: its plans have different inputs or outputs");
+      arena_bytes_ = std::max(arena_bytes_, plan.arena_bytes);
+    }
     check_memory(img, max_memory);
     pool_ = std::make_unique<ThreadPool>(threads);
     // Packing the sgemm weights is most of a load (~100 MB for ResNet-50): on request here,
     // else on each step's first run.
     if (pack_at_load) {
       ScopedThreadPool scope(pool_.get());
-      plan_.make_gemm_ops();
+      for (ExecPlan& plan : plans_) plan.make_gemm_ops();
     }
-    plan_.allocate_arena();
-    auto info = [&](int32_t slot, const std::string& name) {
-      const PlanSlot& s = plan_.slots[static_cast<size_t>(slot)];
-      return TensorInfo{name, s.dtype, s.dims};
-    };
-    for (size_t i = 0; i < plan_.inputs.size(); ++i) inputs.push_back(info(plan_.inputs[i], plan_.input_names[i]));
-    for (size_t i = 0; i < plan_.outputs.size(); ++i) outputs.push_back(info(plan_.outputs[i], plan_.output_names[i]));
+    const size_t bytes = static_cast<size_t>((arena_bytes_ + 63) / 64 * 64);
+    if (bytes > 0) {
+      arena_.reset(static_cast<char*>(std::aligned_alloc(64, bytes)));
+      if (!arena_) fail(KILN_ERROR_RESOURCE_LIMIT, "out of memory allocating the " + format_bytes(arena_bytes_) + " arena");
+    }
+    for (ExecPlan& plan : plans_) plan.bind_arena(arena_.get());
+    inputs = merged_info(plans_[0].inputs, plans_[0].input_names, &ExecPlan::inputs);
+    outputs = merged_info(plans_[0].outputs, plans_[0].output_names, &ExecPlan::outputs);
+    for (const ExecPlan& plan : plans_) {
+      signatures.emplace_back();
+      for (size_t i = 0; i < plan.inputs.size(); ++i)
+        signatures.back().push_back(TensorInfo{inputs[i].name, inputs[i].dtype, slot_dims(plan, plan.inputs[i])});
+    }
   }
   void run(const kiln_tensor* in, size_t nin, kiln_tensor* out, size_t nout) override {
     std::vector<Tensor> views = input_views(inputs, in, nin, nout, outputs.size());
+    ExecPlan& plan = plan_for(views);
+    check_output_sizes(plan, out);
     std::vector<OutputBuffer> bufs = output_buffers(outputs, out);
     std::vector<RtValue> feeds(views.begin(), views.end());
     std::lock_guard<std::mutex> lk(mu_);
     ScopedThreadPool scope(pool_.get());
-    std::vector<RtValue> results = execute_plan(plan_, feeds, bufs, nullptr);
+    std::vector<RtValue> results = execute_plan(plan, feeds, bufs, nullptr);
     set_output_dims(results, out);
   }
 
  private:
-  // The plan's shapes are fixed, so the whole budget is known at load: the embedded weights,
-  // their packed copies, the arena and the outputs.
+  const std::vector<int64_t>& slot_dims(const ExecPlan& plan, int32_t slot) const {
+    return plan.slots[static_cast<size_t>(slot)].dims;
+  }
+  // Inputs or outputs as the plans declare them: a dim that differs between the plans is -1.
+  std::vector<TensorInfo> merged_info(const std::vector<int32_t>& slots, const std::vector<std::string>& names,
+                                      std::vector<int32_t> ExecPlan::*which) const {
+    std::vector<TensorInfo> v;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const PlanSlot& s = plans_[0].slots[static_cast<size_t>(slots[i])];
+      TensorInfo info{names[i], s.dtype, s.dims};
+      for (const ExecPlan& plan : plans_) {
+        const PlanSlot& t = plan.slots[static_cast<size_t>((plan.*which)[i])];
+        if (t.dtype != s.dtype || t.dims.size() != s.dims.size())
+          fail(KILN_ERROR_INVALID_MODEL, "compiled model: its plans disagree on the type of '" + names[i] + "'");
+        for (size_t d = 0; d < t.dims.size(); ++d)
+          if (t.dims[d] != s.dims[d]) info.dims[d] = -1;
+      }
+      v.push_back(std::move(info));
+    }
+    return v;
+  }
+  // The plan compiled for the inputs' shapes; kBadInput listing the shapes the library holds.
+  ExecPlan& plan_for(const std::vector<Tensor>& views) {
+    for (ExecPlan& plan : plans_) {
+      bool same = true;
+      for (size_t i = 0; i < views.size() && same; ++i) same = views[i].dims() == slot_dims(plan, plan.inputs[i]);
+      if (same) return plan;
+    }
+    std::string got, held;
+    for (size_t i = 0; i < views.size(); ++i) got += (i ? ", " : "") + dims_to_string(views[i].dims());
+    for (size_t p = 0; p < plans_.size() && p < 16; ++p) {
+      held += p ? "; " : "";
+      for (size_t i = 0; i < plans_[p].inputs.size(); ++i) held += (i ? ", " : "") + dims_to_string(slot_dims(plans_[p], plans_[p].inputs[i]));
+    }
+    if (plans_.size() > 16) held += "; ... (" + std::to_string(plans_.size()) + " in all)";
+    fail(KILN_ERROR_BAD_INPUT, "input shapes " + got + " are not among the signatures this library was compiled for (" +
+                                   held + "); `kiln compile --dim NAME=V1,V2,...` adds sizes");
+  }
+  // An output buffer too small for the plan's output: kBadInput before running, with the
+  // output's rank and dims set so that the caller can allocate and call again.
+  void check_output_sizes(const ExecPlan& plan, kiln_tensor* out) const {
+    if (!out) return;
+    std::string small;
+    for (size_t i = 0; i < plan.outputs.size(); ++i) {
+      const PlanSlot& s = plan.slots[static_cast<size_t>(plan.outputs[i])];
+      if (!s.tensor || s.dims.size() > KILN_MAX_RANK) continue;
+      const auto need = static_cast<size_t>(checked_numel(s.dims)) * dtype_size(s.dtype);
+      if (out[i].size_bytes >= need) continue;
+      out[i].rank = static_cast<int32_t>(s.dims.size());
+      for (size_t k = 0; k < s.dims.size(); ++k) out[i].dims[k] = s.dims[k];
+      if (small.empty())
+        small = "output " + std::to_string(i) + " ('" + outputs[i].name + "') of shape " + dims_to_string(s.dims) +
+                " needs " + std::to_string(need) + " bytes, size_bytes is " + std::to_string(out[i].size_bytes);
+    }
+    if (!small.empty()) fail(KILN_ERROR_BAD_INPUT, small + " (the rank and dims of every output too small are set)");
+  }
+  // The shapes are fixed per plan, so the whole budget is known at load: the embedded weights,
+  // their packed copies, the arena and the outputs (the largest plan's).
   void check_memory(const KilnAotImage& img, int64_t max_memory) const {
     if (max_memory <= 0) return;
-    const auto weights = static_cast<int64_t>(img.blob_size), packed = plan_.packed_weight_bytes();
-    const int64_t need = weights + packed + plan_.arena_bytes + plan_.output_bytes();
+    int64_t packed = 0, outs = 0;
+    for (const ExecPlan& plan : plans_) {
+      packed = std::max(packed, plan.packed_weight_bytes());
+      outs = std::max(outs, plan.output_bytes());
+    }
+    const auto weights = static_cast<int64_t>(img.blob_size);
+    const int64_t need = weights + packed + arena_bytes_ + outs;
     if (need > max_memory)
       fail(KILN_ERROR_RESOURCE_LIMIT, "the compiled model needs " + format_bytes(need) + " (weights and plan " +
                                           format_bytes(weights) + ", packed GEMM weights " + format_bytes(packed) +
-                                          ", activations " + format_bytes(plan_.arena_bytes) + ", outputs " +
-                                          format_bytes(plan_.output_bytes()) + "), more than max_memory_bytes " +
+                                          ", activations " + format_bytes(arena_bytes_) + ", outputs " +
+                                          format_bytes(outs) + "), more than max_memory_bytes " +
                                           format_bytes(max_memory));
   }
-  ExecPlan plan_;
+  std::vector<ExecPlan> plans_;
+  int64_t arena_bytes_ = 0;
+  std::unique_ptr<char, decltype(&std::free)> arena_{nullptr, &std::free};
   std::unique_ptr<ThreadPool> pool_;
   std::mutex mu_;
 };
@@ -187,7 +268,7 @@ class ForwardModel : public ModelImpl {
       fail(KILN_ERROR_UNSUPPORTED, what + " was compiled for C API version " + std::to_string(api_.api_version()) +
                                        ", this library is version " + std::to_string(KILN_C_API_VERSION));
     check(api_.load_embedded(options, &inner_));
-    auto infos = [&](size_t n, kiln_status (*get)(const kiln_model*, size_t, kiln_tensor_info*)) {
+    auto infos = [&](size_t n, auto get) {
       std::vector<TensorInfo> v;
       for (size_t i = 0; i < n; ++i) {
         kiln_tensor_info ti;
@@ -198,6 +279,10 @@ class ForwardModel : public ModelImpl {
     };
     inputs = infos(api_.num_inputs(inner_), api_.input_info);
     outputs = infos(api_.num_outputs(inner_), api_.output_info);
+    for (size_t s = 0; s < api_.num_signatures(inner_); ++s)
+      signatures.push_back(infos(inputs.size(), [&](const kiln_model* m, size_t i, kiln_tensor_info* ti) {
+        return api_.signature_input(m, s, i, ti);
+      }));
   }
   ~ForwardModel() override {
     if (inner_) api_.free(inner_);
@@ -451,6 +536,13 @@ KILN_API void kiln_model_free(kiln_model* model) { delete model; }
 KILN_API size_t kiln_model_num_inputs(const kiln_model* model) { return model ? model->impl->inputs.size() : 0; }
 KILN_API size_t kiln_model_num_outputs(const kiln_model* model) { return model ? model->impl->outputs.size() : 0; }
 
+static void describe(const kiln::capi::TensorInfo& t, kiln_tensor_info* out) {
+  out->name = t.name.c_str();
+  out->dtype = static_cast<kiln_dtype>(t.dtype);
+  out->rank = static_cast<int32_t>(t.dims.size());
+  out->dims = t.dims.data();
+}
+
 static kiln_status tensor_info(const kiln_model* model, size_t index, kiln_tensor_info* out, bool input) {
   return guarded([&] {
     require(model && out, "model or out is NULL");
@@ -459,10 +551,7 @@ static kiln_status tensor_info(const kiln_model* model, size_t index, kiln_tenso
       kiln::capi::fail(KILN_ERROR_INVALID_ARGUMENT, std::string(input ? "input" : "output") + " index " +
                                                         std::to_string(index) + " out of range (the model has " +
                                                         std::to_string(v.size()) + ")");
-    out->name = v[index].name.c_str();
-    out->dtype = static_cast<kiln_dtype>(v[index].dtype);
-    out->rank = static_cast<int32_t>(v[index].dims.size());
-    out->dims = v[index].dims.data();
+    describe(v[index], out);
   });
 }
 
@@ -471,6 +560,25 @@ KILN_API kiln_status kiln_model_input_info(const kiln_model* model, size_t index
 }
 KILN_API kiln_status kiln_model_output_info(const kiln_model* model, size_t index, kiln_tensor_info* out) {
   return tensor_info(model, index, out, false);
+}
+
+KILN_API size_t kiln_model_num_signatures(const kiln_model* model) {
+  return model ? model->impl->signatures.size() : 0;
+}
+
+KILN_API kiln_status kiln_model_signature_input(const kiln_model* model, size_t signature, size_t index,
+                                                kiln_tensor_info* out) {
+  return guarded([&] {
+    require(model && out, "model or out is NULL");
+    const auto& sigs = model->impl->signatures;
+    if (signature >= sigs.size())
+      kiln::capi::fail(KILN_ERROR_INVALID_ARGUMENT, "signature " + std::to_string(signature) +
+                                                        " out of range (the model has " + std::to_string(sigs.size()) + ")");
+    if (index >= sigs[signature].size())
+      kiln::capi::fail(KILN_ERROR_INVALID_ARGUMENT, "input index " + std::to_string(index) + " out of range (the model has " +
+                                                        std::to_string(sigs[signature].size()) + ")");
+    describe(sigs[signature][index], out);
+  });
 }
 
 KILN_API kiln_status kiln_run(kiln_model* model, const kiln_tensor* inputs, size_t num_inputs, kiln_tensor* outputs,

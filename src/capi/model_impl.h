@@ -34,6 +34,8 @@ class ModelImpl {
   // kiln_cancel: the runs that opened their scope with `canceller` stop at their next check.
   virtual void cancel() { canceller.cancel(); }
   std::vector<TensorInfo> inputs, outputs;
+  // Compiled models: the inputs of each signature the library runs (kiln_model_num_signatures).
+  std::vector<std::vector<TensorInfo>> signatures;
   Canceller canceller;
   double timeout_s = 0;  // kiln_options.run_timeout_ms
 };

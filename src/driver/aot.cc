@@ -13,11 +13,13 @@
 #include <dlfcn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "codegen/llvm/codegen.h"
@@ -47,6 +49,7 @@ const char* const kExports[] = {"kiln_api_version",      "kiln_last_error",     
                                 "kiln_dtype_size",       "kiln_model_load_file",   "kiln_model_load_memory",
                                 "kiln_model_load_embedded", "kiln_model_free",     "kiln_model_num_inputs",
                                 "kiln_model_num_outputs", "kiln_model_input_info", "kiln_model_output_info",
+                                "kiln_model_num_signatures", "kiln_model_signature_input",
                                 "kiln_run", "kiln_cancel"};
 
 std::string quote(const std::string& s) {
@@ -144,6 +147,102 @@ std::string version_script() {
   return s + "  local: *;\n};\n";
 }
 
+// Every combination of the listed sizes (a map with no lists: one signature of defaults).
+std::vector<std::map<std::string, int64_t>> signatures_of(const std::map<std::string, std::vector<int64_t>>& dims) {
+  std::vector<std::map<std::string, int64_t>> out{{}};
+  for (const auto& [name, values] : dims) {
+    if (values.empty()) throw Error(ErrorKind::kUsage, "--dim " + name + ": no size");
+    std::vector<std::map<std::string, int64_t>> next;
+    for (const auto& sig : out)
+      for (int64_t v : values) {
+        next.push_back(sig);
+        next.back()[name] = v;
+      }
+    out = std::move(next);
+  }
+  if (out.size() > kMaxSignatures)
+    throw Error(ErrorKind::kUsage, "the --dim lists make " + std::to_string(out.size()) + " input signatures; a library holds at most " +
+                                       std::to_string(kMaxSignatures));
+  return out;
+}
+
+// kUsage when a --dim name is not a symbolic dim of the model's inputs (its sizes would make
+// signatures that are all the same).
+void check_dim_names(const Model& model, const std::map<std::string, std::vector<int64_t>>& dims) {
+  std::set<std::string> symbols;
+  for (const Value* in : model.graph->inputs)
+    if (!in->initializer.defined() && in->type.shape)
+      for (const Dim& d : in->type.shape->dims)
+        if (!d.known() && !d.symbol.empty()) symbols.insert(d.symbol);
+  for (const auto& [name, values] : dims)
+    if (!symbols.count(name)) {
+      std::string known;
+      for (const auto& s : symbols) known += (known.empty() ? "" : ", ") + s;
+      throw Error(ErrorKind::kUsage, "--dim " + name + ": the model's inputs have no symbolic dim of that name (" +
+                                         (known.empty() ? std::string("they have none") : "they have: " + known) + ")");
+    }
+}
+
+// Throws kUnsupported when `plan` cannot be exported: control flow, or nodes on reference kernels
+// (the first 10 named; then per-op counts).
+void check_exportable(const ExecPlan* plan, const CompileStats& stats) {
+  if (!plan || stats.control_flow_nodes > 0)
+    throw Error(ErrorKind::kUnsupported, "ahead-of-time export of a model with control flow (If/Loop/Scan): its "
+                                         "bodies run as nested compiled plans, which a library cannot hold yet");
+  std::string fallbacks;
+  int listed = 0, total = 0;
+  for (const auto& st : plan->steps)
+    if (st.kind == PlanStep::Kind::kFallback && ++total <= 10)
+      fallbacks += (listed++ ? "; " : "") + st.op + " (node " + st.name + ")";
+  if (total == 0) return;
+  std::string msg = "ahead-of-time export of " + fallbacks + (total > 1 ? ": they run" : ": it runs") +
+                    " on a reference kernel";
+  if (total > listed) {
+    msg += " (" + std::to_string(total) + " nodes in all:";
+    for (const auto& [op, n] : stats.fallback_ops) msg += " " + op + " " + std::to_string(n);
+    msg += ")";
+  }
+  throw Error(ErrorKind::kUnsupported, msg);
+}
+
+// The kernels of several plans as one table: a kernel the plans share (same TIR up to names:
+// dims that vary with the input sizes are params) is emitted once, and every plan's steps index
+// the one table.
+class KernelTable {
+ public:
+  void add(ExecPlan& plan, const std::vector<tir::PrimFunc>& funcs) {
+    std::map<std::string, std::string> global_of;  // the plan's kernel name -> the table's
+    for (const tir::PrimFunc& f : funcs) {
+      auto [it, fresh] = name_of_.emplace(compile::kernel_identity(f), "k" + std::to_string(funcs_.size()));
+      if (fresh) {
+        funcs_.push_back(f);
+        funcs_.back().name = it->second;
+      }
+      global_of[f.name] = it->second;
+    }
+    for (PlanStep& st : plan.steps)
+      if (st.kind == PlanStep::Kind::kKernel) {
+        const std::string& name = global_of.at(plan.kernel_names[static_cast<size_t>(st.kernel)]);
+        st.kernel = index_of(name);
+      }
+  }
+  const std::vector<tir::PrimFunc>& funcs() const { return funcs_; }
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& f : funcs_) out.push_back(f.name);
+    return out;
+  }
+
+ private:
+  int32_t index_of(const std::string& name) const {
+    for (size_t i = 0; i < funcs_.size(); ++i)
+      if (funcs_[i].name == name) return static_cast<int32_t>(i);
+    throw Error(ErrorKind::kInternal, "kernel " + name + " missing from the table");
+  }
+  std::map<std::string, std::string> name_of_;  // identity -> table name
+  std::vector<tir::PrimFunc> funcs_;
+};
+
 }  // namespace
 
 AotResult compile_shared_library(const std::string& model_path, const std::string& out_path, const AotOptions& o) {
@@ -152,9 +251,12 @@ AotResult compile_shared_library(const std::string& model_path, const std::strin
   auto t0 = Clock::now();
   const std::string archive = runtime_archive(o);
   if (o.target != "native" && o.target.empty()) throw Error(ErrorKind::kUsage, "--target is empty");
+  const std::vector<std::map<std::string, int64_t>> signatures = signatures_of(o.dims);
 
-  // The plan, built as `kiln compile` builds it (default pass pipeline, seeded random inputs).
+  // The plans, built as `kiln compile` builds them (default pass pipeline, seeded random inputs),
+  // one per signature; one executor, so later signatures reuse the kernels of earlier ones.
   Model model = load_onnx_model(model_path);
+  check_dim_names(model, o.dims);
   {
     PassContext ctx;
     run_passes(model, default_pipeline(), ctx);
@@ -164,36 +266,22 @@ AotResult compile_shared_library(const std::string& model_path, const std::strin
   co.seed = o.seed;
   co.target.cpu = o.target;
   CompiledExecutor ex(model, co);
-  std::vector<RtValue> feeds = random_feeds(model, o.dims, o.seed);
-  ex.run(feeds);
-  r.stats = ex.stats();
-  const ExecPlan* plan = ex.last_exec_plan();
-  if (!plan || r.stats.control_flow_nodes > 0)
-    throw Error(ErrorKind::kUnsupported, "ahead-of-time export of a model with control flow (If/Loop/Scan): its "
-                                         "bodies run as nested compiled plans, which a library cannot hold yet");
-  // Every node that would run on a reference kernel (the first 10; then per-op counts).
-  std::string fallbacks;
-  int listed = 0, total = 0;
-  for (const auto& st : plan->steps)
-    if (st.kind == PlanStep::Kind::kFallback && ++total <= 10)
-      fallbacks += (listed++ ? "; " : "") + st.op + " (node " + st.name + ")";
-  if (total > 0) {
-    std::string msg = "ahead-of-time export of " + fallbacks + (total > 1 ? ": they run" : ": it runs") +
-                      " on a reference kernel";
-    if (total > listed) {
-      msg += " (" + std::to_string(total) + " nodes in all:";
-      for (const auto& [op, n] : r.stats.fallback_ops) msg += " " + op + " " + std::to_string(n);
-      msg += ")";
-    }
-    throw Error(ErrorKind::kUnsupported, msg);
-  }
-  ExecPlan out_plan = export_plan(*plan, *model.graph, [&] {
+  std::vector<ExecPlan> out_plans;
+  KernelTable kernels;
+  for (const auto& dims : signatures) {
+    std::vector<RtValue> feeds = random_feeds(model, dims, o.seed);
+    ex.run(feeds);
+    if (out_plans.empty()) r.stats = ex.stats();
+    check_exportable(ex.last_exec_plan(), ex.stats());
     // run() fills defaulted inputs itself; the export needs their values.
-    std::vector<RtValue> f = feeds;
-    for (size_t i = 0; i < f.size(); ++i)
-      if (f[i].is_none() && model.graph->inputs[i]->initializer.defined()) f[i] = RtValue(model.graph->inputs[i]->initializer);
-    return f;
-  }());
+    for (size_t i = 0; i < feeds.size(); ++i)
+      if (feeds[i].is_none() && model.graph->inputs[i]->initializer.defined()) feeds[i] = RtValue(model.graph->inputs[i]->initializer);
+    out_plans.push_back(export_plan(*ex.last_exec_plan(), *model.graph, feeds));
+    kernels.add(out_plans.back(), *ex.last_kernels());
+  }
+  for (ExecPlan& p : out_plans) p.kernel_names = kernels.names();
+  r.signatures = static_cast<int>(out_plans.size());
+  r.kernels = static_cast<int>(kernels.funcs().size());
   r.plan_ms = ms_since(t0);
 
   // A private temporary directory for the pieces.
@@ -214,14 +302,16 @@ AotResult compile_shared_library(const std::string& model_path, const std::strin
   target.cpu = o.target;
   target = compile::codegen_target(target);
   const fs::path obj = dir / "kernels.o";
-  const std::vector<tir::PrimFunc>* funcs = ex.last_kernels();
-  if (funcs && !funcs->empty()) codegen::emit_object(*funcs, target, obj.string());
+  const std::vector<tir::PrimFunc>& funcs = kernels.funcs();
+  if (!funcs.empty()) codegen::emit_object(funcs, target, obj.string());
   r.object_ms = ms_since(t1);
 
   auto t2 = Clock::now();
   const fs::path blob = dir / "blob.bin";
-  r.blob_bytes = write_plan_blob(out_plan, blob.string());
-  write_file(dir / "image.s", assembler_image(blob.string(), out_plan.kernel_names));
+  std::vector<const ExecPlan*> plans;
+  for (const ExecPlan& p : out_plans) plans.push_back(&p);
+  r.blob_bytes = write_plan_blob(plans, blob.string());
+  write_file(dir / "image.s", assembler_image(blob.string(), kernels.names()));
   write_file(dir / "exports.map", version_script());
   std::string cxx = o.cxx;
   if (cxx.empty())
@@ -229,7 +319,7 @@ AotResult compile_shared_library(const std::string& model_path, const std::strin
   if (cxx.empty()) cxx = "c++";
   const fs::path tmp_out = dir / "model.so";
   std::string cmd = cxx + " -shared -o " + quote(tmp_out.string()) + " " + quote((dir / "image.s").string());
-  if (funcs && !funcs->empty()) cmd += " " + quote(obj.string());
+  if (!funcs.empty()) cmd += " " + quote(obj.string());
   cmd += " -Wl,--whole-archive " + quote(archive) + " -Wl,--no-whole-archive -Wl,--version-script=" +
          quote((dir / "exports.map").string()) +
          " -Wl,-Bsymbolic -Wl,-z,noexecstack -Wl,--as-needed -lmvec -lm -ldl -lpthread 2> " +
@@ -304,7 +394,7 @@ std::unique_ptr<CompiledLibrary> CompiledLibrary::open(const std::string& path, 
   kiln_model* m = nullptr;
   a.check(a.load_embedded(&opts, &m));
   lib->model_ = m;
-  auto infos = [&](size_t n, decltype(a.input_info) get) {
+  auto infos = [&](size_t n, auto get) {
     std::vector<Info> v;
     for (size_t i = 0; i < n; ++i) {
       kiln_tensor_info ti;
@@ -315,6 +405,10 @@ std::unique_ptr<CompiledLibrary> CompiledLibrary::open(const std::string& path, 
   };
   lib->inputs_ = infos(a.num_inputs(m), a.input_info);
   lib->outputs_ = infos(a.num_outputs(m), a.output_info);
+  for (size_t s = 0; s < a.num_signatures(m); ++s)
+    lib->signatures_.push_back(infos(lib->inputs_.size(), [&](const kiln_model* mm, size_t i, kiln_tensor_info* ti) {
+      return a.signature_input(mm, s, i, ti);
+    }));
   return lib;
 }
 
@@ -333,15 +427,40 @@ std::vector<Tensor> CompiledLibrary::run(const std::vector<Tensor>& inputs) {
     in[i].data = t.raw();
     in[i].size_bytes = t.nbytes();
   }
-  std::vector<Tensor> outs;
+  std::vector<Tensor> outs(outputs_.size());
   std::vector<kiln_tensor> out(outputs_.size());
-  for (size_t i = 0; i < outputs_.size(); ++i) {
-    outs.emplace_back(outputs_[i].dtype, outputs_[i].dims);
+  auto bind = [&](size_t i, const std::vector<int64_t>& dims) {
+    outs[i] = Tensor(outputs_[i].dtype, dims);
     out[i].dtype = static_cast<kiln_dtype>(outputs_[i].dtype);
     out[i].data = outs[i].raw();
     out[i].size_bytes = outs[i].nbytes();
+  };
+  bool symbolic = false;
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const auto& d = outputs_[i].dims;
+    if (std::find(d.begin(), d.end(), -1) == d.end()) {
+      bind(i, d);
+      continue;
+    }
+    // A library of several signatures: a zero-byte buffer asks kiln_run for the output's shape
+    // (it fails before running, with rank and dims set); then the run proper.
+    static char no_bytes;
+    symbolic = true;
+    out[i].dtype = static_cast<kiln_dtype>(outputs_[i].dtype);
+    out[i].rank = -1;
+    out[i].data = &no_bytes;
   }
-  api_->check(api_->run(static_cast<kiln_model*>(model_), in.data(), in.size(), out.data(), out.size()));
+  auto* model = static_cast<kiln_model*>(model_);
+  if (symbolic) {
+    const kiln_status s = api_->run(model, in.data(), in.size(), out.data(), out.size());
+    bool all_set = s == KILN_OK || s == KILN_ERROR_BAD_INPUT;
+    for (size_t i = 0; i < outputs_.size(); ++i) all_set = all_set && out[i].rank >= 0;
+    if (!all_set) api_->check(s);
+    for (size_t i = 0; i < outputs_.size(); ++i)
+      if (!outs[i].defined()) bind(i, std::vector<int64_t>(out[i].dims, out[i].dims + out[i].rank));
+    if (s == KILN_OK) return outs;  // (every symbolic output was empty)
+  }
+  api_->check(api_->run(model, in.data(), in.size(), out.data(), out.size()));
   return outs;
 }
 

@@ -1,7 +1,9 @@
-// Ahead-of-time export (`kiln compile MODEL -o model.so`): compiles the model for fixed input
-// shapes and writes ONE shared library holding the generated kernels (codegen::emit_object for
-// the chosen target), the execution plan and the weights (one 64-byte aligned blob in .rodata,
-// used in place), and the C API (include/kiln/c_api.h) over libkiln_runtime linked statically.
+// Ahead-of-time export (`kiln compile MODEL -o model.so`): compiles the model for one or more
+// input-shape signatures and writes ONE shared library holding the generated kernels
+// (codegen::emit_object for the chosen target; a kernel with dim params serves every signature),
+// an execution plan per signature and the weights (one 64-byte aligned blob in .rodata, used in
+// place, shared by the plans), and the C API (include/kiln/c_api.h) over libkiln_runtime linked
+// statically. A run picks the plan of its input shapes.
 // CompiledLibrary opens such a library from C++ (as `kiln run model.so` does).
 // Docs: docs/c_api.md. Tests: tests/capi/test_c_api.cc, ctest aot_resnet50.
 #pragma once
@@ -17,10 +19,14 @@
 
 namespace kiln {
 
+inline constexpr size_t kMaxSignatures = 64;
+
 struct AotOptions {
   // LLVM CPU of the kernels: "native" (this machine), "x86-64-v3" (AVX2), "x86-64-v4" (AVX-512).
   std::string target = "native";
-  std::map<std::string, int64_t> dims;  // symbolic input dims (others: 1); the library has fixed shapes
+  // Sizes of symbolic input dims (others: 1): the library holds a plan for every combination
+  // of the listed sizes (at most kMaxSignatures) and runs exactly those input shapes.
+  std::map<std::string, std::vector<int64_t>> dims;
   int threads = 1;                      // threads of the compile run
   uint64_t seed = 0;                    // seed of the random inputs of the compile run
   // libkiln_runtime.a to link: "" takes $KILN_RUNTIME_LIB, else the one this kiln was built with.
@@ -30,8 +36,10 @@ struct AotOptions {
 };
 
 struct AotResult {
-  CompileStats stats;
-  uint64_t blob_bytes = 0;     // plan + constants
+  CompileStats stats;         // of the first signature's plan
+  int signatures = 0;         // plans in the library
+  int kernels = 0;            // distinct kernels in the library (shared by the plans)
+  uint64_t blob_bytes = 0;     // plans + constants
   uint64_t library_bytes = 0;  // the .so
   double plan_ms = 0;          // load, passes, plan (incl. the JIT of the compile run)
   double object_ms = 0;        // codegen::emit_object
@@ -61,7 +69,10 @@ class CompiledLibrary {
   ~CompiledLibrary();
   const std::vector<Info>& inputs() const { return inputs_; }
   const std::vector<Info>& outputs() const { return outputs_; }
-  // Inputs in input order (dtype and dims as inputs() says); returns fresh output tensors.
+  // The inputs of each input-shape signature the library was compiled for; a dim that differs
+  // between them is -1 in inputs() and outputs().
+  const std::vector<std::vector<Info>>& signatures() const { return signatures_; }
+  // Inputs in input order (dtype and dims of one signature); returns fresh output tensors.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
 
   struct Api;
@@ -71,6 +82,7 @@ class CompiledLibrary {
   std::unique_ptr<Api> api_;
   void* model_ = nullptr;
   std::vector<Info> inputs_, outputs_;
+  std::vector<std::vector<Info>> signatures_;
 };
 
 }  // namespace kiln

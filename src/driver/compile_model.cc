@@ -11,7 +11,9 @@ std::pair<std::string, int64_t> parse_dim_binding(const std::string& arg) {
   auto eq = arg.find('=');
   int64_t v = -1;
   try {
-    if (eq != std::string::npos) v = std::stoll(arg.substr(eq + 1));
+    size_t used = 0;
+    if (eq != std::string::npos) v = std::stoll(arg.substr(eq + 1), &used);
+    if (used != arg.size() - eq - 1) v = -1;  // trailing text ("16,32", "8x")
   } catch (const std::exception&) {
   }
   if (eq == std::string::npos || eq == 0 || v < 0) throw Error(ErrorKind::kUsage, "--dim expects NAME=VALUE, got '" + arg + "'");

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <tuple>
 
 #include "core/error.h"
 
@@ -109,22 +111,21 @@ std::vector<int64_t> read_dims(Reader& r) {
   return d;
 }
 
-}  // namespace
-
-uint64_t write_plan_blob(const ExecPlan& plan, const std::string& path) {
-  Writer w;
+// One plan without its kernel names and constants (written once for all plans); `global` maps
+// the plan's constant indices to the shared table's.
+void write_plan_body(Writer& w, const ExecPlan& plan, const std::vector<int32_t>& global) {
+  auto constant = [&](int32_t c) { return c < 0 ? c : global[static_cast<size_t>(c)]; };
   w.pod<uint32_t>(static_cast<uint32_t>(plan.slots.size()));
   for (const auto& s : plan.slots) {
     w.pod<uint8_t>(s.tensor ? 1 : 0);
     w.pod<int32_t>(static_cast<int32_t>(s.dtype));
     write_dims(w, s.dims);
-    w.pod<int32_t>(s.constant);
+    w.pod<int32_t>(constant(s.constant));
   }
   w.vec<int32_t>(plan.inputs);
   w.vec<int32_t>(plan.outputs);
   w.strs(plan.input_names);
   w.strs(plan.output_names);
-  w.strs(plan.kernel_names);
   w.pod<int64_t>(plan.arena_bytes);
   w.pod<uint32_t>(static_cast<uint32_t>(plan.steps.size()));
   for (const auto& st : plan.steps) {
@@ -136,7 +137,7 @@ uint64_t write_plan_blob(const ExecPlan& plan, const std::string& path) {
     w.pod<uint32_t>(static_cast<uint32_t>(st.args.size()));
     for (const auto& a : st.args) {
       w.pod<int32_t>(a.slot);
-      w.pod<int32_t>(a.constant);
+      w.pod<int32_t>(constant(a.constant));
       w.pod<uint8_t>(a.output ? 1 : 0);
       w.pod<uint8_t>(a.graph_output ? 1 : 0);
       w.pod<int64_t>(a.arena_offset);
@@ -183,12 +184,37 @@ uint64_t write_plan_blob(const ExecPlan& plan, const std::string& path) {
     w.pod<float>(g.rnn.clip);
     w.vec<int32_t>(st.free_after);
   }
-  // Constants: a table here, the bytes after the plan at 64-byte aligned offsets.
-  // Offsets are relative to the data section, which starts after the plan (header field).
-  w.pod<uint32_t>(static_cast<uint32_t>(plan.constants.size()));
+}
+
+}  // namespace
+
+uint64_t write_plan_blob(const std::vector<const ExecPlan*>& plans, const std::string& path) {
+  if (plans.empty()) throw Error(ErrorKind::kUsage, "write_plan_blob: no plan");
+  // The shared constants: one entry per distinct tensor (the signatures' plans hold the same
+  // initializers; what the input shapes folded differs per plan).
+  std::vector<Tensor> constants;
+  std::map<std::tuple<const void*, int32_t, std::vector<int64_t>>, int32_t> index_of;
+  std::vector<std::vector<int32_t>> global(plans.size());
+  for (size_t p = 0; p < plans.size(); ++p) {
+    if (plans[p]->kernel_names != plans[0]->kernel_names)
+      throw Error(ErrorKind::kUsage, "write_plan_blob: the plans have different kernel tables");
+    for (const Tensor& c : plans[p]->constants) {
+      auto key = std::make_tuple(c.raw(), static_cast<int32_t>(c.dtype()), c.dims());
+      auto [it, fresh] = index_of.emplace(key, static_cast<int32_t>(constants.size()));
+      if (fresh) constants.push_back(c);
+      global[p].push_back(it->second);
+    }
+  }
+  Writer w;
+  w.strs(plans[0]->kernel_names);
+  w.pod<uint32_t>(static_cast<uint32_t>(plans.size()));
+  for (size_t p = 0; p < plans.size(); ++p) write_plan_body(w, *plans[p], global[p]);
+  // Constants: a table here, the bytes after the plans at 64-byte aligned offsets.
+  // Offsets are relative to the data section, which starts after the plans (header field).
+  w.pod<uint32_t>(static_cast<uint32_t>(constants.size()));
   uint64_t offset = 0;
   std::vector<uint64_t> offsets;
-  for (const Tensor& c : plan.constants) {
+  for (const Tensor& c : constants) {
     offsets.push_back(offset);
     w.pod<int32_t>(static_cast<int32_t>(c.dtype()));
     write_dims(w, c.dims());
@@ -214,8 +240,8 @@ uint64_t write_plan_blob(const ExecPlan& plan, const std::string& path) {
   std::string pad(static_cast<size_t>(data_start - 64 - plan_bytes), '\0');
   f.write(pad.data(), static_cast<std::streamsize>(pad.size()));
   uint64_t at = data_start;
-  for (size_t i = 0; i < plan.constants.size(); ++i) {
-    const Tensor& c = plan.constants[i];
+  for (size_t i = 0; i < constants.size(); ++i) {
+    const Tensor& c = constants[i];
     std::string gap(static_cast<size_t>(data_start + offsets[i] - at), '\0');
     f.write(gap.data(), static_cast<std::streamsize>(gap.size()));
     if (c.nbytes() > 0) f.write(static_cast<const char*>(c.raw()), static_cast<std::streamsize>(c.nbytes()));
@@ -228,23 +254,11 @@ uint64_t write_plan_blob(const ExecPlan& plan, const std::string& path) {
   return total;
 }
 
-ExecPlan read_plan_blob(const void* data, size_t size) {
-  const char* base = static_cast<const char*>(data);
-  if (size < 64 || std::memcmp(base, kMagic, 8) != 0)
-    throw Error(ErrorKind::kInvalidModel, "compiled model: no kiln plan (bad magic)");
-  uint32_t version;
-  uint64_t plan_bytes, total, data_start;
-  std::memcpy(&version, base + 8, 4);
-  std::memcpy(&plan_bytes, base + 16, 8);
-  std::memcpy(&total, base + 24, 8);
-  std::memcpy(&data_start, base + 32, 8);
-  if (version != kPlanBlobVersion)
-    throw Error(ErrorKind::kInvalidModel, "compiled model: plan format " + std::to_string(version) +
-                                              ", this runtime reads format " + std::to_string(kPlanBlobVersion) +
-                                              " (recompile the model)");
-  if (total > size || plan_bytes > size - 64 || data_start % kAlign != 0 || data_start > total) throw Error(ErrorKind::kInvalidModel, "compiled model: the plan is truncated");
-  Reader r(base + 64, static_cast<size_t>(plan_bytes));
-  ExecPlan p;
+namespace {
+
+// One plan as write_plan_body wrote it; its kernel names are set (the kernel indices are checked
+// against them), its constant indices are checked by the caller.
+void read_plan_body(Reader& r, ExecPlan& p) {
   p.slots.resize(r.count(4));
   for (auto& s : p.slots) {
     s.tensor = r.pod<uint8_t>() != 0;
@@ -265,7 +279,6 @@ ExecPlan read_plan_blob(const void* data, size_t size) {
   p.input_names = r.strs();
   p.output_names = r.strs();
   if (p.input_names.size() != p.inputs.size() || p.output_names.size() != p.outputs.size()) corrupt("names");
-  p.kernel_names = r.strs();
   p.arena_bytes = r.pod<int64_t>();
   if (p.arena_bytes < 0) corrupt("arena size");
   p.steps.resize(r.count(4));
@@ -344,8 +357,35 @@ ExecPlan read_plan_blob(const void* data, size_t size) {
     if (st.kind == PlanStep::Kind::kGemm && (st.inputs.size() != g.operands.size() || st.outputs.size() != 1))
       corrupt("gemm step");
   }
-  p.constants.resize(r.count(4));
-  for (auto& c : p.constants) {
+}
+
+}  // namespace
+
+std::vector<ExecPlan> read_plan_blobs(const void* data, size_t size) {
+  const char* base = static_cast<const char*>(data);
+  if (size < 64 || std::memcmp(base, kMagic, 8) != 0)
+    throw Error(ErrorKind::kInvalidModel, "compiled model: no kiln plan (bad magic)");
+  uint32_t version;
+  uint64_t plan_bytes, total, data_start;
+  std::memcpy(&version, base + 8, 4);
+  std::memcpy(&plan_bytes, base + 16, 8);
+  std::memcpy(&total, base + 24, 8);
+  std::memcpy(&data_start, base + 32, 8);
+  if (version != kPlanBlobVersion)
+    throw Error(ErrorKind::kInvalidModel, "compiled model: plan format " + std::to_string(version) +
+                                              ", this runtime reads format " + std::to_string(kPlanBlobVersion) +
+                                              " (recompile the model)");
+  if (total > size || plan_bytes > size - 64 || data_start % kAlign != 0 || data_start > total) throw Error(ErrorKind::kInvalidModel, "compiled model: the plan is truncated");
+  Reader r(base + 64, static_cast<size_t>(plan_bytes));
+  const std::vector<std::string> kernel_names = r.strs();
+  std::vector<ExecPlan> plans(r.count(16));
+  if (plans.empty()) corrupt("no plan");
+  for (ExecPlan& p : plans) {
+    p.kernel_names = kernel_names;
+    read_plan_body(r, p);
+  }
+  std::vector<Tensor> constants(r.count(4));
+  for (auto& c : constants) {
     DType dt = read_dtype(r);
     std::vector<int64_t> dims = read_dims(r);
     uint64_t off = r.pod<uint64_t>(), nbytes = r.pod<uint64_t>();
@@ -354,13 +394,24 @@ ExecPlan read_plan_blob(const void* data, size_t size) {
     c = Tensor::view(dt, std::move(dims), const_cast<char*>(base + off));
     if (c.nbytes() != nbytes) corrupt("constant size");
   }
-  const int32_t nconst = static_cast<int32_t>(p.constants.size());
-  for (const auto& s : p.slots)
-    if (s.constant < -1 || s.constant >= nconst) corrupt("constant index");
-  for (const auto& st : p.steps)
-    for (const auto& a : st.args)
-      if (a.constant < -1 || a.constant >= nconst) corrupt("constant index");
-  return p;
+  const int32_t nconst = static_cast<int32_t>(constants.size());
+  for (ExecPlan& p : plans) {
+    for (const auto& s : p.slots)
+      if (s.constant < -1 || s.constant >= nconst) corrupt("constant index");
+    for (const auto& st : p.steps)
+      for (const auto& a : st.args)
+        if (a.constant < -1 || a.constant >= nconst) corrupt("constant index");
+    p.constants = constants;
+  }
+  return plans;
+}
+
+ExecPlan read_plan_blob(const void* data, size_t size) {
+  std::vector<ExecPlan> plans = read_plan_blobs(data, size);
+  if (plans.size() != 1)
+    throw Error(ErrorKind::kInvalidModel, "compiled model: the blob holds " + std::to_string(plans.size()) +
+                                              " plans, one was expected");
+  return std::move(plans[0]);
 }
 
 }  // namespace kiln

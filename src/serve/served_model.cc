@@ -2,6 +2,7 @@
 #include "serve/served_model.h"
 
 #include <algorithm>
+#include <set>
 
 #include "core/error.h"
 #include "driver/aot.h"
@@ -32,6 +33,22 @@ void check_batch_dims(const std::vector<TensorMetadata>& tensors, const std::str
                                      "output, but " + role + " '" + t.name + "' has shape " + dims_to_string(t.shape));
 }
 
+// A library compiled for several batch sizes runs only those: dynamic batching may merge requests
+// into any batch of 1..max_batch_size rows, so each of those sizes must be one it has.
+void check_library_batch_sizes(const CompiledLibrary& lib, int64_t max_batch_size) {
+  std::set<int64_t> sizes;
+  for (const auto& sig : lib.signatures())
+    if (!sig.empty() && !sig[0].dims.empty()) sizes.insert(sig[0].dims[0]);
+  std::string have;
+  for (int64_t s : sizes) have += (have.empty() ? "" : ",") + std::to_string(s);
+  for (int64_t b = 1; b <= max_batch_size; ++b)
+    if (!sizes.count(b))
+      throw Error(ErrorKind::kUsage, "max_batch_size " + std::to_string(max_batch_size) +
+                                         " needs every batch size 1.." + std::to_string(max_batch_size) +
+                                         ", but the library was compiled for " + have +
+                                         " only (kiln compile --dim BATCH=1,2,...)");
+}
+
 }  // namespace
 
 ServedModel::ServedModel(std::string name, std::string version, const std::string& path, ModelConfig config,
@@ -46,6 +63,7 @@ ServedModel::ServedModel(std::string name, std::string version, const std::strin
   if (config_.max_batch_size > 0) {
     check_batch_dims(inputs_, "input");
     check_batch_dims(outputs_, "output");
+    if (!libraries_.empty()) check_library_batch_sizes(*libraries_.front(), config_.max_batch_size);
   }
   apply_tensor_configs(config_.inputs, inputs_, "input");
   apply_tensor_configs(config_.outputs, outputs_, "output");

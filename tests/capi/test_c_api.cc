@@ -224,6 +224,7 @@ TEST_F(CApi, CompiledLibraryMatchesJitBitForBit) {
   o.threads = 2;
   ASSERT_EQ(kiln_model_load_file(path("small.so").c_str(), &o, &m), KILN_OK) << kiln_last_error();
   check_metadata(m);
+  EXPECT_EQ(kiln_model_num_signatures(m), 1u);
   check_run_errors(m);
   std::vector<float> x = input_values(), y, z;
   ASSERT_EQ(run_small(m, x, y, z), KILN_OK) << kiln_last_error();
@@ -267,6 +268,7 @@ TEST_F(CApi, OnnxModel) {
   ASSERT_EQ(kiln_model_load_file(path("small.onnx").c_str(), nullptr, &m), KILN_OK) << kiln_last_error();
   check_metadata(m);
   check_run_errors(m);
+  EXPECT_EQ(kiln_model_num_signatures(m), 0u);  // any shapes the graph allows
   std::vector<float> x = input_values(), y, z;
   ASSERT_EQ(run_small(m, x, y, z), KILN_OK) << kiln_last_error();
   std::vector<Tensor> want = jit_outputs(x);
@@ -344,6 +346,111 @@ TEST(Aot, FallbackNodesCannotBeExported) {
     EXPECT_NE(std::string(e.what()).find("reference kernel"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(fs::exists(dir / "topk.so"));
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+// A model with symbolic batch and sequence dims: MatMul + bias + Relu (a GEMM, or a GEMV when
+// B*S = 1, and a kernel taking the dims as params) and a mean over the sequence.
+std::string symbolic_model_text() {
+  std::mt19937_64 rng(5);
+  return "graph @g(%x: f32[B,S,256]) -> (%y: f32[B,S,256], %p: f32[B,256]) {\n"
+         "  %w = " + rand_const({256, 256}, rng) + "\n"
+         "  %b = " + rand_const({256}, rng) + "\n"
+         "  %m = MatMul(%x, %w) : f32[B,S,256]\n"
+         "  %a = Add(%m, %b) : f32[B,S,256]\n"
+         "  %y = Relu(%a) : f32[B,S,256]\n"
+         "  %ax = const i64[1] [1]\n"
+         "  %p = ReduceMean(%y, %ax) {keepdims=0} : f32[B,256]\n"
+         "  return %y, %p\n"
+         "}";
+}
+
+TEST(Aot, SeveralSignaturesShareWeightsAndMatchTheJit) {
+  fs::path dir = fs::temp_directory_path() / ("kiln_aot_signatures_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string onnx = (dir / "sym.onnx").string(), so = (dir / "sym.so").string();
+  std::ofstream(onnx, std::ios::binary) << serialize_onnx_model(parse_model(symbolic_model_text()));
+  AotOptions one;
+  one.dims = {{"B", {2}}, {"S", {16}}};
+  const AotResult single = compile_shared_library(onnx, (dir / "one.so").string(), one);
+  AotOptions o;
+  o.dims = {{"B", {1, 2}}, {"S", {1, 5, 16}}};
+  const AotResult r = compile_shared_library(onnx, so, o);
+  EXPECT_EQ(r.signatures, 6);
+  // The 256 KB weight is in the blob once.
+  EXPECT_LT(r.blob_bytes, single.blob_bytes + 64 * 1024) << single.blob_bytes;
+
+  kiln_model* m = nullptr;
+  ASSERT_EQ(kiln_model_load_file(so.c_str(), nullptr, &m), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_model_num_signatures(m), 6u);
+  kiln_tensor_info ti;
+  ASSERT_EQ(kiln_model_input_info(m, 0, &ti), KILN_OK);
+  EXPECT_EQ(std::vector<int64_t>(ti.dims, ti.dims + ti.rank), (std::vector<int64_t>{-1, -1, 256}));
+  ASSERT_EQ(kiln_model_output_info(m, 1, &ti), KILN_OK);
+  EXPECT_EQ(std::vector<int64_t>(ti.dims, ti.dims + ti.rank), (std::vector<int64_t>{-1, 256}));
+  ASSERT_EQ(kiln_model_signature_input(m, 5, 0, &ti), KILN_OK);
+  EXPECT_EQ(std::vector<int64_t>(ti.dims, ti.dims + ti.rank), (std::vector<int64_t>{2, 16, 256}));
+  EXPECT_EQ(kiln_model_signature_input(m, 6, 0, &ti), KILN_ERROR_INVALID_ARGUMENT);
+
+  Model jm = load_onnx_model(onnx);
+  PassContext ctx;
+  run_passes(jm, default_pipeline(), ctx);
+  CompiledExecutor jit(jm);
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  for (int64_t b : {1, 2})
+    for (int64_t s : {1, 5, 16}) {
+      SCOPED_TRACE("B=" + std::to_string(b) + " S=" + std::to_string(s));
+      Tensor x(DType::kFloat32, {b, s, 256});
+      for (int64_t k = 0; k < x.numel(); ++k) x.data<float>()[k] = uni(rng);
+      std::vector<float> y(static_cast<size_t>(b * s * 256)), p(static_cast<size_t>(b * 256));
+      kiln_tensor in = tensor(KILN_DTYPE_FLOAT32, {b, s, 256}, x.raw(), x.nbytes());
+      kiln_tensor out[2] = {tensor(KILN_DTYPE_FLOAT32, {}, y.data(), y.size() * 4),
+                            tensor(KILN_DTYPE_FLOAT32, {}, p.data(), p.size() * 4)};
+      ASSERT_EQ(kiln_run(m, &in, 1, out, 2), KILN_OK) << kiln_last_error();
+      EXPECT_EQ(std::vector<int64_t>(out[0].dims, out[0].dims + out[0].rank), (std::vector<int64_t>{b, s, 256}));
+      std::vector<RtValue> want = jit.run({RtValue(x)});
+      EXPECT_EQ(std::memcmp(want[0].tensor.raw(), y.data(), y.size() * 4), 0);
+      EXPECT_EQ(std::memcmp(want[1].tensor.raw(), p.data(), p.size() * 4), 0);
+    }
+
+  // A shape the library was not compiled for, and asking for an output's shape.
+  std::vector<float> x7(2 * 7 * 256, 0.5f), y(2 * 16 * 256), p(2 * 256);
+  kiln_tensor in = tensor(KILN_DTYPE_FLOAT32, {2, 7, 256}, x7.data(), x7.size() * 4);
+  kiln_tensor out[2] = {tensor(KILN_DTYPE_FLOAT32, {}, y.data(), y.size() * 4),
+                        tensor(KILN_DTYPE_FLOAT32, {}, p.data(), p.size() * 4)};
+  EXPECT_EQ(kiln_run(m, &in, 1, out, 2), KILN_ERROR_BAD_INPUT);
+  EXPECT_NE(std::string(kiln_last_error()).find("not among the signatures"), std::string::npos) << kiln_last_error();
+  EXPECT_NE(std::string(kiln_last_error()).find("[2,16,256]"), std::string::npos) << kiln_last_error();
+  std::vector<float> x16(2 * 16 * 256, 0.5f);
+  in = tensor(KILN_DTYPE_FLOAT32, {2, 16, 256}, x16.data(), x16.size() * 4);
+  out[0].size_bytes = 0;
+  EXPECT_EQ(kiln_run(m, &in, 1, out, 2), KILN_ERROR_BAD_INPUT);
+  EXPECT_EQ(std::vector<int64_t>(out[0].dims, out[0].dims + out[0].rank), (std::vector<int64_t>{2, 16, 256}));
+  kiln_model_free(m);
+
+  // CompiledLibrary sizes the symbolic outputs itself.
+  auto lib = CompiledLibrary::open(so);
+  ASSERT_EQ(lib->signatures().size(), 6u);
+  Tensor x(DType::kFloat32, {2, 5, 256});
+  for (int64_t k = 0; k < x.numel(); ++k) x.data<float>()[k] = uni(rng);
+  std::vector<Tensor> got = lib->run({x});
+  std::vector<RtValue> want = jit.run({RtValue(x)});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].dims(), (std::vector<int64_t>{2, 5, 256}));
+  EXPECT_EQ(std::memcmp(want[0].tensor.raw(), got[0].raw(), got[0].nbytes()), 0);
+
+  // A --dim name the model does not have.
+  AotOptions bad;
+  bad.dims = {{"T", {1, 2}}};
+  try {
+    compile_shared_library(onnx, (dir / "bad.so").string(), bad);
+    ADD_FAILURE() << "exported with an unknown dim name";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUsage);
+    EXPECT_NE(std::string(e.what()).find("they have: B, S"), std::string::npos) << e.what();
+  }
   std::error_code ec;
   fs::remove_all(dir, ec);
 }

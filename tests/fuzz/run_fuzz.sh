@@ -18,6 +18,18 @@ if ! command -v clang++ > /dev/null; then
   exit 77
 fi
 cd "$ROOT"
+# The loader's plan seeds (first byte odd) must be in the current blob format, else every one of
+# them stops at the version check and the plan parser goes unfuzzed.
+want=$(sed -n 's/.*kPlanBlobVersion = \([0-9]*\);.*/\1/p' src/runtime/plan_io.h)
+stale=0
+for f in tests/fuzz/corpus/aot_loader/*; do
+  read -r -a bytes <<< "$(od -An -tu1 -N13 "$f" | tr -s ' \n' ' ')"
+  if [ "${#bytes[@]}" -ge 13 ] && [ $((bytes[0] % 2)) -eq 1 ] && [ "${bytes[9]}" != "$want" ]; then stale=$((stale + 1)); fi
+done
+if [ "$stale" -gt 0 ]; then
+  echo "tests/fuzz/corpus/aot_loader: $stale plan seeds are not in blob format $want; remake them (tests/fuzz/fuzz_aot_loader.cc says how)" >&2
+  exit 1
+fi
 if [ ! -f build/asan/build.ninja ]; then cmake --preset asan > /dev/null; fi
 # KILN_FUZZER=NAME runs one target (fuzz_onnx_load also prepares the interpreter).
 TARGETS=${KILN_FUZZER:-fuzz_onnx_import fuzz_text_ir fuzz_aot_loader}

@@ -244,15 +244,22 @@ def test_usage_errors(mlp_path):
 def test_compile_shared_library(mlp_path, tmp_path):
     out = tmp_path / "mlp.so"
     try:
-        r = kiln.compile(mlp_path, out, dims={"N": 2})
+        r = kiln.compile(mlp_path, out, dims={"N": [1, 2, 5]})
     except kiln.UnsupportedError as e:  # a build without the AOT export, or an op it cannot export
         assert str(e).startswith("unsupported") and isinstance(e, NotImplementedError)
         return
     assert out.exists() and out.read_bytes()[:4] == b"\x7fELF"
-    assert r["library_bytes"] > 0 and r["fallback_nodes"] == 0
+    assert r["library_bytes"] > 0 and r["fallback_nodes"] == 0 and r["signatures"] == 3
     import ctypes
 
-    ctypes.CDLL(str(out))  # a loadable library
+    lib = ctypes.CDLL(str(out))  # a loadable library with one plan per size of N
+    model = ctypes.c_void_p()
+    assert lib.kiln_model_load_embedded(None, ctypes.byref(model)) == 0
+    lib.kiln_model_num_signatures.restype = ctypes.c_size_t
+    assert lib.kiln_model_num_signatures(model) == 3
+    lib.kiln_model_free(model)
+    with pytest.raises(kiln.UsageError, match="no symbolic dim of that name"):
+        kiln.compile(mlp_path, tmp_path / "bad.so", dims={"M": [1, 2]})
 
 
 @pytest.mark.parametrize("engine", ENGINES)

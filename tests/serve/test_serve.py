@@ -78,6 +78,12 @@ def make_repository(repo):
     os.makedirs(os.path.join(repo, "compiled", "1"))
     subprocess.run([KILN, "compile", os.path.join(repo, "simple", "1", "model.onnx"), "--dim", "N=2",
                     "-o", os.path.join(repo, "compiled", "1", "model.so")], check=True, capture_output=True)
+    # One library, a plan per batch size 1..4: dynamic batching may form any of them.
+    os.makedirs(os.path.join(repo, "compiled_batched", "1"))
+    subprocess.run([KILN, "compile", os.path.join(repo, "simple", "1", "model.onnx"), "--dim", "N=1,2,3,4",
+                    "-o", os.path.join(repo, "compiled_batched", "1", "model.so")], check=True, capture_output=True)
+    write_config(repo, "compiled_batched", {"max_batch_size": 4,
+                                            "dynamic_batching": {"max_queue_delay_microseconds": 20000}})
     ocr_demo.fetch_model()
     os.makedirs(os.path.join(repo, "ocr", "1"), exist_ok=True)
     shutil.copy(ocr_demo.MODEL, os.path.join(repo, "ocr", "1", "model.onnx"))
@@ -178,7 +184,8 @@ def test_tritonclient_metadata_and_repository(client):
     assert config["max_batch_size"] == 8 and config["input"][0]["dims"] == [4]
     assert config["instance_group"] == [{"count": 2, "kind": "KIND_CPU"}]
     names = {m["name"]: m["state"] for m in client.get_model_repository_index()}
-    assert names == {"simple": "READY", "reloadable": "READY", "slow": "READY", "ocr": "READY", "compiled": "READY"}
+    assert names == {"simple": "READY", "reloadable": "READY", "slow": "READY", "ocr": "READY", "compiled": "READY",
+                     "compiled_batched": "READY"}
 
 
 @pytest.mark.parametrize("binary", [True, False])
@@ -274,6 +281,16 @@ def test_compiled_library_is_served(client):
     np.testing.assert_allclose(infer_simple(client, x, model="compiled"), expected_simple(x), rtol=1e-5)
     with pytest.raises(InferenceServerException, match="expected shape"):
         infer_simple(client, np.ones((1, 4), np.float32), model="compiled")
+
+
+def test_compiled_library_of_several_batch_sizes_is_served(client):
+    meta = client.get_model_metadata("compiled_batched")
+    assert meta["inputs"][0]["shape"] == [-1, 4]  # `kiln compile --dim N=1,2,3,4`
+    for rows in (1, 3, 4):
+        x = np.arange(rows * 4, dtype=np.float32).reshape(rows, 4) / 4
+        np.testing.assert_allclose(infer_simple(client, x, model="compiled_batched"), expected_simple(x), rtol=1e-5)
+    with pytest.raises(InferenceServerException, match="max_batch_size|batch"):
+        infer_simple(client, np.ones((5, 4), np.float32), model="compiled_batched")
 
 
 def test_json_input_nested_lists_and_json_output(server):

@@ -1,8 +1,9 @@
 // `kiln compile MODEL [--time] [--print-kernels] [--threads N] [--seed S]`: builds the compiled
 // plan for the model's static input shapes (seeded random inputs), reports the generated and
 // fallback node counts and, with --time, the time of each phase.
-// `kiln compile MODEL -o model.so [--target native|x86-64-v3|x86-64-v4] [--dim N=V]...`: writes an
-// ahead-of-time compiled shared library with the C API (driver/aot.h, docs/c_api.md).
+// `kiln compile MODEL -o model.so [--target native|x86-64-v3|x86-64-v4] [--dim N=V1,V2,...]...`:
+// writes an ahead-of-time compiled shared library with the C API, one plan per input-shape
+// signature (driver/aot.h, docs/c_api.md).
 #include <chrono>
 #include <iostream>
 
@@ -20,7 +21,7 @@ struct CompileArgs {
   bool print_kernels = false;
   int threads = 1;
   uint64_t seed = 0;
-  std::vector<std::string> dims;  // NAME=VALUE for symbolic dims (others: 1)
+  std::vector<std::string> dims;  // NAME=VALUE for symbolic dims (others: 1); NAME=V1,V2 with -o
   std::string output;             // -o: the shared library to write
   std::string target = "native";
   bool keep_temps = false;
@@ -33,14 +34,21 @@ int export_command(const CompileArgs& a) {
   o.seed = a.seed;
   o.keep_temps = a.keep_temps;
   for (const auto& d : a.dims) {
-    auto [name, value] = parse_dim_binding(d);
-    o.dims[name] = value;
+    // NAME=V1,V2,...: each size checked as a NAME=VALUE binding.
+    const size_t eq = d.find('=');
+    std::vector<int64_t>& sizes = o.dims[eq == std::string::npos ? d : d.substr(0, eq)];
+    std::string rest = eq == std::string::npos ? "" : d.substr(eq + 1) + ",";
+    if (eq == std::string::npos) parse_dim_binding(d);  // (throws: no '=')
+    for (size_t at = 0, comma; (comma = rest.find(',', at)) != std::string::npos; at = comma + 1)
+      sizes.push_back(parse_dim_binding(d.substr(0, eq) + "=" + rest.substr(at, comma - at)).second);
   }
   AotResult r = compile_shared_library(a.model, a.output, o);
   const CompileStats& s = r.stats;
   std::cout << "model: " << a.model << "\n";
   std::cout << "wrote: " << a.output << " (" << r.library_bytes << " bytes; plan and weights " << r.blob_bytes
             << " bytes; target " << a.target << ")\n";
+  std::cout << "signatures: " << r.signatures << " (input shapes the library runs; kernels shared: " << r.kernels
+            << " in the library)\n";
   std::cout << "kernels: " << s.kernels << ", generated_nodes: " << s.generated_nodes
             << ", microkernel_nodes: " << s.gemm_nodes << ", arena_bytes: " << s.arena_bytes << "\n";
   if (a.time) {
@@ -64,6 +72,9 @@ int compile_command(const CompileArgs& a) {
   opts.threads = a.threads;
   opts.seed = a.seed;
   for (const auto& d : a.dims) {
+    if (d.find(',') != std::string::npos)
+      throw Error(ErrorKind::kUsage, "--dim " + d + ": a list of sizes is for -o (a library of several input-shape "
+                                                  "signatures); without -o, give one size");
     auto [name, value] = parse_dim_binding(d);
     opts.dims[name] = value;
   }
@@ -120,7 +131,10 @@ void add_compile_command(CLI::App& app, Action& action) {
   cmd->add_flag("--print-kernels", args->print_kernels, "print the loop nest (TIR) of every kernel");
   cmd->add_option("--threads", args->threads, "worker threads")->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--seed", args->seed, "seed for the random inputs")->capture_default_str();
-  cmd->add_option("--dim", args->dims, "NAME=VALUE: size of a symbolic input dim (default 1); repeatable");
+  cmd->add_option("--dim", args->dims,
+                  "NAME=VALUE: size of a symbolic input dim (default 1); repeatable. With -o, NAME=V1,V2,... "
+                  "compiles a plan for each size (every combination of the lists, at most 64), and the library "
+                  "runs exactly those input shapes");
   cmd->add_option("-o,--output", args->output,
                   "write an ahead-of-time compiled shared library (kernels, plan, weights, C API) to this file");
   cmd->add_option("--target", args->target, "CPU of the -o library's kernels: native, x86-64-v3 (AVX2), x86-64-v4 (AVX-512)")

@@ -63,7 +63,8 @@ int run_library_command(const RunArgs& a) {
   if (a.inputs.empty()) {
     std::mt19937_64 rng(a.seed);
     std::uniform_real_distribution<double> uni(-1.0, 1.0);
-    for (const auto& in : lib->inputs()) {
+    // A library of several signatures: the first one's shapes.
+    for (const auto& in : lib->signatures().empty() ? lib->inputs() : lib->signatures()[0]) {
       Tensor x(in.dtype, in.dims);
       for (int64_t k = 0; k < x.numel(); ++k) x.set_double(k, is_float(in.dtype) ? uni(rng) : static_cast<double>(rng() % 2));
       feeds.push_back(std::move(x));
@@ -86,7 +87,9 @@ int run_library_command(const RunArgs& a) {
     times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
   }
   std::cout << "model: " << a.model << " (load " << std::chrono::duration<double, std::milli>(t1 - t0).count()
-            << " ms, compiled library)\n";
+            << " ms, compiled library";
+  if (lib->signatures().size() > 1) std::cout << " of " << lib->signatures().size() << " input-shape signatures";
+  std::cout << ")\n";
   std::cout << "inputs" << (a.inputs.empty() ? " (random, seed " + std::to_string(a.seed) + ")" : "") << ":\n";
   for (size_t i = 0; i < feeds.size(); ++i)
     std::cout << "  " << lib->inputs()[i].name << ": " << describe(RtValue(feeds[i])) << "\n";
