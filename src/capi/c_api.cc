@@ -124,6 +124,7 @@ int resolve_threads(const kiln_options* o) {
 // One plan per input-shape signature the library was compiled for (`kiln compile --dim`); a run
 // takes the plan of its input shapes. The plans share the weights (views into the blob), their
 // packed copies (runtime/pack_cache.h) and one arena, the largest plan's (runs are serialized).
+// The plans of If branches after them have an arena each.
 class PlanModel : public ModelImpl {
  public:
   PlanModel(const KilnAotImage& img, int threads, bool pack_at_load, int64_t max_memory) {
@@ -131,11 +132,15 @@ class PlanModel : public ModelImpl {
     if (img.abi != KILN_C_API_VERSION)
       fail(KILN_ERROR_UNSUPPORTED, "compiled model for C API version " + std::to_string(img.abi) + ", this is " +
                                        std::to_string(KILN_C_API_VERSION));
-    plans_ = read_plan_blobs(img.blob, img.blob_size);
-    for (ExecPlan& plan : plans_) {
+    PlanBlob blob = read_plan_blobs(img.blob, img.blob_size);
+    plans_ = std::move(blob.plans);  // (the buffer moves: the plans' `linked` pointers hold)
+    entries_ = blob.signatures;
+    for (size_t p = 0; p < plans_.size(); ++p) {
+      ExecPlan& plan = plans_[p];
       if (plan.kernel_names.size() != img.num_kernels) fail(KILN_ERROR_INVALID_MODEL, "compiled model: kernel table mismatch");
       plan.kernels.assign(img.kernels, img.kernels + img.num_kernels);
       if (plan.has_fallback()) fail(KILN_ERROR_UNSUPPORTED, "compiled model with reference-kernel steps");
+      if (p >= entries_) continue;
       if (plan.inputs.size() != plans_[0].inputs.size() || plan.outputs.size() != plans_[0].outputs.size())
         fail(KILN_ERROR_INVALID_MODEL, "compiled model: its plans have different inputs or outputs");
       arena_bytes_ = std::max(arena_bytes_, plan.arena_bytes);
@@ -153,10 +158,13 @@ class PlanModel : public ModelImpl {
       arena_.reset(static_cast<char*>(std::aligned_alloc(64, bytes)));
       if (!arena_) fail(KILN_ERROR_RESOURCE_LIMIT, "out of memory allocating the " + format_bytes(arena_bytes_) + " arena");
     }
-    for (ExecPlan& plan : plans_) plan.bind_arena(arena_.get());
+    for (size_t p = 0; p < plans_.size(); ++p)
+      if (p < entries_) plans_[p].bind_arena(arena_.get());
+      else plans_[p].allocate_arena();
     inputs = merged_info(plans_[0].inputs, plans_[0].input_names, &ExecPlan::inputs);
     outputs = merged_info(plans_[0].outputs, plans_[0].output_names, &ExecPlan::outputs);
-    for (const ExecPlan& plan : plans_) {
+    for (size_t p = 0; p < entries_; ++p) {
+      const ExecPlan& plan = plans_[p];
       signatures.emplace_back();
       for (size_t i = 0; i < plan.inputs.size(); ++i)
         signatures.back().push_back(TensorInfo{inputs[i].name, inputs[i].dtype, slot_dims(plan, plan.inputs[i])});
@@ -185,7 +193,8 @@ class PlanModel : public ModelImpl {
     for (size_t i = 0; i < slots.size(); ++i) {
       const PlanSlot& s = plans_[0].slots[static_cast<size_t>(slots[i])];
       TensorInfo info{names[i], s.dtype, s.dims};
-      for (const ExecPlan& plan : plans_) {
+      for (size_t p = 0; p < entries_; ++p) {
+        const ExecPlan& plan = plans_[p];
         const PlanSlot& t = plan.slots[static_cast<size_t>((plan.*which)[i])];
         if (t.dtype != s.dtype || t.dims.size() != s.dims.size())
           fail(KILN_ERROR_INVALID_MODEL, "compiled model: its plans disagree on the type of '" + names[i] + "'");
@@ -198,18 +207,19 @@ class PlanModel : public ModelImpl {
   }
   // The plan compiled for the inputs' shapes; kBadInput listing the shapes the library holds.
   ExecPlan& plan_for(const std::vector<Tensor>& views) {
-    for (ExecPlan& plan : plans_) {
+    for (size_t p = 0; p < entries_; ++p) {
+      ExecPlan& plan = plans_[p];
       bool same = true;
       for (size_t i = 0; i < views.size() && same; ++i) same = views[i].dims() == slot_dims(plan, plan.inputs[i]);
       if (same) return plan;
     }
     std::string got, held;
     for (size_t i = 0; i < views.size(); ++i) got += (i ? ", " : "") + dims_to_string(views[i].dims());
-    for (size_t p = 0; p < plans_.size() && p < 16; ++p) {
+    for (size_t p = 0; p < entries_ && p < 16; ++p) {
       held += p ? "; " : "";
       for (size_t i = 0; i < plans_[p].inputs.size(); ++i) held += (i ? ", " : "") + dims_to_string(slot_dims(plans_[p], plans_[p].inputs[i]));
     }
-    if (plans_.size() > 16) held += "; ... (" + std::to_string(plans_.size()) + " in all)";
+    if (entries_ > 16) held += "; ... (" + std::to_string(entries_) + " in all)";
     fail(KILN_ERROR_BAD_INPUT, "input shapes " + got + " are not among the signatures this library was compiled for (" +
                                    held + "); `kiln compile --dim NAME=V1,V2,...` adds sizes");
   }
@@ -235,21 +245,23 @@ class PlanModel : public ModelImpl {
   // their packed copies, the arena and the outputs (the largest plan's).
   void check_memory(const KilnAotImage& img, int64_t max_memory) const {
     if (max_memory <= 0) return;
-    int64_t packed = 0, outs = 0;
-    for (const ExecPlan& plan : plans_) {
-      packed = std::max(packed, plan.packed_weight_bytes());
-      outs = std::max(outs, plan.output_bytes());
+    int64_t packed = 0, outs = 0, branch_arenas = 0;
+    for (size_t p = 0; p < plans_.size(); ++p) {
+      packed = std::max(packed, plans_[p].packed_weight_bytes());
+      if (p < entries_) outs = std::max(outs, plans_[p].output_bytes());
+      else branch_arenas += plans_[p].arena_bytes;
     }
     const auto weights = static_cast<int64_t>(img.blob_size);
-    const int64_t need = weights + packed + arena_bytes_ + outs;
+    const int64_t need = weights + packed + arena_bytes_ + branch_arenas + outs;
     if (need > max_memory)
       fail(KILN_ERROR_RESOURCE_LIMIT, "the compiled model needs " + format_bytes(need) + " (weights and plan " +
                                           format_bytes(weights) + ", packed GEMM weights " + format_bytes(packed) +
-                                          ", activations " + format_bytes(arena_bytes_) + ", outputs " +
+                                          ", activations " + format_bytes(arena_bytes_ + branch_arenas) + ", outputs " +
                                           format_bytes(outs) + "), more than max_memory_bytes " +
                                           format_bytes(max_memory));
   }
   std::vector<ExecPlan> plans_;
+  size_t entries_ = 0;  // plans_[0, entries_): one per signature; the rest: If branches
   int64_t arena_bytes_ = 0;
   std::unique_ptr<char, decltype(&std::free)> arena_{nullptr, &std::free};
   std::unique_ptr<ThreadPool> pool_;

@@ -82,11 +82,12 @@ std::string runtime_archive(const AotOptions& o) {
   return a;
 }
 
-// The plan as the library runs it: graph inputs with defaults become constants (only the
-// inputs a caller feeds remain), kernels and GemmOps are left to the loader.
-ExecPlan export_plan(const ExecPlan& src, const Graph& g, const std::vector<RtValue>& feeds) {
+// A plan's data without what a run or the JIT bound to it (GemmOps, arena views, kernel pointers).
+ExecPlan plan_data(const ExecPlan& src) {
   ExecPlan p;
   p.slots = src.slots;
+  p.inputs = src.inputs;
+  p.input_names = src.input_names;
   p.outputs = src.outputs;
   p.output_names = src.output_names;
   p.constants = src.constants;
@@ -97,6 +98,15 @@ ExecPlan export_plan(const ExecPlan& src, const Graph& g, const std::vector<RtVa
     st.gemm_op.reset();
     for (auto& a : st.args) a.view = Tensor();
   }
+  return p;
+}
+
+// The plan as the library runs it: graph inputs with defaults become constants (only the
+// inputs a caller feeds remain), kernels and GemmOps are left to the loader.
+ExecPlan export_plan(const ExecPlan& src, const Graph& g, const std::vector<RtValue>& feeds) {
+  ExecPlan p = plan_data(src);
+  p.inputs.clear();
+  p.input_names.clear();
   for (size_t i = 0; i < src.inputs.size(); ++i) {
     const Value& in = *g.inputs[i];
     int32_t s = src.inputs[i];
@@ -154,7 +164,7 @@ std::vector<std::map<std::string, int64_t>> signatures_of(const std::map<std::st
     if (values.empty()) throw Error(ErrorKind::kUsage, "--dim " + name + ": no size");
     std::vector<std::map<std::string, int64_t>> next;
     for (const auto& sig : out)
-      for (int64_t v : values) {
+      for (int64_t v : std::set<int64_t>(values.begin(), values.end())) {
         next.push_back(sig);
         next.back()[name] = v;
       }
@@ -181,28 +191,6 @@ void check_dim_names(const Model& model, const std::map<std::string, std::vector
       throw Error(ErrorKind::kUsage, "--dim " + name + ": the model's inputs have no symbolic dim of that name (" +
                                          (known.empty() ? std::string("they have none") : "they have: " + known) + ")");
     }
-}
-
-// Throws kUnsupported when `plan` cannot be exported: control flow, or nodes on reference kernels
-// (the first 10 named; then per-op counts).
-void check_exportable(const ExecPlan* plan, const CompileStats& stats) {
-  if (!plan || stats.control_flow_nodes > 0)
-    throw Error(ErrorKind::kUnsupported, "ahead-of-time export of a model with control flow (If/Loop/Scan): its "
-                                         "bodies run as nested compiled plans, which a library cannot hold yet");
-  std::string fallbacks;
-  int listed = 0, total = 0;
-  for (const auto& st : plan->steps)
-    if (st.kind == PlanStep::Kind::kFallback && ++total <= 10)
-      fallbacks += (listed++ ? "; " : "") + st.op + " (node " + st.name + ")";
-  if (total == 0) return;
-  std::string msg = "ahead-of-time export of " + fallbacks + (total > 1 ? ": they run" : ": it runs") +
-                    " on a reference kernel";
-  if (total > listed) {
-    msg += " (" + std::to_string(total) + " nodes in all:";
-    for (const auto& [op, n] : stats.fallback_ops) msg += " " + op + " " + std::to_string(n);
-    msg += ")";
-  }
-  throw Error(ErrorKind::kUnsupported, msg);
 }
 
 // The kernels of several plans as one table: a kernel the plans share (same TIR up to names:
@@ -243,6 +231,92 @@ class KernelTable {
   std::vector<tir::PrimFunc> funcs_;
 };
 
+// The plans of a library: one per signature, then the plans of their If branches (each after the
+// plan whose kIf step runs it: runtime/plan_io.h), with one kernel table. A step no library can
+// hold (a reference kernel, Loop or Scan) is recorded in `refused`.
+class LibraryPlans {
+ public:
+  explicit LibraryPlans(size_t signatures) : signatures_(signatures) {}
+
+  // `plan`: the last plan of `ex` in the library's form (export_plan).
+  void add_entry(ExecPlan plan, const CompiledExecutor& ex) {
+    kernels.add(plan, *ex.last_kernels());
+    add_branches(plan, ex);
+    entries.push_back(std::move(plan));
+  }
+  // Every plan, entries first; their kernel tables set to the library's.
+  std::vector<ExecPlan> all() {
+    std::vector<ExecPlan> out = std::move(entries);
+    for (ExecPlan& b : branches) out.push_back(std::move(b));
+    for (ExecPlan& p : out) p.kernel_names = kernels.names();
+    return out;
+  }
+  // kUnsupported naming the refused steps (the first 10, then per-op counts).
+  void check() const {
+    if (refused.empty()) return;
+    std::string listed;
+    std::map<std::string, int> per_op;
+    for (size_t i = 0; i < refused.size(); ++i) {
+      if (i < 10) listed += (i ? "; " : "") + refused[i].first + " (node " + refused[i].second + ")";
+      ++per_op[refused[i].first];
+    }
+    std::string msg = "ahead-of-time export of " + listed + (refused.size() > 1 ? ": they run" : ": it runs") +
+                      " on a reference kernel or, for Loop and Scan, on nested JIT plans (a library holds If only)";
+    if (refused.size() > 10) {
+      msg += " (" + std::to_string(refused.size()) + " nodes in all:";
+      for (const auto& [op, n] : per_op) msg += " " + op + " " + std::to_string(n);
+      msg += ")";
+    }
+    throw Error(ErrorKind::kUnsupported, msg);
+  }
+
+  KernelTable kernels;
+  std::vector<ExecPlan> entries, branches;
+  std::vector<std::pair<std::string, std::string>> refused;  // op, node
+
+ private:
+  // Turns the If steps of `plan` (made by `ex`) into kIf steps and exports each branch's plan.
+  void add_branches(ExecPlan& plan, const CompiledExecutor& ex) {
+    for (PlanStep& st : plan.steps) {
+      if (st.kind != PlanStep::Kind::kFallback) continue;
+      const Node& n = *ex.graph().nodes.at(static_cast<size_t>(st.node));
+      if (n.op_type != "If" || !n.domain.empty()) {
+        refused.emplace_back(st.op, st.name);
+        continue;
+      }
+      st.kind = PlanStep::Kind::kIf;
+      st.branches = {-1, -1};
+      st.branch_feeds = {{}, {}};
+      for (int b = 0; b < 2; ++b) {
+        CompiledExecutor::BranchPlan bp = ex.branch_plan(st.node, b);
+        if (!bp.plan || !fits(plan, st, bp)) continue;  // taking it fails at run time, naming the If
+        ExecPlan body = plan_data(*bp.plan);
+        kernels.add(body, *bp.kernels);
+        const size_t index = branches.size();
+        branches.emplace_back();  // (its place first: the branches inside come after it)
+        add_branches(body, *bp.executor);
+        branches[index] = std::move(body);
+        st.branches[static_cast<size_t>(b)] = static_cast<int32_t>(signatures_ + index);
+        st.branch_feeds[static_cast<size_t>(b)] = bp.feeds;
+      }
+    }
+  }
+  // Whether the branch's plan was made for the values this step feeds it (a branch's last plan
+  // may come from another signature's run).
+  static bool fits(const ExecPlan& plan, const PlanStep& st, const CompiledExecutor::BranchPlan& bp) {
+    if (bp.feeds.size() != bp.plan->inputs.size() || bp.plan->outputs.size() != st.outputs.size()) return false;
+    for (size_t k = 0; k < bp.feeds.size(); ++k) {
+      const int32_t outer = st.inputs.at(static_cast<size_t>(bp.feeds[k]));
+      if (outer < 0) return false;
+      const PlanSlot& a = plan.slots[static_cast<size_t>(outer)];
+      const PlanSlot& b = bp.plan->slots[static_cast<size_t>(bp.plan->inputs[k])];
+      if (a.tensor != b.tensor || a.dtype != b.dtype || a.dims != b.dims) return false;
+    }
+    return true;
+  }
+  size_t signatures_;
+};
+
 }  // namespace
 
 AotResult compile_shared_library(const std::string& model_path, const std::string& out_path, const AotOptions& o) {
@@ -265,23 +339,24 @@ AotResult compile_shared_library(const std::string& model_path, const std::strin
   co.threads = o.threads;
   co.seed = o.seed;
   co.target.cpu = o.target;
+  co.plan_untaken_branches = true;
   CompiledExecutor ex(model, co);
-  std::vector<ExecPlan> out_plans;
-  KernelTable kernels;
+  LibraryPlans library(signatures.size());
   for (const auto& dims : signatures) {
     std::vector<RtValue> feeds = random_feeds(model, dims, o.seed);
     ex.run(feeds);
-    if (out_plans.empty()) r.stats = ex.stats();
-    check_exportable(ex.last_exec_plan(), ex.stats());
+    if (library.entries.empty()) r.stats = ex.stats();
+    if (!ex.last_exec_plan()) throw Error(ErrorKind::kUnsupported, "ahead-of-time export: the model has no compiled plan");
     // run() fills defaulted inputs itself; the export needs their values.
     for (size_t i = 0; i < feeds.size(); ++i)
       if (feeds[i].is_none() && model.graph->inputs[i]->initializer.defined()) feeds[i] = RtValue(model.graph->inputs[i]->initializer);
-    out_plans.push_back(export_plan(*ex.last_exec_plan(), *model.graph, feeds));
-    kernels.add(out_plans.back(), *ex.last_kernels());
+    library.add_entry(export_plan(*ex.last_exec_plan(), *model.graph, feeds), ex);
   }
-  for (ExecPlan& p : out_plans) p.kernel_names = kernels.names();
-  r.signatures = static_cast<int>(out_plans.size());
-  r.kernels = static_cast<int>(kernels.funcs().size());
+  library.check();
+  r.kernels = static_cast<int>(library.kernels.funcs().size());
+  std::vector<ExecPlan> out_plans = library.all();
+  r.signatures = static_cast<int>(signatures.size());
+  r.branch_plans = static_cast<int>(out_plans.size() - signatures.size());
   r.plan_ms = ms_since(t0);
 
   // A private temporary directory for the pieces.
@@ -302,7 +377,7 @@ AotResult compile_shared_library(const std::string& model_path, const std::strin
   target.cpu = o.target;
   target = compile::codegen_target(target);
   const fs::path obj = dir / "kernels.o";
-  const std::vector<tir::PrimFunc>& funcs = kernels.funcs();
+  const std::vector<tir::PrimFunc>& funcs = library.kernels.funcs();
   if (!funcs.empty()) codegen::emit_object(funcs, target, obj.string());
   r.object_ms = ms_since(t1);
 
@@ -310,8 +385,8 @@ AotResult compile_shared_library(const std::string& model_path, const std::strin
   const fs::path blob = dir / "blob.bin";
   std::vector<const ExecPlan*> plans;
   for (const ExecPlan& p : out_plans) plans.push_back(&p);
-  r.blob_bytes = write_plan_blob(plans, blob.string());
-  write_file(dir / "image.s", assembler_image(blob.string(), kernels.names()));
+  r.blob_bytes = write_plan_blob(plans, signatures.size(), blob.string());
+  write_file(dir / "image.s", assembler_image(blob.string(), library.kernels.names()));
   write_file(dir / "exports.map", version_script());
   std::string cxx = o.cxx;
   if (cxx.empty())

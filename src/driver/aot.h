@@ -37,7 +37,8 @@ struct AotOptions {
 
 struct AotResult {
   CompileStats stats;         // of the first signature's plan
-  int signatures = 0;         // plans in the library
+  int signatures = 0;         // entry plans in the library (one per input-shape signature)
+  int branch_plans = 0;       // plans of If branches
   int kernels = 0;            // distinct kernels in the library (shared by the plans)
   uint64_t blob_bytes = 0;     // plans + constants
   uint64_t library_bytes = 0;  // the .so
@@ -47,9 +48,11 @@ struct AotResult {
   double total_ms = 0;
 };
 
-// Compiles `model_path` (ONNX) into the shared library `out_path`. Throws kUnsupported naming
-// every node that would run on a reference kernel (those cannot be exported), and kUsage when
-// the link fails (with the linker's message).
+// Compiles `model_path` (ONNX) into the shared library `out_path`. If nodes become kIf steps
+// with a plan per branch (the compile runs plan the branch they do not take as well, on the
+// same values; a branch that fails there has no plan and fails when taken). Throws kUnsupported
+// naming every node that would run on a reference kernel, Loop and Scan (those cannot be
+// exported), and kUsage when the link fails (with the linker's message).
 AotResult compile_shared_library(const std::string& model_path, const std::string& out_path, const AotOptions& opts);
 
 // True when `path` is an ELF file (a compiled model library rather than an ONNX model).

@@ -179,7 +179,40 @@ std::vector<RtValue> CompiledExecutor::run_control_flow(const Node& n, const OpS
     return ex.run_checked(std::move(feeds), {});
   };
   std::vector<const RtValue*> node_ins(ins.begin(), ins.begin() + static_cast<std::ptrdiff_t>(arity));
-  return evaluate_node(n, schema, model_.opset(n.domain), node_ins, run_body, &rng_);
+  std::vector<RtValue> out = evaluate_node(n, schema, model_.opset(n.domain), node_ins, run_body, &rng_);
+  if (opts_.plan_untaken_branches && n.op_type == "If" && n.domain.empty() && ins[0] && ins[0]->is_tensor() &&
+      ins[0]->tensor.numel() == 1) {
+    const char* untaken = ins[0]->tensor.get_double(0) != 0.0 ? "else_branch" : "then_branch";
+    const Attribute* a = n.attr(untaken);
+    try {
+      if (a && a->g) run_body(*a->g, {});
+    } catch (const Error& e) {
+      compile::log("If " + n.display_name() + ": the " + untaken + " fails on these values, not planned: " + e.what());
+    }
+  }
+  return out;
+}
+
+CompiledExecutor::BranchPlan CompiledExecutor::branch_plan(int32_t node, int branch) const {
+  BranchPlan out;
+  const Node& n = *model_.graph->nodes.at(static_cast<size_t>(node));
+  const Attribute* a = n.attr(branch == 0 ? "then_branch" : "else_branch");
+  auto it = a && a->g ? bodies_.find(a->g.get()) : bodies_.end();
+  if (it == bodies_.end()) return out;
+  const CompiledExecutor& ex = *it->second;
+  if (!ex.last_plan_ || ex.last_plan_->value_dependent) return out;
+  out.executor = &ex;
+  out.plan = &ex.last_plan_->exec;
+  out.kernels = &ex.last_plan_->funcs;
+  // An If branch has no inputs of its own: it is fed the values it captures, which are among
+  // the step's inputs after the node's (compile::step_captures).
+  const std::vector<Value*> captured = compile::step_captures(n);
+  for (Value* c : ex.captures_) {
+    auto pos = std::find(captured.begin(), captured.end(), c);
+    KILN_CHECK(pos != captured.end());
+    out.feeds.push_back(static_cast<int32_t>(n.inputs.size() + static_cast<size_t>(pos - captured.begin())));
+  }
+  return out;
 }
 
 std::vector<RtValue> CompiledExecutor::run_reference(const std::vector<RtValue>& feeds,

@@ -42,6 +42,9 @@ struct CompiledOptions {
   size_t cache_entries = 8;   // plans kept per executor (LRU)
   bool schedule = true;       // apply the default schedule rules (off: plain loop nests)
   int64_t max_memory_bytes = 0;  // memory budget (see admit); 0: none
+  // Ahead-of-time export: an If also plans the branch it does not take (on the same values; a
+  // branch that fails on them stays unplanned), so that a library can hold both.
+  bool plan_untaken_branches = false;
   codegen::TargetOptions target;
 };
 
@@ -93,6 +96,19 @@ class CompiledExecutor {
   const ExecPlan* last_exec_plan() const;
   const std::vector<tir::PrimFunc>* last_kernels() const;
   const Model& model() const { return model_; }
+  const Graph& graph() const { return *model_.graph; }
+
+  // Ahead-of-time export (driver/aot.cc) of an If step of the last plan (`node` indexes this
+  // executor's graph): the plan the executor of branch `branch` (0 then, 1 else) ran last, its
+  // kernels, that executor (for the If steps inside), and which of the step's inputs feed the
+  // branch. `plan` is null when the branch never ran or its shapes depended on input values.
+  struct BranchPlan {
+    const CompiledExecutor* executor = nullptr;
+    const ExecPlan* plan = nullptr;
+    const std::vector<tir::PrimFunc>* kernels = nullptr;
+    std::vector<int32_t> feeds;
+  };
+  BranchPlan branch_plan(int32_t node, int branch) const;
 
   struct Plan;
 

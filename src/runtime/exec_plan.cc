@@ -112,6 +112,32 @@ bool ExecPlan::has_fallback() const {
   return false;
 }
 
+namespace {
+
+// A kIf step: the plan of the branch its condition picks, on the inputs that branch reads.
+std::vector<RtValue> run_branch(ExecPlan& plan, const PlanStep& st, const std::vector<const RtValue*>& ins) {
+  const RtValue* cond = ins.empty() ? nullptr : ins[0];
+  if (!cond || !cond->is_tensor() || cond->tensor.numel() != 1)
+    throw Error(ErrorKind::kBadInput, "If: the condition is not a tensor of one element");
+  const size_t b = cond->tensor.get_double(0) != 0.0 ? 0 : 1;
+  const int32_t index = b < st.branches.size() ? st.branches[b] : -1;
+  if (index < 0)
+    throw Error(ErrorKind::kUnsupported, std::string("this library holds no plan for the ") +
+                                             (b == 0 ? "then" : "else") +
+                                             " branch of this If (it was not taken, or could not be planned, while "
+                                             "compiling for these input shapes)");
+  ExecPlan& body = *plan.linked.at(static_cast<size_t>(index));
+  std::vector<RtValue> feeds;
+  for (int32_t k : st.branch_feeds.at(b)) {
+    const RtValue* v = ins.at(static_cast<size_t>(k));
+    if (!v) throw Error(ErrorKind::kBadInput, "If: a value the branch reads is absent");
+    feeds.push_back(*v);
+  }
+  return execute_plan(body, feeds, {}, nullptr);
+}
+
+}  // namespace
+
 std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& feeds,
                                   const std::vector<OutputBuffer>& out_buffers, const FallbackFn& fallback,
                                   std::vector<double>* step_ms) {
@@ -151,7 +177,7 @@ std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& fe
   for (auto& st : plan.steps) {
     check_run();  // cancellation and deadlines (core/run_control.h)
     auto start = step_ms ? Clock::now() : Clock::time_point();
-    if (st.kind == PlanStep::Kind::kGemm || st.kind == PlanStep::Kind::kFallback) {
+    if (st.kind == PlanStep::Kind::kGemm || st.kind == PlanStep::Kind::kFallback || st.kind == PlanStep::Kind::kIf) {
       ins.clear();
       for (int32_t s : st.inputs) ins.push_back(s >= 0 ? &env[static_cast<size_t>(s)] : nullptr);
       std::vector<RtValue> outs;
@@ -159,6 +185,8 @@ std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& fe
         if (st.kind == PlanStep::Kind::kGemm) {
           if (!st.gemm_op) plan.make_gemm_op(st);  // deferred from the load (weights packed here)
           outs.emplace_back(st.gemm_op->run(ins));
+        } else if (st.kind == PlanStep::Kind::kIf) {
+          outs = run_branch(plan, st, ins);
         } else {
           if (!fallback) throw Error(ErrorKind::kUnsupported, "this plan has no reference kernels");
           outs = fallback(st, ins);

@@ -37,7 +37,9 @@ struct PlanArg {
 };
 
 struct PlanStep {
-  enum class Kind : int32_t { kKernel = 0, kGemm = 1, kFallback = 2, kEmpty = 3 };
+  // kIf: an If whose branches are plans of their own (ahead-of-time libraries; the JIT runs If
+  // as a kFallback step with nested executors).
+  enum class Kind : int32_t { kKernel = 0, kGemm = 1, kFallback = 2, kEmpty = 3, kIf = 4 };
   Kind kind = Kind::kFallback;
   std::string name;  // kernel name or node name (profiles, error messages)
   std::string op;    // "Conv", "Add+Relu", ...
@@ -52,6 +54,10 @@ struct PlanStep {
   gemm_ops::GemmDesc gemm;         // kGemm (operand `constant` pointers valid only while making)
   std::shared_ptr<gemm_ops::GemmOp> gemm_op;  // kGemm, made from `gemm` (not serialized)
   std::vector<int32_t> free_after;  // slots whose last use is this step
+  // kIf: inputs[0] is the condition; per branch (then, else) the index of its plan in
+  // ExecPlan::linked (-1: no plan, the branch fails when taken) and which of `inputs` it is fed.
+  std::vector<int32_t> branches;
+  std::vector<std::vector<int32_t>> branch_feeds;
 };
 
 struct PlanSlot {
@@ -73,6 +79,9 @@ struct ExecPlan {
   int64_t arena_bytes = 0;
   std::unique_ptr<char, decltype(&std::free)> arena{nullptr, &std::free};  // when the plan owns it
   char* arena_data = nullptr;  // where the kernel outputs' views point (owned or bound)
+  // The plans kIf steps run (every plan read from one blob, by index; set by the reader). A
+  // branch's plan has its own arena: the enclosing plan's values are alive while it runs.
+  std::vector<ExecPlan*> linked;
 
   // Allocates the plan's own arena and binds the kernel outputs' views into it.
   void allocate_arena();
@@ -108,7 +117,8 @@ struct OutputBuffer {
 // parallel to step.outputs.
 using FallbackFn = std::function<std::vector<RtValue>(const PlanStep& step, const std::vector<const RtValue*>& ins)>;
 
-// Runs the plan on `feeds` (parallel to plan.inputs) on the calling thread's current pool.
+// Runs the plan on `feeds` (parallel to plan.inputs) on the calling thread's current pool; kIf
+// steps run the chosen branch's plan the same way (with no fallback).
 // `out_buffers` (empty, or parallel to plan.outputs) receive the outputs when given (kBadInput
 // when one is smaller than the output): kernels write 64-byte aligned ones in place, others get
 // a copy; returned values then view them. Feeds must be 64-byte aligned (kernel ABI). Per-step

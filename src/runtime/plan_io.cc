@@ -183,13 +183,16 @@ void write_plan_body(Writer& w, const ExecPlan& plan, const std::vector<int32_t>
     w.pod<uint8_t>(g.rnn.input_forget);
     w.pod<float>(g.rnn.clip);
     w.vec<int32_t>(st.free_after);
+    w.vec<int32_t>(st.branches);
+    w.pod<uint32_t>(static_cast<uint32_t>(st.branch_feeds.size()));
+    for (const auto& f : st.branch_feeds) w.vec<int32_t>(f);
   }
 }
 
 }  // namespace
 
-uint64_t write_plan_blob(const std::vector<const ExecPlan*>& plans, const std::string& path) {
-  if (plans.empty()) throw Error(ErrorKind::kUsage, "write_plan_blob: no plan");
+uint64_t write_plan_blob(const std::vector<const ExecPlan*>& plans, size_t signatures, const std::string& path) {
+  if (signatures == 0 || signatures > plans.size()) throw Error(ErrorKind::kUsage, "write_plan_blob: no entry plan");
   // The shared constants: one entry per distinct tensor (the signatures' plans hold the same
   // initializers; what the input shapes folded differs per plan).
   std::vector<Tensor> constants;
@@ -208,6 +211,7 @@ uint64_t write_plan_blob(const std::vector<const ExecPlan*>& plans, const std::s
   Writer w;
   w.strs(plans[0]->kernel_names);
   w.pod<uint32_t>(static_cast<uint32_t>(plans.size()));
+  w.pod<uint32_t>(static_cast<uint32_t>(signatures));
   for (size_t p = 0; p < plans.size(); ++p) write_plan_body(w, *plans[p], global[p]);
   // Constants: a table here, the bytes after the plans at 64-byte aligned offsets.
   // Offsets are relative to the data section, which starts after the plans (header field).
@@ -284,7 +288,7 @@ void read_plan_body(Reader& r, ExecPlan& p) {
   p.steps.resize(r.count(4));
   for (auto& st : p.steps) {
     int32_t kind = r.pod<int32_t>();
-    if (kind < 0 || kind > 3) corrupt("step kind");
+    if (kind < 0 || kind > 4) corrupt("step kind");
     st.kind = static_cast<PlanStep::Kind>(kind);
     st.name = r.str();
     st.op = r.str();
@@ -354,14 +358,44 @@ void read_plan_body(Reader& r, ExecPlan& p) {
       corrupt("gemm epilogue");
     st.free_after = r.vec<int32_t>();
     for (int32_t s : st.free_after) check_slot(s, false);
+    st.branches = r.vec<int32_t>();
+    st.branch_feeds.resize(r.count(4));
+    for (auto& f : st.branch_feeds) {
+      f = r.vec<int32_t>();
+      for (int32_t k : f)
+        if (k < 0 || static_cast<size_t>(k) >= st.inputs.size()) corrupt("branch input");
+    }
+    if (st.kind == PlanStep::Kind::kIf &&
+        (st.inputs.empty() || st.branches.size() != 2 || st.branch_feeds.size() != 2 || st.outputs.empty()))
+      corrupt("If step");
     if (st.kind == PlanStep::Kind::kGemm && (st.inputs.size() != g.operands.size() || st.outputs.size() != 1))
       corrupt("gemm step");
   }
 }
 
+// Checks the kIf steps' branches (a plan after the step's own, fed and returning as many values
+// as the step has: no cycles, no unset slots) and points every plan's `linked` at `plans`.
+void link_branches(std::vector<ExecPlan>& plans) {
+  for (size_t p = 0; p < plans.size(); ++p) {
+    for (const PlanStep& st : plans[p].steps)
+      for (size_t b = 0; b < st.branches.size(); ++b) {
+        const int32_t index = st.branches[b];
+        if (index == -1) continue;
+        if (index < 0 || static_cast<size_t>(index) <= p || static_cast<size_t>(index) >= plans.size() ||
+            st.kind != PlanStep::Kind::kIf)
+          corrupt("branch plan index");
+        const ExecPlan& body = plans[static_cast<size_t>(index)];
+        if (body.inputs.size() != st.branch_feeds[b].size() || body.outputs.size() != st.outputs.size())
+          corrupt("branch plan inputs or outputs");
+      }
+    plans[p].linked.clear();
+    for (ExecPlan& q : plans) plans[p].linked.push_back(&q);
+  }
+}
+
 }  // namespace
 
-std::vector<ExecPlan> read_plan_blobs(const void* data, size_t size) {
+PlanBlob read_plan_blobs(const void* data, size_t size) {
   const char* base = static_cast<const char*>(data);
   if (size < 64 || std::memcmp(base, kMagic, 8) != 0)
     throw Error(ErrorKind::kInvalidModel, "compiled model: no kiln plan (bad magic)");
@@ -378,8 +412,11 @@ std::vector<ExecPlan> read_plan_blobs(const void* data, size_t size) {
   if (total > size || plan_bytes > size - 64 || data_start % kAlign != 0 || data_start > total) throw Error(ErrorKind::kInvalidModel, "compiled model: the plan is truncated");
   Reader r(base + 64, static_cast<size_t>(plan_bytes));
   const std::vector<std::string> kernel_names = r.strs();
-  std::vector<ExecPlan> plans(r.count(16));
-  if (plans.empty()) corrupt("no plan");
+  PlanBlob blob;
+  std::vector<ExecPlan>& plans = blob.plans;
+  plans.resize(r.count(16));
+  blob.signatures = r.pod<uint32_t>();
+  if (blob.signatures == 0 || blob.signatures > plans.size()) corrupt("no entry plan");
   for (ExecPlan& p : plans) {
     p.kernel_names = kernel_names;
     read_plan_body(r, p);
@@ -403,15 +440,17 @@ std::vector<ExecPlan> read_plan_blobs(const void* data, size_t size) {
         if (a.constant < -1 || a.constant >= nconst) corrupt("constant index");
     p.constants = constants;
   }
-  return plans;
+  link_branches(plans);
+  return blob;
 }
 
 ExecPlan read_plan_blob(const void* data, size_t size) {
-  std::vector<ExecPlan> plans = read_plan_blobs(data, size);
-  if (plans.size() != 1)
-    throw Error(ErrorKind::kInvalidModel, "compiled model: the blob holds " + std::to_string(plans.size()) +
+  PlanBlob blob = read_plan_blobs(data, size);
+  if (blob.plans.size() != 1)
+    throw Error(ErrorKind::kInvalidModel, "compiled model: the blob holds " + std::to_string(blob.plans.size()) +
                                               " plans, one was expected");
-  return std::move(plans[0]);
+  blob.plans[0].linked.clear();
+  return std::move(blob.plans[0]);
 }
 
 }  // namespace kiln

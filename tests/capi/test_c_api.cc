@@ -455,5 +455,87 @@ TEST(Aot, SeveralSignaturesShareWeightsAndMatchTheJit) {
   fs::remove_all(dir, ec);
 }
 
+// An If (condition %c) whose then-branch holds another If (%d); the branches read values of the
+// enclosing graphs (a GEMM's Relu'd output, a generated kernel's output, a value of the outer
+// branch).
+std::string if_model_text() {
+  std::mt19937_64 rng(7);
+  return "graph @main(%x: f32[N,8], %c: bool[], %d: bool[]) -> (%y: f32[N,8]) {\n"
+         "  %w = " + rand_const({8, 8}, rng) + "\n"
+         "  %m = MatMul(%x, %w) : f32[N,8]\n"
+         "  %r = Relu(%m) : f32[N,8]\n"
+         "  %e = Exp(%x) : f32[N,8]\n"
+         "  %y = If(%c) {else_branch=graph @e() -> (%o2: f32[N,8]) {\n"
+         "    %o2 = Neg(%e) : f32[N,8]\n"
+         "    return %o2\n"
+         "  }, then_branch=graph @t() -> (%o1: f32[N,8]) {\n"
+         "    %s = Add(%r, %e) : f32[N,8]\n"
+         "    %o1 = If(%d) {else_branch=graph @te() -> (%q2: f32[N,8]) {\n"
+         "      %q2 = Sigmoid(%s) : f32[N,8]\n"
+         "      return %q2\n"
+         "    }, then_branch=graph @tt() -> (%q1: f32[N,8]) {\n"
+         "      %q1 = Tanh(%s) : f32[N,8]\n"
+         "      return %q1\n"
+         "    }} : f32[N,8]\n"
+         "    return %o1\n"
+         "  }} : f32[N,8]\n"
+         "  return %y\n"
+         "}";
+}
+
+TEST(Aot, IfBranchesAreLibraryPlans) {
+  fs::path dir = fs::temp_directory_path() / ("kiln_aot_if_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string onnx = (dir / "if.onnx").string(), so = (dir / "if.so").string();
+  std::ofstream(onnx, std::ios::binary) << serialize_onnx_model(parse_model(if_model_text()));
+  AotOptions o;
+  o.dims = {{"N", {1, 3}}};
+  const AotResult r = compile_shared_library(onnx, so, o);
+  EXPECT_EQ(r.signatures, 2);
+  EXPECT_EQ(r.branch_plans, 8);  // per signature: both branches of both Ifs, whichever ran
+
+  Model jm = load_onnx_model(onnx);
+  PassContext ctx;
+  run_passes(jm, default_pipeline(), ctx);
+  CompiledExecutor jit(jm);
+  auto lib = CompiledLibrary::open(so);
+  for (int64_t n : {1, 3})
+    for (int c = 0; c < 2; ++c)
+      for (int d = 0; d < 2; ++d) {
+        SCOPED_TRACE("N=" + std::to_string(n) + " c=" + std::to_string(c) + " d=" + std::to_string(d));
+        Tensor x(DType::kFloat32, {n, 8});
+        for (int64_t k = 0; k < x.numel(); ++k) x.set_double(k, std::sin(0.3 * static_cast<double>(k + 5 * c + d)));
+        Tensor tc(DType::kBool, {}), td(DType::kBool, {});
+        tc.set_double(0, c);
+        td.set_double(0, d);
+        std::vector<Tensor> got = lib->run({x, tc, td});
+        std::vector<RtValue> want = jit.run({RtValue(x), RtValue(tc), RtValue(td)});
+        ASSERT_EQ(got.size(), 1u);
+        ASSERT_EQ(got[0].dims(), want[0].tensor.dims());
+        EXPECT_EQ(std::memcmp(got[0].raw(), want[0].tensor.raw(), got[0].nbytes()), 0);
+      }
+
+  // Loop is not a library step (its body runs on nested JIT plans): refused, named.
+  Model loop = parse_model(R"(graph @g(%n: i64[], %x: f32[2,3]) -> (%y: f32[2,3]) {
+    %t = const bool[] [true]
+    %y = Loop(%n, %t, %x) {body=graph @body(%i: i64[], %cond: bool[], %v: f32[2,3]) -> (%cond_out: bool[], %v_out: f32[2,3]) {
+      %cond_out = Identity(%cond) : bool[]
+      %v_out = Add(%v, %v) : f32[2,3]
+      return %cond_out, %v_out
+    }} : f32[2,3]
+    return %y
+  })");
+  std::ofstream((dir / "loop.onnx").string(), std::ios::binary) << serialize_onnx_model(loop);
+  try {
+    compile_shared_library((dir / "loop.onnx").string(), (dir / "loop.so").string(), AotOptions());
+    ADD_FAILURE() << "exported a Loop";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("ahead-of-time export of Loop (node"), std::string::npos) << e.what();
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (data[0] % 2 == 0) {
       (void)kiln::check_library_image(data + 1, size - 1);
     } else {
-      for (kiln::ExecPlan& plan : kiln::read_plan_blobs(data + 1, size - 1))
+      kiln::PlanBlob blob = kiln::read_plan_blobs(data + 1, size - 1);
+      for (kiln::ExecPlan& plan : blob.plans)
         // Offsets and sizes the blob gave must be consistent (a huge arena is a valid plan; skip it).
         if (plan.arena_bytes < (int64_t{64} << 20)) plan.allocate_arena();
     }

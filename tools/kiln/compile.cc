@@ -48,7 +48,9 @@ int export_command(const CompileArgs& a) {
   std::cout << "wrote: " << a.output << " (" << r.library_bytes << " bytes; plan and weights " << r.blob_bytes
             << " bytes; target " << a.target << ")\n";
   std::cout << "signatures: " << r.signatures << " (input shapes the library runs; kernels shared: " << r.kernels
-            << " in the library)\n";
+            << " in the library)";
+  if (r.branch_plans) std::cout << ", If branch plans: " << r.branch_plans;
+  std::cout << "\n";
   std::cout << "kernels: " << s.kernels << ", generated_nodes: " << s.generated_nodes
             << ", microkernel_nodes: " << s.gemm_nodes << ", arena_bytes: " << s.arena_bytes << "\n";
   if (a.time) {
