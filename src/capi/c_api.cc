@@ -291,7 +291,8 @@ class ForwardModel : public ModelImpl {
     };
     inputs = infos(api_.num_inputs(inner_), api_.input_info);
     outputs = infos(api_.num_outputs(inner_), api_.output_info);
-    for (size_t s = 0; s < api_.num_signatures(inner_); ++s)
+    const size_t nsig = api_.num_signatures && api_.signature_input ? api_.num_signatures(inner_) : 0;
+    for (size_t s = 0; s < nsig; ++s)
       signatures.push_back(infos(inputs.size(), [&](const kiln_model* m, size_t i, kiln_tensor_info* ti) {
         return api_.signature_input(m, s, i, ti);
       }));

@@ -20,6 +20,7 @@ struct ModelLibraryApi {
   size_t (*num_outputs)(const kiln_model*) = nullptr;
   kiln_status (*input_info)(const kiln_model*, size_t, kiln_tensor_info*) = nullptr;
   kiln_status (*output_info)(const kiln_model*, size_t, kiln_tensor_info*) = nullptr;
+  // Optional: libraries compiled before several signatures lack them (their shapes are fixed).
   size_t (*num_signatures)(const kiln_model*) = nullptr;
   kiln_status (*signature_input)(const kiln_model*, size_t, size_t, kiln_tensor_info*) = nullptr;
   kiln_status (*run)(kiln_model*, const kiln_tensor*, size_t, kiln_tensor*, size_t) = nullptr;
@@ -43,10 +44,10 @@ inline const char* bind_model_library(void* dl, ModelLibraryApi* api) {
   bind(api->num_outputs, "kiln_model_num_outputs");
   bind(api->input_info, "kiln_model_input_info");
   bind(api->output_info, "kiln_model_output_info");
-  bind(api->num_signatures, "kiln_model_num_signatures");
-  bind(api->signature_input, "kiln_model_signature_input");
   bind(api->run, "kiln_run");
   api->cancel = reinterpret_cast<void (*)(kiln_model*)>(dlsym(dl, "kiln_cancel"));
+  api->num_signatures = reinterpret_cast<decltype(api->num_signatures)>(dlsym(dl, "kiln_model_num_signatures"));
+  api->signature_input = reinterpret_cast<decltype(api->signature_input)>(dlsym(dl, "kiln_model_signature_input"));
   return missing;
 }
 

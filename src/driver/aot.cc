@@ -480,7 +480,8 @@ std::unique_ptr<CompiledLibrary> CompiledLibrary::open(const std::string& path, 
   };
   lib->inputs_ = infos(a.num_inputs(m), a.input_info);
   lib->outputs_ = infos(a.num_outputs(m), a.output_info);
-  for (size_t s = 0; s < a.num_signatures(m); ++s)
+  const size_t nsig = a.num_signatures && a.signature_input ? a.num_signatures(m) : 0;
+  for (size_t s = 0; s < nsig; ++s)
     lib->signatures_.push_back(infos(lib->inputs_.size(), [&](const kiln_model* mm, size_t i, kiln_tensor_info* ti) {
       return a.signature_input(mm, s, i, ti);
     }));
