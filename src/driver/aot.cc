@@ -233,7 +233,7 @@ class KernelTable {
 
 // The plans of a library: one per signature, then the plans of their If branches (each after the
 // plan whose kIf step runs it: runtime/plan_io.h), with one kernel table. A step no library can
-// hold (a reference kernel, Loop or Scan) is recorded in `refused`.
+// hold is recorded: a reference kernel in `refused`, Loop or Scan in `control_flow`.
 class LibraryPlans {
  public:
   explicit LibraryPlans(size_t signatures) : signatures_(signatures) {}
@@ -251,37 +251,44 @@ class LibraryPlans {
     for (ExecPlan& p : out) p.kernel_names = kernels.names();
     return out;
   }
-  // kUnsupported naming the refused steps (the first 10, then per-op counts).
+  // kUnsupported naming the refused steps (the first 10 of each kind, then per-op counts).
   void check() const {
-    if (refused.empty()) return;
-    std::string listed;
-    std::map<std::string, int> per_op;
-    for (size_t i = 0; i < refused.size(); ++i) {
-      if (i < 10) listed += (i ? "; " : "") + refused[i].first + " (node " + refused[i].second + ")";
-      ++per_op[refused[i].first];
-    }
-    std::string msg = "ahead-of-time export of " + listed + (refused.size() > 1 ? ": they run" : ": it runs") +
-                      " on a reference kernel or, for Loop and Scan, on nested JIT plans (a library holds If only)";
-    if (refused.size() > 10) {
-      msg += " (" + std::to_string(refused.size()) + " nodes in all:";
-      for (const auto& [op, n] : per_op) msg += " " + op + " " + std::to_string(n);
-      msg += ")";
-    }
-    throw Error(ErrorKind::kUnsupported, msg);
+    std::string msg;
+    if (!control_flow.empty())
+      msg = "ahead-of-time export of " + listed(control_flow) +
+            ": a library holds If only (Loop and Scan bodies run on nested JIT plans)";
+    if (!refused.empty())
+      msg += (msg.empty() ? "ahead-of-time export of " : "; and of ") + listed(refused) +
+             (refused.size() > 1 ? ": they run" : ": it runs") + " on a reference kernel";
+    if (!msg.empty()) throw Error(ErrorKind::kUnsupported, msg);
   }
 
   KernelTable kernels;
   std::vector<ExecPlan> entries, branches;
-  std::vector<std::pair<std::string, std::string>> refused;  // op, node
+  std::vector<std::pair<std::string, std::string>> refused, control_flow;  // op, node
 
  private:
+  static std::string listed(const std::vector<std::pair<std::string, std::string>>& steps) {
+    std::string out;
+    std::map<std::string, int> per_op;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (i < 10) out += (i ? "; " : "") + steps[i].first + " (node " + steps[i].second + ")";
+      ++per_op[steps[i].first];
+    }
+    if (steps.size() > 10) {
+      out += " (" + std::to_string(steps.size()) + " nodes in all:";
+      for (const auto& [op, n] : per_op) out += " " + op + " " + std::to_string(n);
+      out += ")";
+    }
+    return out;
+  }
   // Turns the If steps of `plan` (made by `ex`) into kIf steps and exports each branch's plan.
   void add_branches(ExecPlan& plan, const CompiledExecutor& ex) {
     for (PlanStep& st : plan.steps) {
       if (st.kind != PlanStep::Kind::kFallback) continue;
       const Node& n = *ex.graph().nodes.at(static_cast<size_t>(st.node));
       if (n.op_type != "If" || !n.domain.empty()) {
-        refused.emplace_back(st.op, st.name);
+        (n.has_subgraphs() ? control_flow : refused).emplace_back(st.op, st.name);
         continue;
       }
       st.kind = PlanStep::Kind::kIf;

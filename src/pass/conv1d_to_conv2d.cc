@@ -3,7 +3,8 @@
 // conv kernels (GEMM, depthwise) instead of the reference conv. The Reshapes copy dims with 0
 // (shape [0, 0, 1, -1] and [0, 0, -1]), so a dynamic batch or length is fine; a constant weight
 // is reshaped here.
-// Requires: the input and weight of rank 3 (known ranks), a default-domain Conv.
+// Requires: a weight of rank 3 and an input of rank 3 or of unknown rank (a Conv's input has the
+// weight's rank: e.g. a value an If returns, whose branches' types differ), a default-domain Conv.
 // Applies in every graph, If/Loop/Scan bodies included.
 // Guarantees: the same values; strides, dilations, pads and auto_pad carried to the W axis.
 // Tests: tests/pass/golden/conv1d-to-conv2d/*.kir
@@ -16,6 +17,7 @@ namespace {
 bool rank3(const Value* v) {
   return v && v->type.kind == Type::Kind::kTensor && v->type.shape && v->type.shape->rank() == 3;
 }
+bool unranked(const Value* v) { return v && v->type.kind == Type::Kind::kTensor && !v->type.shape; }
 
 // `v` reshaped to `dims` by a Reshape node (its output named before its shape constant).
 Value* reshaped(GraphEditor& ed, Value* v, Type type, const std::string& base, const std::vector<int64_t>& dims) {
@@ -24,10 +26,14 @@ Value* reshaped(GraphEditor& ed, Value* v, Type type, const std::string& base, c
   return r->outputs[0];
 }
 
-// `v` with a dim of 1 inserted before its last: a constant reshaped here, else a Reshape node.
+// `v` with a dim of 1 inserted before its last: a constant reshaped here, else a Reshape node
+// (of unknown rank when v's is: shape inference fills it in once the dims are bound).
 Value* add_unit_dim(GraphEditor& ed, Value* v) {
-  const Shape& s = *v->type.shape;
-  Type t = Type::tensor(v->type.dtype, Shape(std::vector<Dim>{s.dims[0], s.dims[1], Dim(1), s.dims[2]}));
+  Type t = Type::tensor(v->type.dtype);
+  if (v->type.shape) {
+    const Shape& s = *v->type.shape;
+    t = Type::tensor(v->type.dtype, Shape(std::vector<Dim>{s.dims[0], s.dims[1], Dim(1), s.dims[2]}));
+  }
   if (!v->is_constant()) return reshaped(ed, v, t, v->name + "_2d", {0, 0, 1, -1});
   const std::vector<int64_t> d = v->initializer.dims();
   return ed.add_constant(v->initializer.reshaped({d[0], d[1], 1, d[2]}), v->name + "_2d");
@@ -45,7 +51,7 @@ void widen(Node& n, const std::string& key, int64_t fill) {
 bool rewrite(GraphEditor& ed, Node& n) {
   if (n.inputs.size() < 2 || n.outputs.size() != 1) return false;
   Value *x = n.inputs[0], *w = n.inputs[1], *y = n.outputs[0];
-  if (!rank3(x) || !rank3(w) || !y) return false;
+  if (!(rank3(x) || unranked(x)) || !rank3(w) || !y) return false;
   for (const char* key : {"kernel_shape", "strides", "dilations"}) {
     const Attribute* a = n.attr(key);
     if (a && (a->kind != Attribute::Kind::kInts || a->ints.size() != 1)) return false;

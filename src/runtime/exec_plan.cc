@@ -185,6 +185,7 @@ std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& fe
         if (st.kind == PlanStep::Kind::kGemm) {
           if (!st.gemm_op) plan.make_gemm_op(st);  // deferred from the load (weights packed here)
           outs.emplace_back(st.gemm_op->run(ins));
+          for (Tensor& t : st.gemm_op->extra_outputs()) outs.emplace_back(std::move(t));
         } else if (st.kind == PlanStep::Kind::kIf) {
           outs = run_branch(plan, st, ins);
         } else {

@@ -49,6 +49,8 @@ class GemmOp {
   // `ins` parallel to the node inputs (null for absent ones); returns output 0. Uses the calling
   // thread's current pool. Not reentrant (scratch buffers are members).
   virtual Tensor run(const std::vector<const RtValue*>& ins) = 0;
+  // The outputs after output 0 that the last run made (recurrent ops: GemmDesc::rnn.also_states).
+  virtual std::vector<Tensor> extra_outputs() { return {}; }
   // Where run() writes its output from now on: `out` (a view of the executor's arena that no
   // input overlaps) when it has the output's dtype and dims, else a fresh tensor per run. Bound
   // once, where the plan binds its arena; ops that wrap another forward it.
@@ -124,6 +126,9 @@ struct GemmDesc {
     int64_t hidden = 0;  // hidden_size (0: absent, taken from R)
     uint8_t default_activations = 1, has_clip = 0, input_forget = 0;
     float clip = 0.0f;  // with has_clip: gate pre-activations clamped to [-clip, clip]
+    // Final states the op returns after `output` (GemmOp::extra_outputs) when the node's other
+    // outputs are used too: bit 0 Y_h (output 1), bit 1 Y_c (output 2, LSTM); in that order.
+    int32_t also_states = 0;
   } rnn;
 };
 

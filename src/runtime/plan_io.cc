@@ -16,8 +16,9 @@ namespace {
 // GemmDesc or Operand must be written and read here (and kPlanBlobVersion bumped), else
 // compiled models would silently lose it. These asserts catch additions (x86-64 layout).
 // (A field can fit in tail padding: the last field's offset is checked as well as the size.)
-static_assert(sizeof(gemm_ops::GemmDesc) == 240 && offsetof(gemm_ops::GemmDesc, rnn) == 208 &&
-                  sizeof(gemm_ops::GemmDesc::Recurrent) == 32 && offsetof(gemm_ops::GemmDesc::Recurrent, clip) == 28 &&
+static_assert(sizeof(gemm_ops::GemmDesc) == 248 && offsetof(gemm_ops::GemmDesc, rnn) == 208 &&
+                  sizeof(gemm_ops::GemmDesc::Recurrent) == 40 &&
+                  offsetof(gemm_ops::GemmDesc::Recurrent, also_states) == 32 &&
                   sizeof(gemm_ops::Operand) == 40,
               "GemmDesc/Operand changed: serialize the new fields in plan_io.cc and bump kPlanBlobVersion");
 
@@ -182,6 +183,7 @@ void write_plan_body(Writer& w, const ExecPlan& plan, const std::vector<int32_t>
     w.pod<uint8_t>(g.rnn.has_clip);
     w.pod<uint8_t>(g.rnn.input_forget);
     w.pod<float>(g.rnn.clip);
+    w.pod<int32_t>(g.rnn.also_states);
     w.vec<int32_t>(st.free_after);
     w.vec<int32_t>(st.branches);
     w.pod<uint32_t>(static_cast<uint32_t>(st.branch_feeds.size()));
@@ -351,6 +353,7 @@ void read_plan_body(Reader& r, ExecPlan& p) {
     g.rnn.has_clip = r.pod<uint8_t>();
     g.rnn.input_forget = r.pod<uint8_t>();
     g.rnn.clip = r.pod<float>();
+    g.rnn.also_states = r.pod<int32_t>();
     const int32_t nops = static_cast<int32_t>(g.operands.size());
     if (g.epilogue_bias < -1 || g.epilogue_bias >= nops || g.epilogue_residual < -1 || g.epilogue_residual >= nops ||
         g.epilogue_activation < 0 || g.epilogue_activation > 4 || g.input_scale < -1 || g.input_scale >= nops ||
@@ -368,7 +371,10 @@ void read_plan_body(Reader& r, ExecPlan& p) {
     if (st.kind == PlanStep::Kind::kIf &&
         (st.inputs.empty() || st.branches.size() != 2 || st.branch_feeds.size() != 2 || st.outputs.empty()))
       corrupt("If step");
-    if (st.kind == PlanStep::Kind::kGemm && (st.inputs.size() != g.operands.size() || st.outputs.size() != 1))
+    const size_t gemm_outputs = 1 + static_cast<size_t>((g.rnn.also_states & 1) + ((g.rnn.also_states >> 1) & 1));
+    if (st.kind == PlanStep::Kind::kGemm &&
+        (st.inputs.size() != g.operands.size() || g.rnn.also_states < 0 || g.rnn.also_states > 3 ||
+         st.outputs.size() != gemm_outputs))
       corrupt("gemm step");
   }
 }

