@@ -96,6 +96,25 @@ LowerResult prelu_lower(const LowerContext& ctx) {
   })};
 }
 
+// BatchNormalization in inference mode (one output): y = (x - mean) * (scale / sqrt(var + eps)) + B,
+// its four [C] operands read at the channel index (dim 1). The passes fold a BatchNormalization
+// that follows a Conv into its weights; this runs the others (after a ConvTranspose, an Add, ...).
+LowerResult batchnorm_lower(const LowerContext& ctx) {
+  if (ctx.num_inputs() != 5 || ctx.output_shapes.size() != 1 || ctx.attr_int("training_mode", 0) != 0)
+    return std::nullopt;
+  const DType dt = ctx.in_dtype(0);
+  const std::vector<int64_t>& xs = ctx.in_shape(0);
+  if (!is_float(dt) || !lower::supported_dtype(dt) || ctx.out_dtype() != dt || xs.size() < 2) return std::nullopt;
+  for (int k = 1; k < 5; ++k)
+    if (!ctx.has_input(k) || ctx.in_dtype(k) != dt || ctx.in_shape(k) != std::vector<int64_t>{xs[1]}) return std::nullopt;
+  const Expr eps = lower::constant(dt, ctx.attr_float("epsilon", 1e-5f));
+  return std::vector<te::Tensor>{te::compute(ctx.name("out"), ctx.out_dims(), [&](const std::vector<Expr>& i) {
+    auto channel = [&](int k) { return te::access(ctx.input(k), {i[1]}); };
+    const Expr inv_std = channel(1) / tir::call("sqrt", lower::scalar_type(dt), {channel(4) + eps});
+    return (te::access(ctx.input(0), i) - channel(3)) * inv_std + channel(2);
+  })};
+}
+
 }  // namespace
 
 void add_binary_lowerings(std::vector<LoweringEntry>& t) {
@@ -117,6 +136,7 @@ void add_binary_lowerings(std::vector<LoweringEntry>& t) {
   t.push_back({"", "Or", nary<ExprKind::kOr, Types::kBool>});
   t.push_back({"", "Where", where_lower});
   t.push_back({"", "PRelu", prelu_lower});
+  t.push_back({"", "BatchNormalization", batchnorm_lower});
 }
 
 }  // namespace kiln

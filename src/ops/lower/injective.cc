@@ -20,6 +20,14 @@ te::Tensor make(const LowerContext& ctx, const std::function<Expr(const std::vec
   return te::compute(ctx.name("out"), ctx.out_dims(), f);
 }
 
+// a + b for offsets along an axis, folded where both are constants (a symbolic size stays symbolic).
+Expr plus(const Expr& a, const Expr& b) {
+  int64_t x = 0, y = 0;
+  if (tir::is_const_int(a, &x) && tir::is_const_int(b, &y)) return tir::int_imm(x + y);
+  if (tir::is_const_int(a, &x) && x == 0) return b;
+  return a + b;
+}
+
 // Input index of a reshape for output index i. The dims are split into consecutive groups of
 // equal size (e.g. [58,2 | 28 | 28] -> [116 | 28 | 28]) and each group's input index comes from
 // its own output indices only: a dim kept as is maps straight through, so the schedule sees a
@@ -136,12 +144,6 @@ LowerResult concat_lower(const LowerContext& ctx) {
     // The last part is the default; earlier parts are chosen by the axis index. Indices are
     // clamped so that the loads of the parts not chosen stay in bounds.
     // Offsets and lengths along the axis as expressions (a symbolic axis stays symbolic).
-    auto plus = [](const Expr& a, const Expr& b) {
-      int64_t x = 0, y = 0;
-      if (tir::is_const_int(a, &x) && tir::is_const_int(b, &y)) return tir::int_imm(x + y);
-      if (tir::is_const_int(a, &x) && x == 0) return b;
-      return a + b;
-    };
     std::vector<Expr> offsets;
     Expr off = tir::int_imm(0);
     for (int k : parts) {
@@ -164,6 +166,30 @@ LowerResult concat_lower(const LowerContext& ctx) {
 }
 
 // Slice with constant starts (steps and axes constant too); ends only shape the output.
+// Output k of a Split reads the input from the axis offset the outputs before it cover. Their
+// sizes are the bound output shapes, so the `split` input or attribute, num_outputs and the equal
+// split all come to the same. An omitted output declines (the reference kernel runs it).
+LowerResult split_lower(const LowerContext& ctx) {
+  if (!data_ok(ctx)) return std::nullopt;
+  const size_t r = ctx.in_shape(0).size();
+  const int64_t axis = lower::norm_axis(ctx.attr_int("axis", 0), static_cast<int64_t>(r));
+  if (axis < 0) return std::nullopt;
+  const te::Tensor& x = ctx.input(0);
+  std::vector<te::Tensor> outs;
+  Expr offset = tir::int_imm(0);
+  for (size_t k = 0; k < ctx.output_shapes.size(); ++k) {
+    const int out = static_cast<int>(k);
+    if (ctx.out_shape(out).size() != r || ctx.out_dtype(out) != ctx.in_dtype(0)) return std::nullopt;
+    outs.push_back(te::compute(ctx.name("out" + std::to_string(k)), ctx.out_dims(out), [&](const std::vector<Expr>& i) {
+      std::vector<Expr> j = i;
+      if (!tir::is_const_int(offset) || offset->int_value != 0) j[static_cast<size_t>(axis)] = i[static_cast<size_t>(axis)] + offset;
+      return te::access(x, j);
+    }));
+    offset = plus(offset, ctx.out_dims(out)[static_cast<size_t>(axis)]);
+  }
+  return outs;
+}
+
 LowerResult slice_lower(const LowerContext& ctx) {
   if (!data_ok(ctx)) return std::nullopt;
   const auto& in = ctx.in_shape(0);
@@ -324,6 +350,7 @@ void add_injective_lowerings(std::vector<LoweringEntry>& t) {
   t.push_back({"", "Tile", tile_lower});
   t.push_back({"", "Concat", concat_lower});
   t.push_back({"", "Slice", slice_lower});
+  t.push_back({"", "Split", split_lower});
   t.push_back({"", "Gather", gather_lower});
   t.push_back({"", "Pad", pad_lower});
 }
