@@ -3,7 +3,8 @@
 // Softmax/LogSoftmax rows (vector partial reductions, rows schedule with tails), LayerNorm, InstanceNorm, Resize,
 // MaxPool/AveragePool with the reduce loops outside a vector loop (ceil_mode, pads, narrow
 // planes, strides 2-4), reductions over several axes (fused reduce loops), strided slices, channel shuffle Reshape/Transpose/Reshape (grouped reshape index) and reshapes with
-// size-1 dims; 1 and 2 threads.
+// size-1 dims, Split (sizes from an input, from num_outputs, uneven, with an unused output; an
+// empty one runs the reference kernel), BatchNormalization (rank 2 to 4, after a non-Conv); 1 and 2 threads.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -126,6 +127,36 @@ TEST(CompiledGenerated, StridedSlices) {
           std::to_string(out) + "]) {\n  %st = const i64[1] [0]\n  %en = const i64[1] [" + std::to_string(n) +
           "]\n  %ax = const i64[1] [1]\n  %sp = const i64[1] [" + std::to_string(step) +
           "]\n  %y = Slice(%x, %st, %en, %ax, %sp) : f32[3," + std::to_string(out) + "]\n  return %y\n}");
+  }
+}
+
+TEST(CompiledGenerated, SplitOutputsAreOneKernel) {
+  // Sizes from the `split` input along the channel axis, an output used by an Add (fused) and
+  // one returned.
+  check("model ir=8 opsets={\"\": 13}\ngraph @g(%x: f32[2,9,5,7]) -> (%a: f32[2,2,5,7], %b: f32[2,7,5,7]) {\n"
+        "  %s = const i64[2] [2, 7]\n"
+        "  %p, %b = Split(%x, %s) {axis=1} : f32[2,2,5,7], f32[2,7,5,7]\n"
+        "  %a = Add(%p, %p) : f32[2,2,5,7]\n  return %a, %b\n}");
+  // An empty piece: the Split runs on its reference kernel (see split_lower), still right.
+  const std::string empty =
+      "model ir=8 opsets={\"\": 13}\ngraph @g(%x: f32[2,9,5,7]) -> (%a: f32[2,2,5,7], %b: f32[2,7,5,7], %c: f32[2,0,5,7]) {\n"
+      "  %s = const i64[3] [2, 7, 0]\n"
+      "  %p, %b, %c = Split(%x, %s) {axis=1} : f32[2,2,5,7], f32[2,7,5,7], f32[2,0,5,7]\n"
+      "  %a = Add(%p, %p) : f32[2,2,5,7]\n  return %a, %b, %c\n}";
+  EXPECT_EQ(test::engines_agree(empty, 1, 5).fallback_nodes, 1);
+  // opset 18's num_outputs with an uneven last piece, along the last axis; one output unused.
+  check("model ir=8 opsets={\"\": 18}\ngraph @g(%x: f32[3,10]) -> (%a: f32[3,4], %c: f32[3,2]) {\n"
+        "  %a, %b, %c = Split(%x) {axis=-1, num_outputs=3} : f32[3,4], f32[3,4], f32[3,2]\n  return %a, %c\n}");
+}
+
+TEST(CompiledGenerated, BatchNormalizationAfterNonConv) {
+  for (const char* shape : {"4,6", "2,6,9", "1,6,5,7"}) {
+    std::string s = shape;
+    check("graph @g(%x: f32[" + s + "], %y0: f32[" + s + "]) -> (%y: f32[" + s + "]) {\n"
+          "  %sc = const f32[6] [0.5, 1, 1.5, -2, 0.25, 3]\n  %b = const f32[6] [0, 1, -1, 0.5, 2, -3]\n"
+          "  %m = const f32[6] [0.1, -0.2, 0.3, 0, 1, -1]\n  %v = const f32[6] [1, 0.5, 2, 0.25, 4, 0.01]\n"
+          "  %a = Add(%x, %y0) : f32[" + s + "]\n"
+          "  %y = BatchNormalization(%a, %sc, %b, %m, %v) {epsilon=0.001} : f32[" + s + "]\n  return %y\n}");
   }
 }
 
