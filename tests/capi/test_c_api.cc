@@ -327,18 +327,37 @@ TEST_F(CApi, RuntimeOnlyLibraryRefusesOnnx) {
   free_model(m);
 }
 
+// A temporary directory for one test's models and libraries, removed when the test ends (also
+// when an assertion returns early).
+struct ScratchDir {
+  explicit ScratchDir(const std::string& name)
+      : path(fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
+    fs::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  // Writes the text-IR model `text` as the ONNX file `file` here; returns its path.
+  std::string onnx(const std::string& file, const std::string& text) const {
+    const std::string out = (path / file).string();
+    std::ofstream(out, std::ios::binary) << serialize_onnx_model(parse_model(text));
+    return out;
+  }
+  std::string operator/(const std::string& file) const { return (path / file).string(); }
+  fs::path path;
+};
+
 TEST(Aot, FallbackNodesCannotBeExported) {
-  fs::path dir = fs::temp_directory_path() / ("kiln_aot_fallback_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  ScratchDir dir("kiln_aot_fallback");
   // TopK runs on its reference kernel.
-  Model m = parse_model(R"(graph @g(%x: f32[1,10]) -> (%v: f32[1,3], %i: i64[1,3]) {
+  const std::string topk = dir.onnx("topk.onnx", R"(graph @g(%x: f32[1,10]) -> (%v: f32[1,3], %i: i64[1,3]) {
     %k = const i64[1] [3]
     %v, %i = TopK(%x, %k) : f32[1,3], i64[1,3]
     return %v, %i
   })");
-  std::ofstream((dir / "topk.onnx").string(), std::ios::binary) << serialize_onnx_model(m);
   try {
-    compile_shared_library((dir / "topk.onnx").string(), (dir / "topk.so").string(), AotOptions());
+    compile_shared_library(topk, dir / "topk.so", AotOptions());
     ADD_FAILURE() << "exported a model with a reference-kernel node";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
@@ -346,8 +365,6 @@ TEST(Aot, FallbackNodesCannotBeExported) {
     EXPECT_NE(std::string(e.what()).find("reference kernel"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(fs::exists(dir / "topk.so"));
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
 
 // A model with symbolic batch and sequence dims: MatMul + bias + Relu (a GEMM, or a GEMV when
@@ -367,13 +384,11 @@ std::string symbolic_model_text() {
 }
 
 TEST(Aot, SeveralSignaturesShareWeightsAndMatchTheJit) {
-  fs::path dir = fs::temp_directory_path() / ("kiln_aot_signatures_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string onnx = (dir / "sym.onnx").string(), so = (dir / "sym.so").string();
-  std::ofstream(onnx, std::ios::binary) << serialize_onnx_model(parse_model(symbolic_model_text()));
+  ScratchDir dir("kiln_aot_signatures");
+  const std::string onnx = dir.onnx("sym.onnx", symbolic_model_text()), so = dir / "sym.so";
   AotOptions one;
   one.dims = {{"B", {2}}, {"S", {16}}};
-  const AotResult single = compile_shared_library(onnx, (dir / "one.so").string(), one);
+  const AotResult single = compile_shared_library(onnx, dir / "one.so", one);
   AotOptions o;
   o.dims = {{"B", {1, 2}}, {"S", {1, 5, 16}}};
   const AotResult r = compile_shared_library(onnx, so, o);
@@ -445,14 +460,12 @@ TEST(Aot, SeveralSignaturesShareWeightsAndMatchTheJit) {
   AotOptions bad;
   bad.dims = {{"T", {1, 2}}};
   try {
-    compile_shared_library(onnx, (dir / "bad.so").string(), bad);
+    compile_shared_library(onnx, dir / "bad.so", bad);
     ADD_FAILURE() << "exported with an unknown dim name";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kUsage);
     EXPECT_NE(std::string(e.what()).find("they have: B, S"), std::string::npos) << e.what();
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
 
 // An If (condition %c) whose then-branch holds another If (%d); the branches read values of the
@@ -484,10 +497,8 @@ std::string if_model_text() {
 }
 
 TEST(Aot, IfBranchesAreLibraryPlans) {
-  fs::path dir = fs::temp_directory_path() / ("kiln_aot_if_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string onnx = (dir / "if.onnx").string(), so = (dir / "if.so").string();
-  std::ofstream(onnx, std::ios::binary) << serialize_onnx_model(parse_model(if_model_text()));
+  ScratchDir dir("kiln_aot_if");
+  const std::string onnx = dir.onnx("if.onnx", if_model_text()), so = dir / "if.so";
   AotOptions o;
   o.dims = {{"N", {1, 3}}};
   const AotResult r = compile_shared_library(onnx, so, o);
@@ -516,7 +527,7 @@ TEST(Aot, IfBranchesAreLibraryPlans) {
       }
 
   // Loop is not a library step (its body runs on nested JIT plans): refused, named.
-  Model loop = parse_model(R"(graph @g(%n: i64[], %x: f32[2,3]) -> (%y: f32[2,3]) {
+  const std::string loop = dir.onnx("loop.onnx", R"(graph @g(%n: i64[], %x: f32[2,3]) -> (%y: f32[2,3]) {
     %t = const bool[] [true]
     %y = Loop(%n, %t, %x) {body=graph @body(%i: i64[], %cond: bool[], %v: f32[2,3]) -> (%cond_out: bool[], %v_out: f32[2,3]) {
       %cond_out = Identity(%cond) : bool[]
@@ -525,16 +536,13 @@ TEST(Aot, IfBranchesAreLibraryPlans) {
     }} : f32[2,3]
     return %y
   })");
-  std::ofstream((dir / "loop.onnx").string(), std::ios::binary) << serialize_onnx_model(loop);
   try {
-    compile_shared_library((dir / "loop.onnx").string(), (dir / "loop.so").string(), AotOptions());
+    compile_shared_library(loop, dir / "loop.so", AotOptions());
     ADD_FAILURE() << "exported a Loop";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
     EXPECT_NE(std::string(e.what()).find("ahead-of-time export of Loop (node"), std::string::npos) << e.what();
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
 
 }  // namespace
