@@ -348,9 +348,18 @@ AotResult compile_shared_library(const std::string& model_path, const std::strin
   co.target.cpu = o.target;
   co.plan_untaken_branches = true;
   CompiledExecutor ex(model, co);
+  if (!o.input_files.empty() && (!o.dims.empty() || !o.shapes.empty()))
+    throw Error(ErrorKind::kUsage, "input files give the library its one signature: --dim and --shape do not apply");
   LibraryPlans library(signatures.size());
   for (const auto& dims : signatures) {
-    std::vector<RtValue> feeds = random_feeds(model, dims, o.seed);
+    std::vector<RtValue> feeds;
+    if (o.input_files.empty()) {
+      feeds = random_feeds(model, dims, o.seed, o.shapes);
+    } else {
+      std::vector<NamedValue> values;
+      for (const std::string& f : o.input_files) values.push_back(read_value_file(f, nullptr));
+      feeds = bind_inputs(model, values);
+    }
     ex.run(feeds);
     if (library.entries.empty()) r.stats = ex.stats();
     if (!ex.last_exec_plan()) throw Error(ErrorKind::kUnsupported, "ahead-of-time export: the model has no compiled plan");

@@ -27,6 +27,12 @@ struct AotOptions {
   // Sizes of symbolic input dims (others: 1): the library holds a plan for every combination
   // of the listed sizes (at most kMaxSignatures) and runs exactly those input shapes.
   std::map<std::string, std::vector<int64_t>> dims;
+  // Whole shapes of inputs (binds symbolic dims that have no name), the same in every signature.
+  std::map<std::string, std::vector<int64_t>> shapes;
+  // Input files (.npy/.pb, by embedded name or position) for the compile run instead of random
+  // values: for models whose plan depends on input values (silero-VAD's sample rate picks an
+  // If branch that only works with it). The library's one signature is their shapes.
+  std::vector<std::string> input_files;
   int threads = 1;                      // threads of the compile run
   uint64_t seed = 0;                    // seed of the random inputs of the compile run
   // libkiln_runtime.a to link: "" takes $KILN_RUNTIME_LIB, else the one this kiln was built with.

@@ -1,5 +1,7 @@
 #include "driver/compile_model.h"
 
+#include <algorithm>
+
 #include <chrono>
 #include <random>
 
@@ -20,10 +22,31 @@ std::pair<std::string, int64_t> parse_dim_binding(const std::string& arg) {
   return {arg.substr(0, eq), v};
 }
 
-std::vector<RtValue> random_feeds(const Model& model, const std::map<std::string, int64_t>& dims, uint64_t seed) {
+std::pair<std::string, std::vector<int64_t>> parse_shape_binding(const std::string& arg) {
+  const size_t eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0) throw Error(ErrorKind::kUsage, "--shape expects INPUT=D0xD1x..., got '" + arg + "'");
+  std::vector<int64_t> dims;
+  const std::string rest = arg.substr(eq + 1);
+  for (size_t at = 0; at < rest.size();) {
+    const size_t x = std::min(rest.find('x', at), rest.size());
+    dims.push_back(parse_dim_binding("d=" + rest.substr(at, x - at)).second);
+    at = x + 1;
+    if (x + 1 == rest.size()) throw Error(ErrorKind::kUsage, "--shape expects INPUT=D0xD1x..., got '" + arg + "'");
+  }
+  return {arg.substr(0, eq), dims};
+}
+
+std::vector<RtValue> random_feeds(const Model& model, const std::map<std::string, int64_t>& dims, uint64_t seed,
+                                  const std::map<std::string, std::vector<int64_t>>& shapes) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> uni(-1.0, 1.0);
   std::vector<RtValue> feeds(model.graph->inputs.size());
+  for (const auto& [name, shape] : shapes) {
+    auto it = std::find_if(model.graph->inputs.begin(), model.graph->inputs.end(), [&](const Value* v) {
+      return v->name == name && !v->initializer.defined();
+    });
+    if (it == model.graph->inputs.end()) throw Error(ErrorKind::kUsage, "--shape " + name + ": the model has no input of that name");
+  }
   for (size_t i = 0; i < feeds.size(); ++i) {
     const Value& in = *model.graph->inputs[i];
     if (in.initializer.defined()) continue;
@@ -34,6 +57,15 @@ std::vector<RtValue> random_feeds(const Model& model, const std::map<std::string
     for (const Dim& d : t.shape->dims) {
       auto it = dims.find(d.symbol);
       shape.push_back(d.known() ? d.value : (it != dims.end() ? it->second : 1));
+    }
+    if (auto given = shapes.find(in.name); given != shapes.end()) {
+      bool fits = given->second.size() == t.shape->dims.size();
+      for (size_t k = 0; fits && k < given->second.size(); ++k)
+        fits = !t.shape->dims[k].known() || t.shape->dims[k].value == given->second[k];
+      if (!fits)
+        throw Error(ErrorKind::kUsage, "--shape " + in.name + "=" + dims_to_string(given->second) + ": the input is " +
+                                           to_string(t));
+      shape = given->second;
     }
     Tensor x(t.dtype, shape);
     for (int64_t k = 0; k < x.numel(); ++k) x.set_double(k, is_float(t.dtype) ? uni(rng) : static_cast<double>(rng() % 2));
@@ -52,7 +84,7 @@ CompileModelResult compile_model(Model model, const CompileModelOptions& o) {
   auto t0 = Clock::now();
   Session session(std::move(model), so);
   auto t1 = Clock::now();
-  auto feeds = random_feeds(session.model(), o.dims, o.seed);
+  auto feeds = random_feeds(session.model(), o.dims, o.seed, o.shapes);
   session.run(feeds);
   auto t2 = Clock::now();
   CompileModelResult r;

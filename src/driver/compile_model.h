@@ -15,6 +15,7 @@ struct CompileModelOptions {
   int threads = 1;
   uint64_t seed = 0;
   std::map<std::string, int64_t> dims;  // symbolic dim -> value (others: 1)
+  std::map<std::string, std::vector<int64_t>> shapes;  // input -> its whole shape (before dims)
 };
 
 struct CompileModelResult {
@@ -26,9 +27,14 @@ struct CompileModelResult {
 
 // Parses NAME=VALUE (kUsage otherwise).
 std::pair<std::string, int64_t> parse_dim_binding(const std::string& arg);
+// Parses INPUT=D0xD1x... (a scalar: INPUT=; kUsage otherwise).
+std::pair<std::string, std::vector<int64_t>> parse_shape_binding(const std::string& arg);
 // Seeded random feeds parallel to the graph inputs (None for defaulted ones); kUsage for an
-// input without a tensor type and shape.
-std::vector<RtValue> random_feeds(const Model& model, const std::map<std::string, int64_t>& dims, uint64_t seed);
+// input without a tensor type and shape. `shapes` gives inputs their whole shape (what binds
+// symbolic dims that have no name); it must keep the rank and the known dims (kUsage naming
+// the input otherwise, and for a name that is no input).
+std::vector<RtValue> random_feeds(const Model& model, const std::map<std::string, int64_t>& dims, uint64_t seed,
+                                  const std::map<std::string, std::vector<int64_t>>& shapes = {});
 // Takes the model (already loaded), compiles and runs it once.
 CompileModelResult compile_model(Model model, const CompileModelOptions& opts);
 

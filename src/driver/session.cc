@@ -127,8 +127,10 @@ std::vector<NamedValue> Session::read_inputs(const std::vector<std::string>& pat
   return out;
 }
 
-std::vector<RtValue> Session::bind(const std::vector<NamedValue>& values) const {
-  const auto& inputs = model_.graph->inputs;
+std::vector<RtValue> Session::bind(const std::vector<NamedValue>& values) const { return bind_inputs(model_, values); }
+
+std::vector<RtValue> bind_inputs(const Model& model, const std::vector<NamedValue>& values) {
+  const auto& inputs = model.graph->inputs;
   std::vector<RtValue> feeds(inputs.size());
   std::vector<bool> bound(inputs.size(), false);
   auto index_of = [&](const std::string& name) -> int {
@@ -146,7 +148,8 @@ std::vector<RtValue> Session::bind(const std::vector<NamedValue>& values) const 
       idx = index_of(nv.name);
       if (idx < 0) {
         std::string names;
-        for (const Value* v : feed_inputs()) names += (names.empty() ? "" : ", ") + v->name;
+        for (const Value* v : inputs)
+          if (!v->initializer.defined()) names += (names.empty() ? "" : ", ") + v->name;
         throw Error(ErrorKind::kBadInput, "'" + nv.source + "' holds a value named '" + nv.name +
                                               "', but the model has no such input (inputs: " + names + ")");
       }

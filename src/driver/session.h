@@ -71,5 +71,7 @@ class Session {
 
 // Reads one value file by extension (.npy or .pb); `hint` types .pb sequence/optional files.
 NamedValue read_value_file(const std::string& path, const Type* hint);
+// Session::bind for `model`'s graph inputs.
+std::vector<RtValue> bind_inputs(const Model& model, const std::vector<NamedValue>& values);
 
 }  // namespace kiln

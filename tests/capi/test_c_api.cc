@@ -456,6 +456,14 @@ TEST(Aot, SeveralSignaturesShareWeightsAndMatchTheJit) {
   EXPECT_EQ(got[0].dims(), (std::vector<int64_t>{2, 5, 256}));
   EXPECT_EQ(std::memcmp(want[0].tensor.raw(), got[0].raw(), got[0].nbytes()), 0);
 
+  // A whole input shape (--shape; what binds dims without names), and one that breaks the rank.
+  AotOptions whole;
+  whole.shapes = {{"x", {2, 5, 256}}};
+  compile_shared_library(onnx, dir / "whole.so", whole);
+  EXPECT_EQ(CompiledLibrary::open(dir / "whole.so")->signatures().at(0).at(0).dims, (std::vector<int64_t>{2, 5, 256}));
+  whole.shapes = {{"x", {2, 5}}};
+  EXPECT_THROW(compile_shared_library(onnx, dir / "bad_shape.so", whole), Error);
+
   // A --dim name the model does not have.
   AotOptions bad;
   bad.dims = {{"T", {1, 2}}};

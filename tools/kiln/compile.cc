@@ -22,6 +22,8 @@ struct CompileArgs {
   int threads = 1;
   uint64_t seed = 0;
   std::vector<std::string> dims;  // NAME=VALUE for symbolic dims (others: 1); NAME=V1,V2 with -o
+  std::vector<std::string> shapes;  // INPUT=D0xD1x...
+  std::vector<std::string> inputs;  // -i: input files for the compile run (with -o)
   std::string output;             // -o: the shared library to write
   std::string target = "native";
   bool keep_temps = false;
@@ -42,6 +44,8 @@ int export_command(const CompileArgs& a) {
     for (size_t at = 0, comma; (comma = rest.find(',', at)) != std::string::npos; at = comma + 1)
       sizes.push_back(parse_dim_binding(d.substr(0, eq) + "=" + rest.substr(at, comma - at)).second);
   }
+  for (const auto& s : a.shapes) o.shapes.insert(parse_shape_binding(s));
+  o.input_files = a.inputs;
   AotResult r = compile_shared_library(a.model, a.output, o);
   const CompileStats& s = r.stats;
   std::cout << "model: " << a.model << "\n";
@@ -70,6 +74,7 @@ double ms(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::ti
 int compile_command(const CompileArgs& a) {
   using Clock = std::chrono::steady_clock;
   if (!a.output.empty()) return export_command(a);
+  if (!a.inputs.empty()) throw Error(ErrorKind::kUsage, "-i/--input is for -o (the compile run of a library)");
   CompileModelOptions opts;
   opts.threads = a.threads;
   opts.seed = a.seed;
@@ -80,6 +85,7 @@ int compile_command(const CompileArgs& a) {
     auto [name, value] = parse_dim_binding(d);
     opts.dims[name] = value;
   }
+  for (const auto& s : a.shapes) opts.shapes.insert(parse_shape_binding(s));
   auto t0 = Clock::now();
   Model model = load_onnx_model(a.model);
   auto t1 = Clock::now();
@@ -137,6 +143,11 @@ void add_compile_command(CLI::App& app, Action& action) {
                   "NAME=VALUE: size of a symbolic input dim (default 1); repeatable. With -o, NAME=V1,V2,... "
                   "compiles a plan for each size (every combination of the lists, at most 64), and the library "
                   "runs exactly those input shapes");
+  cmd->add_option("--shape", args->shapes,
+                  "INPUT=D0xD1x...: the whole shape of an input (binds symbolic dims without a name); repeatable");
+  cmd->add_option("-i,--input", args->inputs,
+                  "with -o: input file (.npy, or .pb by its embedded name) for the compile run instead of random "
+                  "values, for models whose plan depends on input values; the library runs these shapes; repeatable");
   cmd->add_option("-o,--output", args->output,
                   "write an ahead-of-time compiled shared library (kernels, plan, weights, C API) to this file");
   cmd->add_option("--target", args->target, "CPU of the -o library's kernels: native, x86-64-v3 (AVX2), x86-64-v4 (AVX-512)")
