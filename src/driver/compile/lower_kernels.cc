@@ -162,19 +162,26 @@ void PlanBuilder::flush() {
     }
   PlanStep st;
   for (int i : seg.nodes) st.op += (st.op.empty() ? "" : "+") + g.nodes[static_cast<size_t>(i)]->op_type;
-  bool empty = false;
-  for (auto& [v, t] : outputs)
-    empty |= lower::numel_of(ex.slots[static_cast<size_t>(slot_of[v])].dims) == 0;
   if (outputs.empty()) {
     // Nothing leaves the segment: its nodes are dead.
     plan->stats.generated_nodes += static_cast<int>(seg.nodes.size());
     seg = Segment();
     return;
   }
-  if (empty) {
-    st.kind = PlanStep::Kind::kEmpty;
-    for (auto& [v, t] : outputs) st.args.push_back(make_out_arg(v));
-    ex.steps.push_back(std::move(st));
+  // Outputs with no elements need no code: a kEmpty step makes them, the kernel the others (a
+  // Split with an empty piece). A segment of empty outputs only is that step alone.
+  PlanStep empty_step = st;
+  empty_step.kind = PlanStep::Kind::kEmpty;
+  for (auto it = outputs.begin(); it != outputs.end();) {
+    if (lower::numel_of(ex.slots[static_cast<size_t>(slot_of[it->first])].dims) != 0) {
+      ++it;
+      continue;
+    }
+    empty_step.args.push_back(make_out_arg(it->first));
+    it = outputs.erase(it);
+  }
+  if (!empty_step.args.empty()) ex.steps.push_back(std::move(empty_step));
+  if (outputs.empty()) {
     plan->stats.generated_nodes += static_cast<int>(seg.nodes.size());
     seg = Segment();
     return;

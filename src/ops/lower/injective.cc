@@ -2,8 +2,6 @@
 // Reshape/Flatten/Squeeze/Unsqueeze (per group of equal-size dims), Transpose, Expand, Tile, Concat, Slice and Pad (constant, edge, reflect and wrap)
 // with constant parameters, Gather (constant or runtime indices, wrapped and clamped).
 // Output shapes come from the context, so shape-only parameters need not be constant.
-#include <algorithm>
-
 #include "ops/lowering.h"
 
 namespace kiln {
@@ -168,8 +166,7 @@ LowerResult concat_lower(const LowerContext& ctx) {
 // Slice with constant starts (steps and axes constant too); ends only shape the output.
 // Output k of a Split reads the input from the axis offset the outputs before it cover. Their
 // sizes are the bound output shapes, so the `split` input or attribute, num_outputs and the equal
-// split all come to the same. An omitted or an empty output declines (the reference kernel runs
-// it): a kernel with an empty output beside others computed wrong values (left as a known issue).
+// split all come to the same. An omitted output declines (the reference kernel runs it).
 LowerResult split_lower(const LowerContext& ctx) {
   if (!data_ok(ctx)) return std::nullopt;
   const size_t r = ctx.in_shape(0).size();
@@ -180,9 +177,7 @@ LowerResult split_lower(const LowerContext& ctx) {
   Expr offset = tir::int_imm(0);
   for (size_t k = 0; k < ctx.output_shapes.size(); ++k) {
     const int out = static_cast<int>(k);
-    const std::vector<int64_t>& shape = ctx.out_shape(out);
-    if (shape.size() != r || ctx.out_dtype(out) != ctx.in_dtype(0)) return std::nullopt;
-    if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return std::nullopt;
+    if (ctx.out_shape(out).size() != r || ctx.out_dtype(out) != ctx.in_dtype(0)) return std::nullopt;
     outs.push_back(te::compute(ctx.name("out" + std::to_string(k)), ctx.out_dims(out), [&](const std::vector<Expr>& i) {
       std::vector<Expr> j = i;
       if (!tir::is_const_int(offset) || offset->int_value != 0) j[static_cast<size_t>(axis)] = i[static_cast<size_t>(axis)] + offset;
