@@ -41,7 +41,8 @@ std::vector<RtValue> random_feeds(const Model& model, const std::map<std::string
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> uni(-1.0, 1.0);
   std::vector<RtValue> feeds(model.graph->inputs.size());
-  for (const auto& [name, shape] : shapes) {
+  for (const auto& given : shapes) {
+    const std::string& name = given.first;  // (a structured binding cannot be captured in C++17)
     auto it = std::find_if(model.graph->inputs.begin(), model.graph->inputs.end(), [&](const Value* v) {
       return v->name == name && !v->initializer.defined();
     });
