@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -285,12 +286,18 @@ def compile(  # noqa: A001 - the CLI's name
     *,
     dims: Optional[Mapping[str, Union[int, Sequence[int]]]] = None,
     threads: int = 1,
+    shapes: Optional[Mapping[str, Sequence[int]]] = None,
+    inputs: Optional[Sequence[np.ndarray]] = None,
 ) -> Dict[str, Any]:
     """Ahead-of-time export (``kiln compile MODEL -o OUT.so``): compiles the model for fixed
     input shapes (named dims from ``dims``, others 1) into one shared library holding the
     kernels, the plans, the weights and kiln's C API (docs/c_api.md). A dim given a list of
     sizes (``dims={"seq": [16, 64, 128]}``) makes a plan per combination of sizes (at most 64);
-    the library runs exactly those input shapes, sharing kernels and weights. ``target``:
+    the library runs exactly those input shapes, sharing kernels and weights. ``shapes`` gives
+    inputs their whole shape (``{"x": [1, 3, 48, 192]}``: symbolic dims without names).
+    ``inputs`` (arrays in input order) runs the compile on real values instead of random ones,
+    for models whose plan depends on them (silero-VAD's sample rate); the library then runs
+    their shapes. ``target``:
     "native", "x86-64-v3" (AVX2) or "x86-64-v4" (AVX-512). Raises UnsupportedError naming the
     nodes that would need reference kernels. Returns sizes, node counts and times."""
     if not hasattr(_kiln, "compile"):
@@ -307,7 +314,13 @@ def compile(  # noqa: A001 - the CLI's name
         name: [int(v)] if isinstance(v, (int, np.integer)) else [int(x) for x in v]
         for name, v in (dims or {}).items()
     }
-    return _kiln.compile(os.fspath(path), os.fspath(out_so), target, sizes, int(threads), archive)
+    whole = {name: [int(d) for d in shape] for name, shape in (shapes or {}).items()}
+    with tempfile.TemporaryDirectory(prefix="kiln-compile-") as tmp:
+        files = []
+        for i, value in enumerate(inputs or []):
+            files.append(os.path.join(tmp, f"input{i}.npy"))
+            np.save(files[-1], np.asarray(value))
+        return _kiln.compile(os.fspath(path), os.fspath(out_so), target, sizes, int(threads), archive, whole, files)
 
 
 def empty(shape: Union[int, Sequence[int]], dtype: Any = np.float32) -> np.ndarray:

@@ -566,10 +566,14 @@ std::string inspect_json(const std::string& path, const std::map<std::string, in
 // Ahead-of-time export (driver/aot.h): the model's kernels, plan and weights in one .so.
 py::dict compile_library(const std::string& path, const std::string& out_path, const std::string& target,
                          const std::map<std::string, std::vector<int64_t>>& dims, int threads,
-                         const std::string& runtime_archive) {
+                         const std::string& runtime_archive,
+                         const std::map<std::string, std::vector<int64_t>>& shapes,
+                         const std::vector<std::string>& input_files) {
   AotOptions opts;
   opts.target = target;
   opts.dims = dims;
+  opts.shapes = shapes;
+  opts.input_files = input_files;
   opts.threads = threads;
   opts.runtime_archive = runtime_archive;
   AotResult r;
@@ -650,6 +654,6 @@ PYBIND11_MODULE(_kiln, m) {
         py::arg("verify"));
   m.def("inspect_json", &inspect_json, py::arg("path"), py::arg("dims"), py::arg("compile"), py::arg("passes"));
   m.def("compile", &compile_library, py::arg("path"), py::arg("out_path"), py::arg("target"), py::arg("dims"),
-        py::arg("threads"), py::arg("runtime_archive"));
+        py::arg("threads"), py::arg("runtime_archive"), py::arg("shapes"), py::arg("input_files"));
   m.def("empty", &empty, py::arg("shape"), py::arg("dtype"));
 }

@@ -260,6 +260,19 @@ def test_compile_shared_library(mlp_path, tmp_path):
     lib.kiln_model_free(model)
     with pytest.raises(kiln.UsageError, match="no symbolic dim of that name"):
         kiln.compile(mlp_path, tmp_path / "bad.so", dims={"M": [1, 2]})
+    # A whole input shape, and the compile run on real inputs: one signature each, theirs.
+    for kwargs, rows in (({"shapes": {"x": [3, 16]}}, 3), ({"inputs": [np.ones((4, 16), np.float32)]}, 4)):
+        so = tmp_path / f"one{rows}.so"  # (a path dlopen has seen would give the first library back)
+        r = kiln.compile(mlp_path, so, **kwargs)
+        assert r["signatures"] == 1
+        lib = ctypes.CDLL(str(so))
+        assert lib.kiln_model_load_embedded(None, ctypes.byref(model)) == 0
+        info = (ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_int64))
+        out = type("Info", (ctypes.Structure,), {"_fields_": [("name", info[0]), ("dtype", info[1]),
+                                                              ("rank", info[2]), ("dims", info[3])]})()
+        assert lib.kiln_model_input_info(model, ctypes.c_size_t(0), ctypes.byref(out)) == 0
+        assert [out.dims[k] for k in range(out.rank)] == [rows, 16]
+        lib.kiln_model_free(model)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
