@@ -22,18 +22,36 @@ std::pair<std::string, int64_t> parse_dim_binding(const std::string& arg) {
   return {arg.substr(0, eq), v};
 }
 
-std::pair<std::string, std::vector<int64_t>> parse_shape_binding(const std::string& arg) {
+namespace {
+
+// "A<sep>B<sep>..." after the '=' of `arg` as sizes; kUsage naming `expects` for anything else.
+std::pair<std::string, std::vector<int64_t>> parse_sizes(const std::string& arg, char sep, const std::string& expects) {
   const size_t eq = arg.find('=');
-  if (eq == std::string::npos || eq == 0) throw Error(ErrorKind::kUsage, "--shape expects INPUT=D0xD1x..., got '" + arg + "'");
-  std::vector<int64_t> dims;
-  const std::string rest = arg.substr(eq + 1);
-  for (size_t at = 0; at < rest.size();) {
-    const size_t x = std::min(rest.find('x', at), rest.size());
-    dims.push_back(parse_dim_binding("d=" + rest.substr(at, x - at)).second);
-    at = x + 1;
-    if (x + 1 == rest.size()) throw Error(ErrorKind::kUsage, "--shape expects INPUT=D0xD1x..., got '" + arg + "'");
+  if (eq == std::string::npos || eq == 0) throw Error(ErrorKind::kUsage, expects + ", got '" + arg + "'");
+  const std::string name = arg.substr(0, eq);
+  std::vector<int64_t> sizes;
+  for (size_t at = eq + 1;;) {
+    const size_t end = arg.find(sep, at);
+    const std::string piece = arg.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    try {
+      sizes.push_back(parse_dim_binding(name + "=" + piece).second);
+    } catch (const Error&) {
+      throw Error(ErrorKind::kUsage, expects + ", got '" + arg + "'");
+    }
+    if (end == std::string::npos) break;
+    at = end + 1;
   }
-  return {arg.substr(0, eq), dims};
+  return {name, sizes};
+}
+
+}  // namespace
+
+std::pair<std::string, std::vector<int64_t>> parse_dim_list(const std::string& arg) {
+  return parse_sizes(arg, ',', "--dim expects NAME=V1,V2,...");
+}
+
+std::pair<std::string, std::vector<int64_t>> parse_shape_binding(const std::string& arg) {
+  return parse_sizes(arg, 'x', "--shape expects INPUT=D0xD1x...");
 }
 
 std::vector<RtValue> random_feeds(const Model& model, const std::map<std::string, int64_t>& dims, uint64_t seed,

@@ -27,7 +27,9 @@ struct CompileModelResult {
 
 // Parses NAME=VALUE (kUsage otherwise).
 std::pair<std::string, int64_t> parse_dim_binding(const std::string& arg);
-// Parses INPUT=D0xD1x... (a scalar: INPUT=; kUsage otherwise).
+// Parses NAME=V1,V2,... (kUsage otherwise).
+std::pair<std::string, std::vector<int64_t>> parse_dim_list(const std::string& arg);
+// Parses INPUT=D0xD1x... (kUsage otherwise).
 std::pair<std::string, std::vector<int64_t>> parse_shape_binding(const std::string& arg);
 // Seeded random feeds parallel to the graph inputs (None for defaulted ones); kUsage for an
 // input without a tensor type and shape. `shapes` gives inputs their whole shape (what binds

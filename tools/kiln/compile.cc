@@ -36,13 +36,9 @@ int export_command(const CompileArgs& a) {
   o.seed = a.seed;
   o.keep_temps = a.keep_temps;
   for (const auto& d : a.dims) {
-    // NAME=V1,V2,...: each size checked as a NAME=VALUE binding.
-    const size_t eq = d.find('=');
-    std::vector<int64_t>& sizes = o.dims[eq == std::string::npos ? d : d.substr(0, eq)];
-    std::string rest = eq == std::string::npos ? "" : d.substr(eq + 1) + ",";
-    if (eq == std::string::npos) parse_dim_binding(d);  // (throws: no '=')
-    for (size_t at = 0, comma; (comma = rest.find(',', at)) != std::string::npos; at = comma + 1)
-      sizes.push_back(parse_dim_binding(d.substr(0, eq) + "=" + rest.substr(at, comma - at)).second);
+    auto [name, sizes] = parse_dim_list(d);
+    std::vector<int64_t>& all = o.dims[name];
+    all.insert(all.end(), sizes.begin(), sizes.end());
   }
   for (const auto& s : a.shapes) o.shapes.insert(parse_shape_binding(s));
   o.input_files = a.inputs;
