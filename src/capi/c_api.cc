@@ -153,16 +153,12 @@ class PlanModel : public ModelImpl {
       ScopedThreadPool scope(pool_.get());
       for (ExecPlan& plan : plans_) plan.make_gemm_ops();
     }
-    const size_t bytes = static_cast<size_t>((arena_bytes_ + 63) / 64 * 64);
-    if (bytes > 0) {
-      arena_.reset(static_cast<char*>(std::aligned_alloc(64, bytes)));
-      if (!arena_) fail(KILN_ERROR_RESOURCE_LIMIT, "out of memory allocating the " + format_bytes(arena_bytes_) + " arena");
-    }
+    arena_ = allocate_arena_memory(arena_bytes_);
     for (size_t p = 0; p < plans_.size(); ++p)
       if (p < entries_) plans_[p].bind_arena(arena_.get());
       else plans_[p].allocate_arena();
-    inputs = merged_info(plans_[0].inputs, plans_[0].input_names, &ExecPlan::inputs);
-    outputs = merged_info(plans_[0].outputs, plans_[0].output_names, &ExecPlan::outputs);
+    inputs = merged_info(plans_[0].input_names, &ExecPlan::inputs);
+    outputs = merged_info(plans_[0].output_names, &ExecPlan::outputs);
     for (size_t p = 0; p < entries_; ++p) {
       const ExecPlan& plan = plans_[p];
       signatures.emplace_back();
@@ -187,11 +183,11 @@ class PlanModel : public ModelImpl {
     return plan.slots[static_cast<size_t>(slot)].dims;
   }
   // Inputs or outputs as the plans declare them: a dim that differs between the plans is -1.
-  std::vector<TensorInfo> merged_info(const std::vector<int32_t>& slots, const std::vector<std::string>& names,
+  std::vector<TensorInfo> merged_info(const std::vector<std::string>& names,
                                       std::vector<int32_t> ExecPlan::*which) const {
     std::vector<TensorInfo> v;
-    for (size_t i = 0; i < slots.size(); ++i) {
-      const PlanSlot& s = plans_[0].slots[static_cast<size_t>(slots[i])];
+    for (size_t i = 0; i < names.size(); ++i) {
+      const PlanSlot& s = plans_[0].slots[static_cast<size_t>((plans_[0].*which)[i])];
       TensorInfo info{names[i], s.dtype, s.dims};
       for (size_t p = 0; p < entries_; ++p) {
         const ExecPlan& plan = plans_[p];
@@ -263,7 +259,7 @@ class PlanModel : public ModelImpl {
   std::vector<ExecPlan> plans_;
   size_t entries_ = 0;  // plans_[0, entries_): one per signature; the rest: If branches
   int64_t arena_bytes_ = 0;
-  std::unique_ptr<char, decltype(&std::free)> arena_{nullptr, &std::free};
+  ArenaMemory arena_{nullptr, &std::free};
   std::unique_ptr<ThreadPool> pool_;
   std::mutex mu_;
 };

@@ -199,20 +199,17 @@ void check_dim_names(const Model& model, const std::map<std::string, std::vector
 class KernelTable {
  public:
   void add(ExecPlan& plan, const std::vector<tir::PrimFunc>& funcs) {
-    std::map<std::string, std::string> global_of;  // the plan's kernel name -> the table's
+    std::map<std::string, int32_t> index_of;  // the plan's kernel name -> the table's index
     for (const tir::PrimFunc& f : funcs) {
-      auto [it, fresh] = name_of_.emplace(compile::kernel_identity(f), "k" + std::to_string(funcs_.size()));
+      auto [it, fresh] = table_index_.emplace(compile::kernel_identity(f), static_cast<int32_t>(funcs_.size()));
       if (fresh) {
         funcs_.push_back(f);
-        funcs_.back().name = it->second;
+        funcs_.back().name = "k" + std::to_string(it->second);
       }
-      global_of[f.name] = it->second;
+      index_of[f.name] = it->second;
     }
     for (PlanStep& st : plan.steps)
-      if (st.kind == PlanStep::Kind::kKernel) {
-        const std::string& name = global_of.at(plan.kernel_names[static_cast<size_t>(st.kernel)]);
-        st.kernel = index_of(name);
-      }
+      if (st.kind == PlanStep::Kind::kKernel) st.kernel = index_of.at(plan.kernel_names[static_cast<size_t>(st.kernel)]);
   }
   const std::vector<tir::PrimFunc>& funcs() const { return funcs_; }
   std::vector<std::string> names() const {
@@ -222,12 +219,7 @@ class KernelTable {
   }
 
  private:
-  int32_t index_of(const std::string& name) const {
-    for (size_t i = 0; i < funcs_.size(); ++i)
-      if (funcs_[i].name == name) return static_cast<int32_t>(i);
-    throw Error(ErrorKind::kInternal, "kernel " + name + " missing from the table");
-  }
-  std::map<std::string, std::string> name_of_;  // identity -> table name
+  std::map<std::string, int32_t> table_index_;  // kernel identity -> index in funcs_
   std::vector<tir::PrimFunc> funcs_;
 };
 

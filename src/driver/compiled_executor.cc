@@ -258,10 +258,7 @@ void CompiledExecutor::bind_arena(Plan& plan) {
   if (need > arena_capacity_) {
     arena_.reset();  // (every plan's views are rebound before its next run)
     arena_capacity_ = 0;
-    const size_t bytes = static_cast<size_t>((need + 63) / 64 * 64);
-    void* p = std::aligned_alloc(64, bytes);
-    if (!p) throw Error(ErrorKind::kBadInput, "out of memory allocating the " + format_bytes(need) + " arena");
-    arena_.reset(static_cast<char*>(p));
+    arena_ = allocate_arena_memory(need);
     arena_capacity_ = need;
   }
   if (plan.exec.arena_data != arena_.get() || arena_.get() == nullptr) plan.exec.bind_arena(arena_.get());

@@ -151,7 +151,7 @@ class CompiledExecutor {
   // One arena for every plan of this executor (runs are serialized by mu_), grown to the
   // largest signature's: a new signature faults in no fresh pages, and memory stays flat as
   // signatures come and go.
-  std::unique_ptr<char, decltype(&std::free)> arena_{nullptr, &std::free};
+  ArenaMemory arena_{nullptr, &std::free};
   int64_t arena_capacity_ = 0;
   void bind_arena(Plan& plan);
   int64_t weight_bytes_ = 0;  // the model's initializers (memory budget)

@@ -34,15 +34,17 @@ void detach_sequence(RtValue& r, const char* lo, const char* hi) {
 
 }  // namespace
 
+ArenaMemory allocate_arena_memory(int64_t bytes) {
+  ArenaMemory memory(nullptr, &std::free);
+  if (bytes <= 0) return memory;
+  memory.reset(static_cast<char*>(std::aligned_alloc(kArenaAlign, static_cast<size_t>((bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign))));
+  if (!memory) throw Error(ErrorKind::kBadInput, "out of memory allocating the " + format_bytes(bytes) + " arena");
+  return memory;
+}
+
 void ExecPlan::allocate_arena() {
   arena.reset();
-  if (arena_bytes > 0) {
-    size_t bytes = static_cast<size_t>((arena_bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign);
-    void* p = std::aligned_alloc(kArenaAlign, bytes);
-    if (!p)
-      throw Error(ErrorKind::kBadInput, "out of memory allocating the " + std::to_string(arena_bytes) + "-byte arena");
-    arena.reset(static_cast<char*>(p));
-  }
+  arena = allocate_arena_memory(arena_bytes);
   bind_arena(arena.get());
 }
 

@@ -67,6 +67,11 @@ struct PlanSlot {
   int32_t constant = -1;  // index into ExecPlan::constants when the value is a constant
 };
 
+// Arena memory of `bytes` (rounded up to 64-byte blocks; null for 0). kBadInput when out of
+// memory. Plans own one, or several plans of one executor or library share the largest.
+using ArenaMemory = std::unique_ptr<char, decltype(&std::free)>;
+ArenaMemory allocate_arena_memory(int64_t bytes);
+
 struct ExecPlan {
   std::vector<PlanSlot> slots;
   std::vector<int32_t> inputs;   // slots fed per run, in feed order
@@ -77,7 +82,7 @@ struct ExecPlan {
   std::vector<std::string> kernel_names;  // parallel to kernels
   std::vector<PlanKernelFn> kernels;
   int64_t arena_bytes = 0;
-  std::unique_ptr<char, decltype(&std::free)> arena{nullptr, &std::free};  // when the plan owns it
+  ArenaMemory arena{nullptr, &std::free};  // when the plan owns it
   char* arena_data = nullptr;  // where the kernel outputs' views point (owned or bound)
   // The plans kIf steps run (every plan read from one blob, by index; set by the reader). A
   // branch's plan has its own arena: the enclosing plan's values are alive while it runs.
