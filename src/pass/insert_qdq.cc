@@ -1,0 +1,292 @@
+// insert_qdq: the graph rewrite of static quantization (kiln quantize). Activations get one
+// QuantizeLinear -> DequantizeLinear pair each; weights and biases are stored quantized behind a
+// DequantizeLinear, as ONNX Runtime's QDQ format has them, so that an int8 engine folds
+// DQ -> op -> Q into integer kernels and any other runtime still runs the model.
+// Tests: tests/pass/test_insert_qdq.cc (IR in, IR out).
+#include "pass/insert_qdq.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "ir/rewrite.h"
+#include "ops/registry.h"
+#include "pass/pass.h"
+
+namespace kiln {
+namespace {
+
+// How a quantizable op is quantized: which inputs are activations (-1: every non-constant
+// input), which input holds a weight and which a bias.
+struct QuantizableOp {
+  const char* op;
+  std::vector<int> activations;
+  int weight = -1;
+  int bias = -1;
+  bool output = true;
+};
+
+const std::vector<QuantizableOp>& quantizable_ops() {
+  static const std::vector<QuantizableOp> ops = {
+      {"Conv", {0}, 1, 2},
+      {"ConvTranspose", {0}, 1, 2},
+      {"MatMul", {-1}, -2},  // weight: whichever input is constant
+      {"Gemm", {-1}, -2, 2},
+      {"Add", {-1}},
+      {"Mul", {-1}},
+      {"Relu", {}},  // the activation's output carries the range of the op before it
+      {"Clip", {}},
+      {"Sigmoid", {0}},
+      {"LeakyRelu", {0}},
+      {"MaxPool", {0}},
+      {"AveragePool", {0}},
+      {"GlobalAveragePool", {0}},
+      {"Concat", {-1}},
+      {"Resize", {0}},
+      {"Transpose", {0}},
+      {"Reshape", {0}},
+      {"Flatten", {0}},
+      {"Squeeze", {0}},
+      {"Unsqueeze", {0}},
+  };
+  return ops;
+}
+
+const QuantizableOp* quantizable(const Node& n, const QdqOptions& opts) {
+  if (!n.domain.empty() || opts.exclude.count(n.name) || opts.exclude.count(n.op_type)) return nullptr;
+  for (const auto& q : quantizable_ops())
+    if (n.op_type == q.op) return &q;
+  return nullptr;
+}
+
+bool is_float_activation(const Value* v) {
+  return v && !v->is_constant() && v->type.kind == Type::Kind::kTensor && v->type.dtype == DType::kFloat32;
+}
+
+bool is_float_constant(const Value* v) {
+  return v && v->is_constant() && v->initializer.dtype() == DType::kFloat32;
+}
+
+// Whether input i of n is one of its quantized activations.
+bool is_activation_input(const Node& n, const QuantizableOp& q, size_t i) {
+  if (!is_float_activation(n.inputs[i])) return false;
+  for (int a : q.activations)
+    if (a == -1 || a == static_cast<int>(i)) return true;
+  return false;
+}
+
+// The index of n's weight input (a constant float tensor), or -1.
+int weight_input(const Node& n, const QuantizableOp& q) {
+  if (q.weight >= 0)
+    return static_cast<int>(n.inputs.size()) > q.weight && is_float_constant(n.inputs[q.weight]) ? q.weight : -1;
+  if (q.weight == -2)  // MatMul/Gemm: the constant one of the two operands
+    for (int i = 0; i < 2 && i < static_cast<int>(n.inputs.size()); ++i)
+      if (is_float_constant(n.inputs[i])) return i;
+  return -1;
+}
+
+bool only_feeds_activations(const Graph& g, const UseMap& uses, const Value* v, const QdqOptions& opts) {
+  if (is_graph_output(g, v) || uses.count(v) == 0) return false;
+  for (const Node* u : uses.of(v)) {
+    const QuantizableOp* q = quantizable(*u, opts);
+    if (!q || (u->op_type != "Relu" && u->op_type != "Clip")) return false;
+  }
+  return true;
+}
+
+// The axis a weight is quantized along (its output channels), or -1 for per-tensor.
+int weight_axis(const Node& n, int input, int rank) {
+  AttrReader at(n);
+  if (n.op_type == "Conv") return 0;
+  if (n.op_type == "ConvTranspose") return at.attr_int("group", 1) == 1 && rank >= 2 ? 1 : -1;
+  if (n.op_type == "MatMul") return input == 1 && rank >= 2 ? rank - 1 : -1;
+  if (n.op_type == "Gemm") return input == 1 ? (at.attr_int("transB", 0) ? 0 : 1) : -1;
+  return -1;
+}
+
+struct QuantizedWeight {
+  Value* dequantized = nullptr;
+  std::vector<float> scales;  // one per channel, or one
+};
+
+// Symmetric int8 over [-127, 127] (as ONNX Runtime's weights: no -128, so that u8 x s8 pair sums
+// fit the AVX2 int8 dot products): scale = max|w| / 127 per channel, zero point 0.
+QuantizedWeight quantize_weight(GraphEditor& ed, Value* w, int axis) {
+  const Tensor& t = w->initializer;
+  const int64_t channels = axis < 0 ? 1 : t.dim(axis);
+  int64_t inner = 1;
+  for (int d = axis + 1; d < t.rank() && axis >= 0; ++d) inner *= t.dim(d);
+  std::vector<float> absmax(static_cast<size_t>(channels), 0.f);
+  const float* src = t.data<float>();
+  auto channel_of = [&](int64_t i) { return axis < 0 ? 0 : (i / inner) % channels; };
+  for (int64_t i = 0; i < t.numel(); ++i) absmax[channel_of(i)] = std::max(absmax[channel_of(i)], std::fabs(src[i]));
+  QuantizedWeight r;
+  for (float m : absmax) r.scales.push_back(m > 0 ? m / 127.f : 1.f);
+  Tensor q(DType::kInt8, t.dims());
+  int8_t* dst = q.data<int8_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = std::nearbyint(src[i] / r.scales[channel_of(i)]);
+    dst[i] = static_cast<int8_t>(std::clamp(v, -127.f, 127.f));
+  }
+  Tensor scale = axis < 0 ? Tensor::scalar(DType::kFloat32, r.scales[0]) : Tensor(DType::kFloat32, {channels});
+  Tensor zero = axis < 0 ? Tensor::scalar(DType::kInt8, 0) : Tensor(DType::kInt8, {channels});
+  for (int64_t c = 0; c < channels && axis >= 0; ++c) scale.data<float>()[c] = r.scales[c];
+  Value* qv = ed.add_constant(std::move(q), w->name + "_quantized");
+  Value* sv = ed.add_constant(std::move(scale), w->name + "_scale");
+  Value* zv = ed.add_constant(std::move(zero), w->name + "_zero_point");
+  Node* dq = ed.add_node("DequantizeLinear", {qv, sv, zv}, w->type, w->name + "_DequantizeLinear_Output");
+  dq->name = dq->outputs[0]->name;
+  if (axis >= 0) dq->attrs["axis"] = Attribute::make_int(axis);
+  r.dequantized = dq->outputs[0];
+  return r;
+}
+
+// int32 bias with scale input_scale * weight_scale[c], zero point 0 (what an int8 kernel adds to
+// its accumulators). False when a value would not fit int32 (the bias stays float).
+bool quantize_bias(GraphEditor& ed, Node& n, int bias_input, float input_scale, const std::vector<float>& wscales) {
+  Value* b = n.inputs[bias_input];
+  const Tensor& t = b->initializer;
+  if (t.rank() != 1 || (wscales.size() != 1 && static_cast<int64_t>(wscales.size()) != t.dim(0))) return false;
+  const int64_t channels = t.dim(0);
+  const bool per_channel = wscales.size() != 1;
+  Tensor q(DType::kInt32, {channels});
+  std::vector<float> scales;
+  for (int64_t c = 0; c < channels; ++c) {
+    const double s = static_cast<double>(input_scale) * wscales[per_channel ? c : 0];
+    const double v = std::nearbyint(t.data<float>()[c] / s);
+    if (!(std::fabs(v) <= std::numeric_limits<int32_t>::max())) return false;
+    q.data<int32_t>()[c] = static_cast<int32_t>(v);
+    if (per_channel || c == 0) scales.push_back(static_cast<float>(s));
+  }
+  // Per tensor: scalar scale and zero point (a per-axis DequantizeLinear needs opset 13).
+  Tensor scale = per_channel ? Tensor(DType::kFloat32, {channels}) : Tensor::scalar(DType::kFloat32, scales[0]);
+  for (int64_t c = 0; c < channels && per_channel; ++c) scale.data<float>()[c] = scales[c];
+  Tensor zero = per_channel ? Tensor(DType::kInt32, {channels}) : Tensor::scalar(DType::kInt32, 0);
+  Value* qv = ed.add_constant(std::move(q), b->name + "_quantized");
+  Value* sv = ed.add_constant(std::move(scale), b->name + "_scale");
+  Value* zv = ed.add_constant(std::move(zero), b->name + "_zero_point");
+  Node* dq = ed.add_node("DequantizeLinear", {qv, sv, zv}, b->type, b->name + "_DequantizeLinear_Output");
+  dq->name = dq->outputs[0]->name;
+  if (per_channel) dq->attrs["axis"] = Attribute::make_int(0);
+  n.inputs[bias_input] = dq->outputs[0];
+  return true;
+}
+
+// One Q/DQ pair after `v`; every consumer of v reads the DequantizeLinear output.
+Value* insert_pair(GraphEditor& ed, Value* v, QuantParams p, DType dtype) {
+  Value* scale = ed.add_constant(Tensor::scalar(DType::kFloat32, p.scale), v->name + "_scale");
+  Value* zero = ed.add_constant(Tensor::scalar(dtype, p.zero_point), v->name + "_zero_point");
+  Type qt = v->type;
+  qt.dtype = dtype;
+  // The DQ node first (rerouting v's uses to it), then the Q node that reads v.
+  Node* dq = ed.add_node("DequantizeLinear", {}, v->type, v->name + "_DequantizeLinear_Output");
+  ed.replace_all_uses(v, dq->outputs[0]);
+  Node* q = ed.add_node("QuantizeLinear", {v, scale, zero}, qt, v->name + "_QuantizeLinear_Output");
+  dq->inputs = {q->outputs[0], scale, zero};
+  q->name = q->outputs[0]->name;
+  dq->name = dq->outputs[0]->name;
+  return dq->outputs[0];
+}
+
+}  // namespace
+
+QuantParams activation_quant_params(TensorRange r, DType activation_dtype) {
+  const double lo = std::min(0.0, static_cast<double>(r.lo)), hi = std::max(0.0, static_cast<double>(r.hi));
+  QuantParams p;
+  if (!(hi - lo > 0) || !std::isfinite(hi - lo)) return p;
+  p.scale = static_cast<float>((hi - lo) / 255.0);
+  const double qmin = activation_dtype == DType::kInt8 ? -128 : 0;
+  p.zero_point = static_cast<int32_t>(std::clamp(std::nearbyint(qmin - lo / p.scale), qmin, qmin + 255));
+  return p;
+}
+
+std::vector<const Value*> qdq_candidates(const Model& m, const QdqOptions& opts) {
+  const Graph& g = *m.graph;
+  const UseMap uses = compute_uses(g);
+  std::vector<const Value*> out;
+  std::unordered_set<const Value*> seen;
+  auto add = [&](const Value* v) {
+    if (is_float_activation(v) && !is_graph_output(g, v) && seen.insert(v).second) out.push_back(v);
+  };
+  for (const auto& node : g.nodes) {
+    const QuantizableOp* q = quantizable(*node, opts);
+    if (!q) continue;
+    for (size_t i = 0; i < node->inputs.size(); ++i)
+      if (is_activation_input(*node, *q, i)) add(node->inputs[i]);
+    for (const Value* o : node->outputs)
+      if (o && q->output && !only_feeds_activations(g, uses, o, opts)) add(o);
+  }
+  return out;
+}
+
+QdqResult insert_qdq(Model& m, const std::map<std::string, TensorRange>& ranges, const QdqOptions& opts) {
+  const int64_t opset = m.opset("");
+  if (opset < 10)
+    throw Error(ErrorKind::kUnsupported, "quantize: the model's opset " + std::to_string(opset) +
+                                             " predates QuantizeLinear (opset 10); convert the model to opset 13 "
+                                             "or later first (onnx.version_converter)");
+  if (opts.activation_dtype != DType::kUInt8 && opts.activation_dtype != DType::kInt8)
+    throw Error(ErrorKind::kUsage, "quantize: activations are uint8 or int8");
+  const bool per_channel = opts.per_channel && opset >= 13;
+  QdqResult result;
+  if (opts.per_channel && !per_channel)
+    result.notes.push_back("opset " + std::to_string(opset) +
+                           " < 13 has no per-axis DequantizeLinear: weights are quantized per tensor");
+  Graph& g = *m.graph;
+  GraphEditor ed(g);
+  // Candidates are chosen before any rewrite (dequantized weights are not activations).
+  const std::vector<const Value*> candidates = qdq_candidates(m, opts);
+  std::unordered_map<const Value*, QuantParams> activation_params;
+  for (const Value* cv : candidates) {
+    auto it = ranges.find(cv->name);
+    if (it == ranges.end()) continue;
+    activation_params[cv] = activation_quant_params(it->second, opts.activation_dtype);
+  }
+  // Weights and biases first: the nodes still read the original activations, whose params we know.
+  std::vector<Node*> nodes;
+  for (auto& n : g.nodes) nodes.push_back(n.get());
+  std::map<std::pair<const Value*, int>, QuantizedWeight> weights;
+  for (Node* n : nodes) {
+    const QuantizableOp* q = quantizable(*n, opts);
+    const int wi = q ? weight_input(*n, *q) : -1;
+    if (wi < 0) continue;
+    Value* w = n->inputs[wi];
+    const int axis = per_channel ? weight_axis(*n, wi, w->initializer.rank()) : -1;
+    auto key = std::make_pair(static_cast<const Value*>(w), axis);
+    if (!weights.count(key)) {
+      weights[key] = quantize_weight(ed, w, axis);
+      ++result.quantized_weights;
+    }
+    const QuantizedWeight& qw = weights[key];
+    n->inputs[wi] = qw.dequantized;
+    const int other = n->op_type == "MatMul" || n->op_type == "Gemm" ? 1 - wi : 0;
+    auto ap = activation_params.find(n->inputs[other]);
+    const bool plain_gemm = n->op_type != "Gemm" || (AttrReader(*n).attr_float("alpha", 1.f) == 1.f &&
+                                                     AttrReader(*n).attr_float("beta", 1.f) == 1.f);
+    if (q->bias >= 0 && static_cast<int>(n->inputs.size()) > q->bias && is_float_constant(n->inputs[q->bias]) &&
+        ap != activation_params.end() && plain_gemm) {
+      if (quantize_bias(ed, *n, q->bias, ap->second.scale, qw.scales))
+        ++result.quantized_biases;
+      else
+        result.notes.push_back("bias of " + n->display_name() + " kept float (int32 overflow)");
+    }
+  }
+  for (const Value* cv : candidates) {
+    auto it = activation_params.find(cv);
+    if (it == activation_params.end()) continue;
+    Value* v = const_cast<Value*>(cv);
+    Value* dq = insert_pair(ed, v, it->second, opts.activation_dtype);
+    result.quantized_tensors.push_back(v->name);
+    result.dequantized_outputs.push_back(dq->name);
+  }
+  ed.sort_topologically();
+  // The float weights and biases that were replaced.
+  PassContext ctx;
+  find_pass("dce")->run(m, ctx);
+  return result;
+}
+
+}  // namespace kiln

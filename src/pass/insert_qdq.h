@@ -1,0 +1,53 @@
+// Static quantization as a graph rewrite: QuantizeLinear/DequantizeLinear pairs on the float
+// activations of quantizable nodes (ranges from calibration), int8 weights and int32 biases
+// behind DequantizeLinear. The result is a standard QDQ model that any ONNX runtime runs.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace kiln {
+
+struct QdqOptions {
+  DType activation_dtype = DType::kUInt8;  // kUInt8 or kInt8 (both asymmetric)
+  bool per_channel = true;                 // weights per output channel (needs opset >= 13)
+  std::set<std::string> exclude;           // node names or op types left in float
+};
+
+// A calibrated activation range; quantization widens it to include 0.
+struct TensorRange {
+  float lo = 0, hi = 0;
+};
+
+// Scale and zero point of an activation range for `activation_dtype` (asymmetric, the range
+// widened to include 0; an empty range gets scale 1).
+struct QuantParams {
+  float scale = 1;
+  int32_t zero_point = 0;
+};
+QuantParams activation_quant_params(TensorRange r, DType activation_dtype);
+
+// The float activations a static quantization of `m` quantizes (main graph, in node order):
+// the non-constant inputs of quantizable nodes and their outputs, except outputs that feed only
+// Relu/Clip (the activation's output is quantized instead) and graph outputs (kept float).
+std::vector<const Value*> qdq_candidates(const Model& m, const QdqOptions& opts);
+
+struct QdqResult {
+  std::vector<std::string> quantized_tensors;  // activations given a Q/DQ pair
+  std::vector<std::string> dequantized_outputs;  // the DequantizeLinear output replacing each
+  int quantized_weights = 0;
+  int quantized_biases = 0;
+  std::vector<std::string> notes;  // what was left in float and why
+};
+
+// Rewrites `m`: each candidate with a range gets one Q/DQ pair that all its consumers read;
+// constant weights of Conv/ConvTranspose/MatMul/Gemm become int8 (symmetric, per channel where
+// opts and the opset allow) behind a DequantizeLinear; their biases become int32 with scale
+// input_scale * weight_scale when the input is quantized. Throws kUnsupported for opset < 10.
+QdqResult insert_qdq(Model& m, const std::map<std::string, TensorRange>& ranges, const QdqOptions& opts);
+
+}  // namespace kiln
