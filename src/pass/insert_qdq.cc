@@ -112,9 +112,9 @@ struct QuantizedWeight {
   std::vector<float> scales;  // one per channel, or one
 };
 
-// Symmetric int8 over [-127, 127] (as ONNX Runtime's weights: no -128, so that u8 x s8 pair sums
-// fit the AVX2 int8 dot products): scale = max|w| / 127 per channel, zero point 0.
-QuantizedWeight quantize_weight(GraphEditor& ed, Value* w, int axis) {
+// Symmetric int8 over [-qmax, qmax] (no -128, as ONNX Runtime's weights): scale = max|w| / qmax
+// per channel (or per tensor), zero point 0.
+QuantizedWeight quantize_weight(GraphEditor& ed, Value* w, int axis, int qmax) {
   const Tensor& t = w->initializer;
   const int64_t channels = axis < 0 ? 1 : t.dim(axis);
   int64_t inner = 1;
@@ -124,12 +124,12 @@ QuantizedWeight quantize_weight(GraphEditor& ed, Value* w, int axis) {
   auto channel_of = [&](int64_t i) { return axis < 0 ? 0 : (i / inner) % channels; };
   for (int64_t i = 0; i < t.numel(); ++i) absmax[channel_of(i)] = std::max(absmax[channel_of(i)], std::fabs(src[i]));
   QuantizedWeight r;
-  for (float m : absmax) r.scales.push_back(m > 0 ? m / 127.f : 1.f);
+  for (float m : absmax) r.scales.push_back(m > 0 ? m / static_cast<float>(qmax) : 1.f);
   Tensor q(DType::kInt8, t.dims());
   int8_t* dst = q.data<int8_t>();
   for (int64_t i = 0; i < t.numel(); ++i) {
     const float v = std::nearbyint(src[i] / r.scales[channel_of(i)]);
-    dst[i] = static_cast<int8_t>(std::clamp(v, -127.f, 127.f));
+    dst[i] = static_cast<int8_t>(std::clamp(v, -static_cast<float>(qmax), static_cast<float>(qmax)));
   }
   Tensor scale = axis < 0 ? Tensor::scalar(DType::kFloat32, r.scales[0]) : Tensor(DType::kFloat32, {channels});
   Tensor zero = axis < 0 ? Tensor::scalar(DType::kInt8, 0) : Tensor(DType::kInt8, {channels});
@@ -257,7 +257,7 @@ QdqResult insert_qdq(Model& m, const std::map<std::string, TensorRange>& ranges,
     const int axis = per_channel ? weight_axis(*n, wi, w->initializer.rank()) : -1;
     auto key = std::make_pair(static_cast<const Value*>(w), axis);
     if (!weights.count(key)) {
-      weights[key] = quantize_weight(ed, w, axis);
+      weights[key] = quantize_weight(ed, w, axis, opts.weight_max());
       ++result.quantized_weights;
     }
     const QuantizedWeight& qw = weights[key];

@@ -16,6 +16,10 @@ struct QdqOptions {
   DType activation_dtype = DType::kUInt8;  // kUInt8 or kInt8 (both asymmetric)
   bool per_channel = true;                 // weights per output channel (needs opset >= 13)
   std::set<std::string> exclude;           // node names or op types left in float
+  // Weights over [-63, 63] instead of [-127, 127]: u8 x s8 products summed in pairs then fit
+  // int16, which ONNX Runtime's AVX2/AVX-512 (non-VNNI) int8 kernels assume (they saturate).
+  bool reduce_range = false;
+  int weight_max() const { return reduce_range ? 63 : 127; }
 };
 
 // A calibrated activation range; quantization widens it to include 0.
