@@ -19,38 +19,45 @@
 namespace kiln {
 namespace {
 
-// How a quantizable op is quantized: which inputs are activations (-1: every non-constant
-// input), which input holds a weight and which a bias.
+// How an op takes part in quantization:
+//   kCompute:     reads int8 activations (an int8 kernel's inputs): its float activation inputs
+//                 are quantized; its weight (and bias) are stored quantized;
+//   kElementwise: Add/Mul of two activations (residual adds, gating) are computed on int8;
+//                 with a constant operand they are part of a decomposed activation and stay float;
+//   kTransparent: moves or pools values without arithmetic worth rounding: int8 in, int8 out,
+//                 so its input is quantized exactly when its output is.
+// Every other op (Relu, Clip, Sigmoid, HardSwish, Softmax, ...) computes in float; its output is
+// quantized when a consumer reads int8, so an activation's range is the one that is quantized,
+// not the wider one before it.
+enum class QuantRole { kCompute, kElementwise, kTransparent };
+
 struct QuantizableOp {
   const char* op;
-  std::vector<int> activations;
-  int weight = -1;
+  QuantRole role;
+  std::vector<int> activations;  // -1: every input
+  int weight = -1;               // -2: whichever of inputs 0 and 1 is constant
   int bias = -1;
-  bool output = true;
 };
 
 const std::vector<QuantizableOp>& quantizable_ops() {
+  using R = QuantRole;
   static const std::vector<QuantizableOp> ops = {
-      {"Conv", {0}, 1, 2},
-      {"ConvTranspose", {0}, 1, 2},
-      {"MatMul", {-1}, -2},  // weight: whichever input is constant
-      {"Gemm", {-1}, -2, 2},
-      {"Add", {-1}},
-      {"Mul", {-1}},
-      {"Relu", {}},  // the activation's output carries the range of the op before it
-      {"Clip", {}},
-      {"Sigmoid", {0}},
-      {"LeakyRelu", {0}},
-      {"MaxPool", {0}},
-      {"AveragePool", {0}},
-      {"GlobalAveragePool", {0}},
-      {"Concat", {-1}},
-      {"Resize", {0}},
-      {"Transpose", {0}},
-      {"Reshape", {0}},
-      {"Flatten", {0}},
-      {"Squeeze", {0}},
-      {"Unsqueeze", {0}},
+      {"Conv", R::kCompute, {0}, 1, 2},
+      {"ConvTranspose", R::kCompute, {0}, 1, 2},
+      {"MatMul", R::kCompute, {-1}, -2},
+      {"Gemm", R::kCompute, {-1}, -2, 2},
+      {"Add", R::kElementwise, {-1}},
+      {"Mul", R::kElementwise, {-1}},
+      {"MaxPool", R::kTransparent, {0}},
+      {"AveragePool", R::kTransparent, {0}},
+      {"GlobalAveragePool", R::kTransparent, {0}},
+      {"Concat", R::kTransparent, {-1}},
+      {"Resize", R::kTransparent, {0}},
+      {"Transpose", R::kTransparent, {0}},
+      {"Reshape", R::kTransparent, {0}},
+      {"Flatten", R::kTransparent, {0}},
+      {"Squeeze", R::kTransparent, {0}},
+      {"Unsqueeze", R::kTransparent, {0}},
   };
   return ops;
 }
@@ -88,15 +95,6 @@ int weight_input(const Node& n, const QuantizableOp& q) {
   return -1;
 }
 
-bool only_feeds_activations(const Graph& g, const UseMap& uses, const Value* v, const QdqOptions& opts) {
-  if (is_graph_output(g, v) || uses.count(v) == 0) return false;
-  for (const Node* u : uses.of(v)) {
-    const QuantizableOp* q = quantizable(*u, opts);
-    if (!q || (u->op_type != "Relu" && u->op_type != "Clip")) return false;
-  }
-  return true;
-}
-
 // The axis a weight is quantized along (its output channels), or -1 for per-tensor.
 int weight_axis(const Node& n, int input, int rank) {
   AttrReader at(n);
@@ -114,7 +112,9 @@ struct QuantizedWeight {
 
 // Symmetric int8 over [-qmax, qmax] (no -128, as ONNX Runtime's weights): scale = max|w| / qmax
 // per channel (or per tensor), zero point 0.
-QuantizedWeight quantize_weight(GraphEditor& ed, Value* w, int axis, int qmax) {
+// `min_scale` (empty, or one per channel) raises a channel's scale where its bias would not fit
+// int32 otherwise (a channel of near-zero weights with a real bias).
+QuantizedWeight quantize_weight(GraphEditor& ed, Value* w, int axis, int qmax, const std::vector<double>& min_scale) {
   const Tensor& t = w->initializer;
   const int64_t channels = axis < 0 ? 1 : t.dim(axis);
   int64_t inner = 1;
@@ -124,7 +124,11 @@ QuantizedWeight quantize_weight(GraphEditor& ed, Value* w, int axis, int qmax) {
   auto channel_of = [&](int64_t i) { return axis < 0 ? 0 : (i / inner) % channels; };
   for (int64_t i = 0; i < t.numel(); ++i) absmax[channel_of(i)] = std::max(absmax[channel_of(i)], std::fabs(src[i]));
   QuantizedWeight r;
-  for (float m : absmax) r.scales.push_back(m > 0 ? m / static_cast<float>(qmax) : 1.f);
+  for (size_t c = 0; c < absmax.size(); ++c) {
+    float s = absmax[c] > 0 ? absmax[c] / static_cast<float>(qmax) : 1.f;
+    if (c < min_scale.size() && s < min_scale[c]) s = static_cast<float>(min_scale[c]);
+    r.scales.push_back(s);
+  }
   Tensor q(DType::kInt8, t.dims());
   int8_t* dst = q.data<int8_t>();
   for (int64_t i = 0; i < t.numel(); ++i) {
@@ -144,6 +148,21 @@ QuantizedWeight quantize_weight(GraphEditor& ed, Value* w, int axis, int qmax) {
   return r;
 }
 
+// Accumulators have headroom when a bias stays within 2^30 steps.
+constexpr double kBiasLimit = 1 << 30;
+
+// The smallest weight scale per channel (of `channels`, or 1 for per-tensor) that keeps
+// |bias / (input_scale * weight_scale)| within kBiasLimit.
+std::vector<double> bias_safe_weight_scales(const Tensor& bias, double input_scale, int64_t channels) {
+  std::vector<double> s(static_cast<size_t>(channels), 0.0);
+  if (bias.rank() != 1 || (channels != 1 && bias.dim(0) != channels)) return {};
+  for (int64_t c = 0; c < bias.dim(0); ++c) {
+    double& m = s[channels == 1 ? 0 : c];
+    m = std::max(m, std::fabs(bias.data<float>()[c]) / (input_scale * kBiasLimit * 0.999));  // float rounding
+  }
+  return s;
+}
+
 // int32 bias with scale input_scale * weight_scale[c], zero point 0 (what an int8 kernel adds to
 // its accumulators). False when a value would not fit int32 (the bias stays float).
 bool quantize_bias(GraphEditor& ed, Node& n, int bias_input, float input_scale, const std::vector<float>& wscales) {
@@ -157,7 +176,7 @@ bool quantize_bias(GraphEditor& ed, Node& n, int bias_input, float input_scale, 
   for (int64_t c = 0; c < channels; ++c) {
     const double s = static_cast<double>(input_scale) * wscales[per_channel ? c : 0];
     const double v = std::nearbyint(t.data<float>()[c] / s);
-    if (!(std::fabs(v) <= std::numeric_limits<int32_t>::max())) return false;
+    if (!(std::fabs(v) <= kBiasLimit)) return false;
     q.data<int32_t>()[c] = static_cast<int32_t>(v);
     if (per_channel || c == 0) scales.push_back(static_cast<float>(s));
   }
@@ -205,20 +224,30 @@ QuantParams activation_quant_params(TensorRange r, DType activation_dtype) {
 
 std::vector<const Value*> qdq_candidates(const Model& m, const QdqOptions& opts) {
   const Graph& g = *m.graph;
-  const UseMap uses = compute_uses(g);
-  std::vector<const Value*> out;
-  std::unordered_set<const Value*> seen;
-  auto add = [&](const Value* v) {
-    if (is_float_activation(v) && !is_graph_output(g, v) && seen.insert(v).second) out.push_back(v);
+  std::unordered_set<const Value*> chosen;
+  auto choose_inputs = [&](const Node& n, const QuantizableOp& q) {
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (is_activation_input(n, q, i) && !is_graph_output(g, n.inputs[i])) chosen.insert(n.inputs[i]);
   };
-  for (const auto& node : g.nodes) {
-    const QuantizableOp* q = quantizable(*node, opts);
+  // Backwards, so that a transparent op sees whether its output was chosen by the ops after it.
+  for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
+    const Node& n = **it;
+    const QuantizableOp* q = quantizable(n, opts);
     if (!q) continue;
-    for (size_t i = 0; i < node->inputs.size(); ++i)
-      if (is_activation_input(*node, *q, i)) add(node->inputs[i]);
-    for (const Value* o : node->outputs)
-      if (o && q->output && !only_feeds_activations(g, uses, o, opts)) add(o);
+    bool reads_int8 = q->role == QuantRole::kCompute;
+    if (q->role == QuantRole::kElementwise)
+      reads_int8 = n.inputs.size() == 2 && is_float_activation(n.inputs[0]) && is_float_activation(n.inputs[1]);
+    if (q->role == QuantRole::kTransparent)
+      reads_int8 = !n.outputs.empty() && n.outputs[0] && chosen.count(n.outputs[0]);
+    if (reads_int8) choose_inputs(n, *q);
   }
+  // In node order (graph inputs first), for stable names and reports.
+  std::vector<const Value*> out;
+  for (const Value* v : g.inputs)
+    if (chosen.count(v)) out.push_back(v);
+  for (const auto& n : g.nodes)
+    for (const Value* o : n->outputs)
+      if (o && chosen.count(o)) out.push_back(o);
   return out;
 }
 
@@ -255,19 +284,24 @@ QdqResult insert_qdq(Model& m, const std::map<std::string, TensorRange>& ranges,
     if (wi < 0) continue;
     Value* w = n->inputs[wi];
     const int axis = per_channel ? weight_axis(*n, wi, w->initializer.rank()) : -1;
-    auto key = std::make_pair(static_cast<const Value*>(w), axis);
-    if (!weights.count(key)) {
-      weights[key] = quantize_weight(ed, w, axis, opts.weight_max());
-      ++result.quantized_weights;
-    }
-    const QuantizedWeight& qw = weights[key];
-    n->inputs[wi] = qw.dequantized;
     const int other = n->op_type == "MatMul" || n->op_type == "Gemm" ? 1 - wi : 0;
     auto ap = activation_params.find(n->inputs[other]);
     const bool plain_gemm = n->op_type != "Gemm" || (AttrReader(*n).attr_float("alpha", 1.f) == 1.f &&
                                                      AttrReader(*n).attr_float("beta", 1.f) == 1.f);
-    if (q->bias >= 0 && static_cast<int>(n->inputs.size()) > q->bias && is_float_constant(n->inputs[q->bias]) &&
-        ap != activation_params.end() && plain_gemm) {
+    const bool quantize_b = q->bias >= 0 && static_cast<int>(n->inputs.size()) > q->bias &&
+                            is_float_constant(n->inputs[q->bias]) && ap != activation_params.end() && plain_gemm;
+    auto key = std::make_pair(static_cast<const Value*>(w), axis);
+    if (!weights.count(key)) {
+      std::vector<double> min_scale;
+      if (quantize_b)
+        min_scale = bias_safe_weight_scales(n->inputs[q->bias]->initializer, ap->second.scale,
+                                            axis < 0 ? 1 : w->initializer.dim(axis));
+      weights[key] = quantize_weight(ed, w, axis, opts.weight_max(), min_scale);
+      ++result.quantized_weights;
+    }
+    const QuantizedWeight& qw = weights[key];
+    n->inputs[wi] = qw.dequantized;
+    if (quantize_b) {
       if (quantize_bias(ed, *n, q->bias, ap->second.scale, qw.scales))
         ++result.quantized_biases;
       else

@@ -35,9 +35,10 @@ struct QuantParams {
 };
 QuantParams activation_quant_params(TensorRange r, DType activation_dtype);
 
-// The float activations a static quantization of `m` quantizes (main graph, in node order):
-// the non-constant inputs of quantizable nodes and their outputs, except outputs that feed only
-// Relu/Clip (the activation's output is quantized instead) and graph outputs (kept float).
+// The float activations a static quantization of `m` quantizes (main graph, graph inputs then
+// node order): those an op reads as int8 — the activation inputs of Conv/ConvTranspose/MatMul/
+// Gemm, both inputs of an Add/Mul of two activations, and the input of a pooling or
+// data-movement op whose output is quantized. Graph outputs stay float. (insert_qdq.cc: roles.)
 std::vector<const Value*> qdq_candidates(const Model& m, const QdqOptions& opts);
 
 struct QdqResult {

@@ -20,6 +20,7 @@ std::vector<PassInfo> registered_passes() {
       assign_layouts_pass(),
       fusion_pass(),
       fuse_epilogues_pass(),
+      upgrade_opset13_pass(),
   };
 }
 

@@ -24,6 +24,7 @@ PassInfo fuse_attention_pass();      // pass/fuse_composites.cc (same matcher; n
 PassInfo assign_layouts_pass();      // pass/assign_layouts.cc
 PassInfo fusion_pass();              // pass/fusion.cc
 PassInfo fuse_epilogues_pass();      // pass/fuse_epilogues.cc
+PassInfo upgrade_opset13_pass();     // pass/upgrade_opset13.cc (not in the default pipeline)
 
 std::vector<PassInfo> registered_passes();
 

@@ -19,7 +19,8 @@ graph @main(%x: f32[1,2,3,3]) -> (%y: f32[1,2,1,1]) {
   %b = const f32[2] [0.5, -1]
   %c = Conv(%x, %w, %b) : f32[1,2,3,3]
   %r = Relu(%c) : f32[1,2,3,3]
-  %y = GlobalAveragePool(%r) : f32[1,2,1,1]
+  %p = GlobalAveragePool(%r) : f32[1,2,1,1]
+  %y = Conv(%p, %w) : f32[1,2,1,1]
   return %y
 }
 )";
@@ -30,9 +31,11 @@ std::map<std::string, TensorRange> ranges(std::initializer_list<std::pair<const 
 
 TEST(InsertQdq, ConvReluPerChannel) {
   Model m = parse_model(kConvRelu);
-  QdqResult r = insert_qdq(m, ranges({{"x", {-1.f, 1.f}}, {"c", {-3.f, 3.f}}, {"r", {0.f, 2.55f}}}), {});
-  // The Conv output feeds only the Relu: the Relu's output is quantized instead; y is a graph output.
-  EXPECT_EQ(r.quantized_tensors, (std::vector<std::string>{"x", "r"}));
+  QdqResult r = insert_qdq(
+      m, ranges({{"x", {-1.f, 1.f}}, {"c", {-3.f, 3.f}}, {"r", {0.f, 2.55f}}, {"p", {0.f, 2.f}}}), {});
+  // The second Conv reads p as int8, so the pooling reads r as int8 too; the Relu computes in
+  // float, so c (before it) stays float; y is a graph output. One weight serves both Convs.
+  EXPECT_EQ(r.quantized_tensors, (std::vector<std::string>{"x", "r", "p"}));
   EXPECT_EQ(r.quantized_weights, 1);
   EXPECT_EQ(r.quantized_biases, 1);
   EXPECT_TRUE(r.notes.empty());
@@ -48,6 +51,8 @@ graph @main(%x: f32[1,2,3,3]) -> (%y: f32[1,2,1,1]) {
   %x_zero_point_9 = const u8[] [127]
   %r_scale_12 = const f32[] [0.01]
   %r_zero_point_13 = const u8[] [0]
+  %p_scale_16 = const f32[] [0.007843138]
+  %p_zero_point_17 = const u8[] [0]
   %x_QuantizeLinear_Output_11 = QuantizeLinear(%x, %x_scale_8, %x_zero_point_9) #x_QuantizeLinear_Output_11 : u8[1,2,3,3]
   %x_DequantizeLinear_Output_10 = DequantizeLinear(%x_QuantizeLinear_Output_11, %x_scale_8, %x_zero_point_9) #x_DequantizeLinear_Output_10 : f32[1,2,3,3]
   %w_DequantizeLinear_Output_3 = DequantizeLinear(%w_quantized_0, %w_scale_1, %w_zero_point_2) {axis=0} #w_DequantizeLinear_Output_3 : f32[2,2,1,1]
@@ -56,7 +61,10 @@ graph @main(%x: f32[1,2,3,3]) -> (%y: f32[1,2,1,1]) {
   %r = Relu(%c) : f32[1,2,3,3]
   %r_QuantizeLinear_Output_15 = QuantizeLinear(%r, %r_scale_12, %r_zero_point_13) #r_QuantizeLinear_Output_15 : u8[1,2,3,3]
   %r_DequantizeLinear_Output_14 = DequantizeLinear(%r_QuantizeLinear_Output_15, %r_scale_12, %r_zero_point_13) #r_DequantizeLinear_Output_14 : f32[1,2,3,3]
-  %y = GlobalAveragePool(%r_DequantizeLinear_Output_14) : f32[1,2,1,1]
+  %p = GlobalAveragePool(%r_DequantizeLinear_Output_14) : f32[1,2,1,1]
+  %p_QuantizeLinear_Output_19 = QuantizeLinear(%p, %p_scale_16, %p_zero_point_17) #p_QuantizeLinear_Output_19 : u8[1,2,1,1]
+  %p_DequantizeLinear_Output_18 = DequantizeLinear(%p_QuantizeLinear_Output_19, %p_scale_16, %p_zero_point_17) #p_DequantizeLinear_Output_18 : f32[1,2,1,1]
+  %y = Conv(%p_DequantizeLinear_Output_18, %w_DequantizeLinear_Output_3) : f32[1,2,1,1]
   return %y
 }
 )");
@@ -81,13 +89,16 @@ TEST(InsertQdq, OpsetBelow13QuantizesWeightsPerTensor) {
   std::map<std::string, TensorRange> r;
   for (const char* n : {"x", "z", "m", "a", "t"}) r[n] = {-10.f, 10.f};
   QdqResult q = insert_qdq(m, r, {});
-  EXPECT_EQ(q.quantized_tensors, (std::vector<std::string>{"x", "m", "z", "a", "t"}));
+  EXPECT_EQ(q.quantized_tensors, (std::vector<std::string>{"x", "z", "m", "a", "t"}));
   EXPECT_EQ(q.quantized_weights, 2);
   EXPECT_EQ(q.quantized_biases, 1);
   ASSERT_EQ(q.notes.size(), 1u);
   EXPECT_NE(q.notes[0].find("per tensor"), std::string::npos);
-  for (const auto& n : m.graph->nodes)
-    if (n->op_type == "DequantizeLinear") EXPECT_EQ(n->attr("axis"), nullptr) << n->name;
+  for (const auto& n : m.graph->nodes) {
+    if (n->op_type == "DequantizeLinear") {
+      EXPECT_EQ(n->attr("axis"), nullptr) << n->name;
+    }
+  }
 }
 
 TEST(InsertQdq, ExcludedNodesAndTensorsWithoutRangeStayFloat) {
@@ -95,14 +106,17 @@ TEST(InsertQdq, ExcludedNodesAndTensorsWithoutRangeStayFloat) {
   QdqOptions opts;
   opts.exclude = {"add0", "Gemm"};
   opts.activation_dtype = DType::kInt8;
-  // Without a range for z, z stays float; the Add and the Gemm are excluded, so t is only an
-  // input of the Mul.
+  // The Add and the Gemm are excluded: m (read only by the Add) stays float, x is still read by
+  // the MatMul, and a and t by the Mul. z has no range here either.
   QdqResult q = insert_qdq(m, {{"x", {-1.f, 1.f}}, {"m", {-5.f, 5.f}}, {"a", {-6.f, 6.f}}, {"t", {0.f, 1.f}}}, opts);
-  EXPECT_EQ(q.quantized_tensors, (std::vector<std::string>{"x", "m", "a", "t"}));
+  EXPECT_EQ(q.quantized_tensors, (std::vector<std::string>{"x", "a", "t"}));
   EXPECT_EQ(q.quantized_weights, 1);  // the MatMul's; the Gemm is excluded
   EXPECT_EQ(q.quantized_biases, 0);
-  for (const auto& n : m.graph->nodes)
-    if (n->op_type == "QuantizeLinear") EXPECT_EQ(n->outputs[0]->type.dtype, DType::kInt8) << n->name;
+  for (const auto& n : m.graph->nodes) {
+    if (n->op_type == "QuantizeLinear") {
+      EXPECT_EQ(n->outputs[0]->type.dtype, DType::kInt8) << n->name;
+    }
+  }
   const Node* gemm = m.graph->find_local("t")->producer;
   EXPECT_TRUE(gemm->inputs[1]->is_constant());  // float weight
 }
@@ -110,7 +124,7 @@ TEST(InsertQdq, ExcludedNodesAndTensorsWithoutRangeStayFloat) {
 TEST(InsertQdq, KeepsTheModelsMeaningUpToQuantizationError) {
   Model ref = parse_model(kConvRelu);
   Model m = parse_model(kConvRelu);
-  insert_qdq(m, ranges({{"x", {-1.f, 1.f}}, {"c", {-3.f, 3.f}}, {"r", {0.f, 3.f}}}), {});
+  insert_qdq(m, ranges({{"x", {-1.f, 1.f}}, {"c", {-3.f, 3.f}}, {"r", {0.f, 3.f}}, {"p", {0.f, 3.f}}}), {});
   Tensor x(DType::kFloat32, {1, 2, 3, 3});
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::sin(static_cast<float>(i)) * 0.9f;
   Interpreter a(ref), b(m);
@@ -134,6 +148,27 @@ graph @main(%x: f32[2]) -> (%y: f32[2]) {
     EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
     EXPECT_NE(std::string(e.what()).find("opset 9"), std::string::npos) << e.what();
   }
+}
+
+TEST(InsertQdq, ChannelOfNearZeroWeightsWithABiasGetsAScaleTheBiasFits) {
+  Model m = parse_model(R"(
+model ir=8 opsets={"": 13}
+graph @main(%x: f32[1,2,3,3]) -> (%y: f32[1,2,3,3]) {
+  %w = const f32[2,2,1,1] [1, -0.5, 1e-12, 0]
+  %b = const f32[2] [0.5, 5]
+  %y = Conv(%x, %w, %b) : f32[1,2,3,3]
+  return %y
+}
+)");
+  QdqResult r = insert_qdq(m, ranges({{"x", {-1.f, 1.f}}}), {});
+  EXPECT_EQ(r.quantized_biases, 1);
+  EXPECT_TRUE(r.notes.empty());
+  const Tensor& ws = m.graph->find_local("w_scale_1")->initializer;
+  const float sx = activation_quant_params({-1.f, 1.f}, DType::kUInt8).scale;
+  EXPECT_FLOAT_EQ(ws.data<float>()[0], 1.f / 127);
+  EXPECT_NEAR(ws.data<float>()[1], 5.0 / (sx * double(1 << 30)), 1e-9);  // not 1e-12 / 127
+  const Tensor& bq = m.graph->find_local("b_quantized_4")->initializer;
+  EXPECT_LE(std::abs(bq.data<int32_t>()[1]), 1 << 30);
 }
 
 TEST(InsertQdq, ActivationParams) {

@@ -16,7 +16,7 @@ namespace kiln::cli {
 namespace {
 
 struct QuantizeArgs {
-  std::string model, output, calibration, method = "minmax", activation_type = "u8", report;
+  std::string model, output, calibration, preprocess, method = "minmax", activation_type = "u8", report;
   int calibration_random = 0, threads = 1, report_samples = 8;
   double percentile = 99.999;
   bool per_tensor = false, dynamic = false, quiet = false, reduce_range = false;
@@ -56,6 +56,7 @@ int quantize_command(const QuantizeArgs& a) {
   o.method = parse_calibration_method(a.method);
   o.percentile = a.percentile;
   o.calibration_dir = a.calibration;
+  o.image_preprocess = a.preprocess;
   o.calibration_random = a.calibration_random;
   o.seed = a.seed;
   for (const auto& d : a.dims) o.dims.insert(parse_dim_binding(d));
@@ -100,6 +101,9 @@ void add_quantize_command(CLI::App& app, Action& action) {
   cmd->add_option("--calibration", args->calibration,
                   "folder of calibration samples: one .npy/.pb file per sample (single-input models), or one "
                   "subfolder per sample holding a file per input (.pb binds by its embedded name, .npy by position)");
+  cmd->add_option("--calibration-preprocess", args->preprocess,
+                  "read image files (PNG, JPEG, BMP, PNM, TIFF, WebP) in --calibration as samples of the model's "
+                  "image input, resized to its size and normalised by a preset: " + image_preprocess_help());
   cmd->add_option("--calibration-random", args->calibration_random,
                   "calibrate on N seeded random samples instead (a smoke run: real data gives real ranges)")
       ->check(CLI::Range(0, 1 << 20));

@@ -132,7 +132,21 @@ TensorRange TensorStats::range(CalibrationMethod method, double percentile) cons
 namespace {
 
 bool is_value_file(const std::filesystem::path& p) {
-  return std::filesystem::is_regular_file(p) && (p.extension() == ".npy" || p.extension() == ".pb");
+  return std::filesystem::is_regular_file(p) &&
+         (p.extension() == ".npy" || p.extension() == ".pb" || is_image_file(p.string()));
+}
+
+CalibrationSample read_sample(const Session& session, const std::vector<std::string>& files,
+                              const ImageSampleReader* images) {
+  bool any_image = false;
+  for (const auto& f : files) any_image |= is_image_file(f);
+  if (!any_image) return session.read_inputs(files);
+  if (!images)
+    throw Error(ErrorKind::kUsage, files[0] + ": an image; give --calibration-preprocess (" + image_preprocess_help() +
+                                       ")");
+  if (files.size() != 1)
+    throw Error(ErrorKind::kUsage, files[0] + ": image samples are one image per sample (single-input models)");
+  return {NamedValue{"", images->read(files[0]), files[0]}};
 }
 
 std::vector<std::filesystem::path> sorted_entries(const std::filesystem::path& dir) {
@@ -144,7 +158,8 @@ std::vector<std::filesystem::path> sorted_entries(const std::filesystem::path& d
 
 }  // namespace
 
-std::vector<CalibrationSample> read_calibration_dir(const Session& session, const std::string& dir) {
+std::vector<CalibrationSample> read_calibration_dir(const Session& session, const std::string& dir,
+                                                    const ImageSampleReader* images) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir))
     throw Error(ErrorKind::kUsage, "--calibration " + dir + ": not a folder");
@@ -155,7 +170,7 @@ std::vector<CalibrationSample> read_calibration_dir(const Session& session, cons
       std::vector<std::string> files;
       for (const auto& f : sorted_entries(p))
         if (is_value_file(f)) files.push_back(f.string());
-      if (!files.empty()) samples.push_back(session.read_inputs(files));
+      if (!files.empty()) samples.push_back(read_sample(session, files, images));
     } else if (is_value_file(p)) {
       loose.push_back(p.string());
     }
@@ -167,9 +182,9 @@ std::vector<CalibrationSample> read_calibration_dir(const Session& session, cons
     throw Error(ErrorKind::kUsage, "--calibration " + dir + ": the model has " +
                                        std::to_string(session.feed_inputs().size()) +
                                        " inputs; put each sample's files (one per input) in a subfolder");
-  for (const auto& f : loose) samples.push_back(session.read_inputs({f}));
+  for (const auto& f : loose) samples.push_back(read_sample(session, {f}, images));
   if (samples.empty())
-    throw Error(ErrorKind::kBadInput, "--calibration " + dir + ": no .npy or .pb files (a sample is a file, or a "
+    throw Error(ErrorKind::kBadInput, "--calibration " + dir + ": no .npy, .pb or image files (a sample is a file, or a "
                                                                "subfolder of files, one per input)");
   return samples;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,10 +46,29 @@ class TensorStats {
 // One calibration sample: values bound by name (.pb) or position (.npy), as `kiln run -i` binds.
 using CalibrationSample = std::vector<NamedValue>;
 
+bool is_image_file(const std::string& path);
+// "imagenet: RGB, ...; unit: ...": the --calibration-preprocess presets, for help texts.
+std::string image_preprocess_help();
+
+// Reads image files as samples of one image input: decoded, resized (bilinear, antialiased) to
+// the input's H and W (symbolic ones from `dims`) and normalised by a preset (kUsage naming the
+// input when it is not [1,3,H,W] / [1,H,W,3] float, or the preset is unknown).
+class ImageSampleReader {
+ public:
+  ImageSampleReader(const std::string& preset, const Value& input, const std::map<std::string, int64_t>& dims);
+  // kBadInput naming the file when it is not a decodable image.
+  RtValue read(const std::string& path) const;
+
+ private:
+  std::shared_ptr<Model> graph_;  // the preprocessing graph (ImageDecoder ... Add)
+};
+
 // Samples from a folder: each subfolder (sorted by name) is one sample of the files it holds;
-// a folder of files alone is one sample per file (single-input models). kBadInput naming the
-// folder when there is nothing to read.
-std::vector<CalibrationSample> read_calibration_dir(const Session& session, const std::string& dir);
+// a folder of files alone is one sample per file (single-input models); image files are read
+// by `images` (kUsage when there is none). kBadInput naming the folder when there is nothing to
+// read.
+std::vector<CalibrationSample> read_calibration_dir(const Session& session, const std::string& dir,
+                                                    const ImageSampleReader* images = nullptr);
 
 struct CalibrationProgress {
   int done = 0, total = 0;

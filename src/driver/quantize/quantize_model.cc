@@ -12,6 +12,7 @@
 #include "frontend/onnx/onnx_io.h"
 #include "pass/pass.h"
 #include "pass/quantize_dynamic.h"
+#include "pass/upgrade_opset13.h"
 
 namespace kiln {
 namespace {
@@ -19,17 +20,29 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Passes whose output is standard ONNX that any runtime runs and whose rewrites quantization
-// profits from (BatchNormalization and scales folded into the weights before they are quantized).
-const std::vector<std::string> kPrepare = {"shape-inference", "constant-folding", "dce",        "cse",
-                                           "simplify",        "fold-batchnorm",   "fold-scale-bias", "dce"};
+// Passes whose rewrites quantization profits from and whose output any runtime runs:
+// BatchNormalization and scales folded into the weights before they are quantized; decomposed
+// activations (HardSwish, SiLU, GELU, LayerNorm) as one op each, so that their output is what
+// gets quantized, not the wide intermediates (the export writes them back as standard ops).
+const std::vector<std::string> kPrepare = {"shape-inference", "constant-folding", "dce",
+                                           "cse",             "simplify",         "fold-batchnorm",
+                                           "fold-scale-bias", "fuse-composites",  "dce"};
 
 std::vector<std::vector<RtValue>> calibration_feeds(const Model& m, const QuantizeModelOptions& opts) {
   std::vector<std::vector<RtValue>> feeds;
   if (!opts.calibration_dir.empty()) {
     SessionOptions so;  // interpreter: only to read and bind the files against the inputs
     Session binder(m, so);
-    for (const auto& sample : read_calibration_dir(binder, opts.calibration_dir)) feeds.push_back(binder.bind(sample));
+    std::unique_ptr<ImageSampleReader> images;
+    if (!opts.image_preprocess.empty()) {
+      if (binder.feed_inputs().size() != 1)
+        throw Error(ErrorKind::kUsage, "--calibration-preprocess: the model has " +
+                                           std::to_string(binder.feed_inputs().size()) +
+                                           " inputs; image samples feed single-input models");
+      images = std::make_unique<ImageSampleReader>(opts.image_preprocess, *binder.feed_inputs()[0], opts.dims);
+    }
+    for (const auto& sample : read_calibration_dir(binder, opts.calibration_dir, images.get()))
+      feeds.push_back(binder.bind(sample));
   }
   for (int i = 0; i < opts.calibration_random; ++i) feeds.push_back(random_feeds(m, opts.dims, opts.seed + i));
   return feeds;
@@ -134,6 +147,8 @@ QuantizeModelResult quantize_model_file(const std::string& in_path, const std::s
                                         const QuantizeModelOptions& opts) {
   const auto start = Clock::now();
   if (opts.calibration_random < 0) throw Error(ErrorKind::kUsage, "--calibration-random must be >= 0");
+  if (!opts.image_preprocess.empty() && opts.calibration_dir.empty())
+    throw Error(ErrorKind::kUsage, "--calibration-preprocess is for image files in --calibration DIR");
   if (!(opts.percentile > 0 && opts.percentile <= 100))
     throw Error(ErrorKind::kUsage, "--percentile must be in (0, 100]");
   Model m = load_onnx_model(in_path);
@@ -141,6 +156,14 @@ QuantizeModelResult quantize_model_file(const std::string& in_path, const std::s
   r.nodes_before = m.graph->node_count_recursive();
   PassContext ctx;
   run_passes(m, kPrepare, ctx);
+  const int64_t opset = m.opset("");
+  if (!opts.dynamic && opts.qdq.per_channel && opset < 13 && opset >= 11) {
+    // Per-channel DequantizeLinear needs opset 13; without it weights are per tensor.
+    if (std::string why = upgrade_to_opset13(m); why.empty())
+      r.notes.push_back("converted from opset " + std::to_string(opset) + " to 13 for per-channel weights");
+    else
+      r.notes.push_back("not converted to opset 13 (" + why + ")");
+  }
   const std::vector<std::vector<RtValue>> feeds = calibration_feeds(m, opts);
   r.samples = static_cast<int>(feeds.size());
   if (!opts.dynamic && feeds.empty())
