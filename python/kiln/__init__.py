@@ -39,6 +39,7 @@ __all__ = [
     "load",
     "inspect",
     "optimize",
+    "quantize",
     "compile",
     "empty",
     "Session",
@@ -277,6 +278,57 @@ def optimize(
     return _kiln.optimize(
         os.fspath(in_path), os.fspath(out_path), list(passes or []), list(disable), bool(verify)
     )
+
+
+def quantize(
+    in_path: PathLike,
+    out_path: PathLike,
+    calibration: Union[PathLike, Sequence[Any], None] = None,
+    *,
+    calibration_random: int = 0,
+    calibration_preprocess: Optional[str] = None,
+    method: str = "minmax",
+    percentile: float = 99.999,
+    per_channel: bool = True,
+    activation_type: str = "u8",
+    reduce_range: bool = False,
+    exclude: Sequence[str] = (),
+    dynamic: bool = False,
+    report: Optional[PathLike] = None,
+    report_samples: int = 8,
+    dims: Optional[Mapping[str, int]] = None,
+    threads: int = 1,
+    seed: int = 0,
+    progress: bool = False,
+) -> Dict[str, Any]:
+    """Post-training int8 quantization into a QDQ ONNX model (``kiln quantize``; see
+    docs/quantization.md). ``calibration`` is a folder of samples (as the CLI's
+    ``--calibration``) or a sequence of samples in memory, each an array (single-input models),
+    a list of arrays in input order, or a dict by input name. ``method``: ``minmax``,
+    ``entropy`` or ``percentile``. ``dynamic=True`` quantizes MatMul/Gemm weights only (no
+    calibration). ``report`` (.json or .html) writes the per-tensor SQNR / cosine against the
+    float model. Returns counts, notes, the model outputs' accuracy (with ``report``) and the
+    quantized activations (``tensors``: range, scale, zero point; SQNR with ``report``)."""
+    o = _kiln.QuantizeOptions()
+    samples = None
+    if isinstance(calibration, (str, os.PathLike)):
+        o.calibration_dir = os.fspath(calibration)
+    elif calibration is not None:
+        samples = list(calibration)
+    o.calibration_random = int(calibration_random)
+    o.image_preprocess = calibration_preprocess or ""
+    o.percentile = float(percentile)
+    o.per_channel = bool(per_channel)
+    o.reduce_range = bool(reduce_range)
+    o.exclude = set(exclude)
+    o.dynamic = bool(dynamic)
+    o.report_path = os.fspath(report) if report is not None else ""
+    o.report_samples = int(report_samples)
+    o.dims = dict(dims or {})
+    o.threads = int(threads)
+    o.seed = int(seed)
+    return _kiln.quantize(os.fspath(in_path), os.fspath(out_path), samples, o, activation_type, method,
+                          bool(progress))
 
 
 def compile(  # noqa: A001 - the CLI's name

@@ -1,5 +1,5 @@
 # Type stubs of the C++ extension kiln._kiln (python/src/module.cc); kiln/__init__.py wraps it.
-from typing import Any, Dict, List, Mapping, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Union
 
 import numpy as np
 
@@ -44,6 +44,23 @@ class Session:
 def load(source: Union[str, bytes, bytearray, memoryview], threads: int, engine: str, optimize: bool,
          profile: bool, seed: int, max_memory: Union[int, str, None]) -> Session: ...
 def optimize(in_path: str, out_path: str, passes: List[str], disable: List[str], verify: bool) -> Dict[str, Any]: ...
+class QuantizeOptions:
+    dynamic: bool
+    percentile: float
+    calibration_dir: str
+    image_preprocess: str
+    calibration_random: int
+    seed: int
+    dims: Dict[str, int]
+    threads: int
+    report_path: str
+    report_samples: int
+    per_channel: bool
+    reduce_range: bool
+    exclude: Set[str]
+    def __init__(self) -> None: ...
+def quantize(in_path: str, out_path: str, samples: Optional[List[Any]], options: QuantizeOptions,
+             activation_type: str, method: str, progress: bool) -> Dict[str, Any]: ...
 def inspect_json(path: str, dims: Dict[str, int], compile: bool, passes: bool) -> str: ...
 def empty(shape: Sequence[int], dtype: str) -> np.ndarray: ...
 def compile(path: str, out_path: str, target: str, dims: Dict[str, List[int]], threads: int,

@@ -19,6 +19,7 @@
 #include "driver/aot.h"
 #include "driver/inspect_report.h"
 #include "driver/optimize_model.h"
+#include "driver/quantize/quantize_model.h"
 #include "driver/session.h"
 #include "frontend/onnx/onnx_io.h"
 
@@ -597,6 +598,73 @@ py::dict compile_library(const std::string& path, const std::string& out_path, c
   return d;
 }
 
+// One calibration sample from Python: an array (a single-input model), a list of arrays (input
+// order) or a dict by input name. Copied: quantize runs without the GIL.
+CalibrationSample sample_from_python(py::handle item) {
+  CalibrationSample sample;
+  auto add = [&](const std::string& name, py::handle a) {
+    RtValue v = array_to_value(name.empty() ? "calibration sample" : name, py::array::ensure(a)).value;
+    if (v.is_tensor()) v.tensor = v.tensor.clone();
+    sample.push_back(NamedValue{name, std::move(v), "calibration sample"});
+  };
+  if (py::isinstance<py::dict>(item)) {
+    for (auto kv : item.cast<py::dict>()) add(py::str(kv.first), kv.second);
+  } else if (py::isinstance<py::list>(item) || py::isinstance<py::tuple>(item)) {
+    for (py::handle a : item) add("", a);
+  } else {
+    add("", item);
+  }
+  return sample;
+}
+
+py::dict accuracy_dict(const TensorAccuracy& a) {
+  py::dict d;
+  d["name"] = a.name;
+  d["node"] = a.node;
+  d["op"] = a.op;
+  d["sqnr_db"] = a.sqnr_db;
+  d["cosine"] = a.cosine;
+  d["range"] = py::make_tuple(a.range.lo, a.range.hi);
+  d["scale"] = a.scale;
+  d["zero_point"] = a.zero_point;
+  return d;
+}
+
+// Post-training quantization (driver/quantize): the CLI's `kiln quantize`, samples also in memory.
+py::dict quantize(const std::string& in_path, const std::string& out_path, py::object samples,
+                  QuantizeModelOptions opts, const std::string& activation_type, const std::string& method,
+                  bool progress) {
+  if (!samples.is_none())
+    for (py::handle item : samples) opts.samples.push_back(sample_from_python(item));
+  if (activation_type == "u8" || activation_type == "uint8") opts.qdq.activation_dtype = DType::kUInt8;
+  else if (activation_type == "s8" || activation_type == "int8") opts.qdq.activation_dtype = DType::kInt8;
+  else raise(ErrorKind::kUsage, "activation_type '" + activation_type + "': expected u8 or s8");
+  opts.method = parse_calibration_method(method);
+  if (progress) opts.progress = print_progress;
+  QuantizeModelResult r;
+  {
+    py::gil_scoped_release nogil;
+    r = quantize_model_file(in_path, out_path, opts);
+  }
+  py::dict d;
+  d["nodes_before"] = r.nodes_before;
+  d["nodes_after"] = r.nodes_after;
+  d["quantized_activations"] = r.quantized_activations;
+  d["quantized_weights"] = r.quantized_weights;
+  d["quantized_biases"] = r.quantized_biases;
+  d["dynamic_nodes"] = r.dynamic_nodes;
+  d["samples"] = r.samples;
+  d["notes"] = r.notes;
+  py::list outputs, tensors;
+  for (const auto& a : r.outputs) outputs.append(accuracy_dict(a));
+  for (const auto& a : r.tensors) tensors.append(accuracy_dict(a));
+  d["outputs"] = outputs;
+  d["tensors"] = tensors;
+  d["calibration_s"] = r.calibration_s;
+  d["total_s"] = r.total_s;
+  return d;
+}
+
 // Allocates a 64-byte aligned, zero-filled array in kiln-owned memory: feeding it is zero-copy.
 py::object empty(const std::vector<int64_t>& shape, const std::string& dtype_name) {
   auto dt = dtype_of_numpy_name(dtype_name);
@@ -655,5 +723,29 @@ PYBIND11_MODULE(_kiln, m) {
   m.def("inspect_json", &inspect_json, py::arg("path"), py::arg("dims"), py::arg("compile"), py::arg("passes"));
   m.def("compile", &compile_library, py::arg("path"), py::arg("out_path"), py::arg("target"), py::arg("dims"),
         py::arg("threads"), py::arg("runtime_archive"), py::arg("shapes"), py::arg("input_files"));
+  using kiln::QuantizeModelOptions;
+  py::class_<QuantizeModelOptions>(m, "QuantizeOptions")
+      .def(py::init<>())
+      .def_readwrite("dynamic", &QuantizeModelOptions::dynamic)
+      .def_readwrite("percentile", &QuantizeModelOptions::percentile)
+      .def_readwrite("calibration_dir", &QuantizeModelOptions::calibration_dir)
+      .def_readwrite("image_preprocess", &QuantizeModelOptions::image_preprocess)
+      .def_readwrite("calibration_random", &QuantizeModelOptions::calibration_random)
+      .def_readwrite("seed", &QuantizeModelOptions::seed)
+      .def_readwrite("dims", &QuantizeModelOptions::dims)
+      .def_readwrite("threads", &QuantizeModelOptions::threads)
+      .def_readwrite("report_path", &QuantizeModelOptions::report_path)
+      .def_readwrite("report_samples", &QuantizeModelOptions::report_samples)
+      .def_property(
+          "per_channel", [](const QuantizeModelOptions& o) { return o.qdq.per_channel; },
+          [](QuantizeModelOptions& o, bool v) { o.qdq.per_channel = v; })
+      .def_property(
+          "reduce_range", [](const QuantizeModelOptions& o) { return o.qdq.reduce_range; },
+          [](QuantizeModelOptions& o, bool v) { o.qdq.reduce_range = v; })
+      .def_property(
+          "exclude", [](const QuantizeModelOptions& o) { return o.qdq.exclude; },
+          [](QuantizeModelOptions& o, const std::set<std::string>& v) { o.qdq.exclude = v; });
+  m.def("quantize", &quantize, py::arg("in_path"), py::arg("out_path"), py::arg("samples"), py::arg("options"),
+        py::arg("activation_type"), py::arg("method"), py::arg("progress"));
   m.def("empty", &empty, py::arg("shape"), py::arg("dtype"));
 }

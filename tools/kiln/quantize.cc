@@ -1,9 +1,6 @@
 // `kiln quantize MODEL -o OUT.onnx [--calibration DIR | --calibration-random N] [--method M]
 // [--per-tensor] [--activation-type u8|s8] [--exclude NODE|OP]... [--dynamic] [--report FILE]`:
 // post-training quantization into a QDQ ONNX model (driver/quantize, docs/quantization.md).
-#include <unistd.h>
-
-#include <cstdio>
 #include <iomanip>
 #include <iostream>
 
@@ -30,21 +27,6 @@ DType parse_activation_type(const std::string& s) {
   throw Error(ErrorKind::kUsage, "--activation-type " + s + ": expected u8 or s8");
 }
 
-// A bar on a terminal, a line per quarter otherwise (logs stay short).
-void show_progress(const CalibrationProgress& p) {
-  static const bool tty = isatty(fileno(stderr));
-  const double left = p.done ? p.elapsed_s / p.done * (p.total - p.done) : 0;
-  if (tty) {
-    const int width = 30, filled = p.total ? width * p.done / p.total : width;
-    std::cerr << "\rcalibrating [" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << p.done
-              << "/" << p.total << " samples, " << std::fixed << std::setprecision(1) << p.elapsed_s << " s, ~"
-              << left << " s left " << (p.done == p.total ? "\n" : "") << std::flush;
-  } else if (p.done == p.total || (p.total >= 4 && p.done % (p.total / 4) == 0)) {
-    std::cerr << "calibrating: " << p.done << "/" << p.total << " samples, " << std::fixed << std::setprecision(1)
-              << p.elapsed_s << " s\n";
-  }
-}
-
 int quantize_command(const QuantizeArgs& a) {
   QuantizeModelOptions o;
   o.dynamic = a.dynamic;
@@ -63,7 +45,7 @@ int quantize_command(const QuantizeArgs& a) {
   o.threads = a.threads;
   o.report_path = a.report;
   o.report_samples = a.report_samples;
-  if (!a.quiet) o.progress = show_progress;
+  if (!a.quiet) o.progress = print_progress;
   if (a.dynamic && (!a.calibration.empty() || a.calibration_random) && a.report.empty())
     throw Error(ErrorKind::kUsage, "--dynamic needs no calibration samples (they are only read for --report)");
   QuantizeModelResult r = quantize_model_file(a.model, a.output, o);

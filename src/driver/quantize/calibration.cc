@@ -5,8 +5,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <iomanip>
+#include <iostream>
 #include <limits>
+#include <sstream>
+
+#include <unistd.h>
 
 #include "core/error.h"
 #include "frontend/onnx/onnx_io.h"
@@ -187,6 +193,21 @@ std::vector<CalibrationSample> read_calibration_dir(const Session& session, cons
     throw Error(ErrorKind::kBadInput, "--calibration " + dir + ": no .npy, .pb or image files (a sample is a file, or a "
                                                                "subfolder of files, one per input)");
   return samples;
+}
+
+void print_progress(const CalibrationProgress& p) {
+  static const bool tty = isatty(fileno(stderr));
+  const double left = p.done ? p.elapsed_s / p.done * (p.total - p.done) : 0;
+  std::ostringstream line;
+  line << std::fixed << std::setprecision(1);
+  if (tty) {
+    const int width = 30, filled = p.total ? width * p.done / p.total : width;
+    line << "\rcalibrating [" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << p.done << "/"
+         << p.total << " samples, " << p.elapsed_s << " s, ~" << left << " s left " << (p.done == p.total ? "\n" : "");
+  } else if (p.done == p.total || (p.total >= 4 && p.done % (p.total / 4) == 0)) {
+    line << "calibrating: " << p.done << "/" << p.total << " samples, " << p.elapsed_s << " s\n";
+  }
+  std::cerr << line.str() << std::flush;
 }
 
 Model with_extra_outputs(const Model& model, const std::vector<std::string>& extra) {

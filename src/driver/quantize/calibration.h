@@ -75,6 +75,8 @@ struct CalibrationProgress {
   double elapsed_s = 0;
 };
 using ProgressFn = std::function<void(const CalibrationProgress&)>;
+// Draws the progress on stderr: a bar on a terminal, a line per quarter otherwise.
+void print_progress(const CalibrationProgress& p);
 
 // Runs `model` on the feeds of every sample with `tensors` (names of its main graph's values)
 // as extra outputs, and returns each tensor's statistics. The compiled engine with `threads`.

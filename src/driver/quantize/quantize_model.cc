@@ -30,9 +30,10 @@ const std::vector<std::string> kPrepare = {"shape-inference", "constant-folding"
 
 std::vector<std::vector<RtValue>> calibration_feeds(const Model& m, const QuantizeModelOptions& opts) {
   std::vector<std::vector<RtValue>> feeds;
+  SessionOptions so;  // interpreter: only to read and bind the samples against the inputs
+  Session binder(m, so);
+  for (const auto& sample : opts.samples) feeds.push_back(binder.bind(sample));
   if (!opts.calibration_dir.empty()) {
-    SessionOptions so;  // interpreter: only to read and bind the files against the inputs
-    Session binder(m, so);
     std::unique_ptr<ImageSampleReader> images;
     if (!opts.image_preprocess.empty()) {
       if (binder.feed_inputs().size() != 1)

@@ -19,6 +19,7 @@ struct QuantizeModelOptions {
   double percentile = 99.999;           // for kPercentile
   std::string calibration_dir;          // samples (calibration.h: read_calibration_dir)
   std::string image_preprocess;         // preset for image files in calibration_dir (calibration.h)
+  std::vector<CalibrationSample> samples;  // in-memory samples (the Python API), before the folder's
   int calibration_random = 0;           // or this many seeded random samples (a smoke run)
   uint64_t seed = 0;
   std::map<std::string, int64_t> dims;  // symbolic dims of random samples (others: 1)
