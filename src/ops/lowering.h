@@ -122,5 +122,6 @@ void add_injective_lowerings(std::vector<LoweringEntry>& table);  // ops/lower/i
 void add_reduction_lowerings(std::vector<LoweringEntry>& table);  // ops/lower/reduction.cc
 void add_pool_lowerings(std::vector<LoweringEntry>& table);       // ops/lower/pool.cc
 void add_resize_lowerings(std::vector<LoweringEntry>& table);     // ops/lower/resize.cc
+void add_quantize_lowerings(std::vector<LoweringEntry>& table);   // ops/lower/quantize.cc
 
 }  // namespace kiln

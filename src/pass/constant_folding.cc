@@ -4,7 +4,8 @@
 // a static shape, and Gather of a Shape's static dims (the 768 of [batch, seq, 768]), so that
 // exported Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains become constants when
 // shapes are static. Works in subgraphs too (outer constants count).
-// Not folded: random ops (Random*, Bernoulli, Multinomial, Dropout with a training_mode input),
+// Not folded: DequantizeLinear (a quantized model keeps its int8 weights through `kiln optimize`;
+// fold-dequantize, in the engine's pipeline only, folds them), random ops (Random*, Bernoulli, Multinomial, Dropout with a training_mode input),
 // nodes with subgraph attributes, graph inputs with defaults (they can be fed), results of more
 // than PassContext::fold_max_elements elements, sequence/optional results, results that
 // disagree with the declared output type, and nodes whose kernel fails (the failure is then
@@ -12,8 +13,12 @@
 // Requires: a verified model; types from shape-inference help (static Shape/Size, size
 // limits checked before evaluating). Guarantees: the graph computes the same values; folded
 // nodes are removed, their inputs may become unused (dce drops them).
-// Tests: tests/pass/golden/constant-folding/*.kir
+// fold-dequantize: DequantizeLinear of constants (a QDQ model's int8 weights and int32 biases)
+// folded into float constants whatever their size, so that the compiled engine packs them as
+// weights once instead of dequantizing them on every run.
+// Tests: tests/pass/golden/constant-folding/*.kir, tests/pass/golden/fold-dequantize/*.kir
 #include <algorithm>
+#include <limits>
 #include <unordered_set>
 
 #include "ir/rewrite.h"
@@ -141,21 +146,28 @@ std::vector<Tensor> evaluate_constant(const Node& n, const Model& m, int64_t lim
   return result;
 }
 
-bool fold_graph(Graph& g, const Model& m, int64_t limit) {
+bool is_dequantize(const Node& n) { return n.domain.empty() && n.op_type == "DequantizeLinear"; }
+
+// Which nodes a sweep folds: all but DequantizeLinear (constant-folding), or only those.
+enum class Fold { kGeneral, kDequantize };
+
+bool fold_graph(Graph& g, const Model& m, int64_t limit, Fold what) {
   bool changed = false;
   std::unordered_set<const Node*> folded;
   for (auto& np : g.nodes) {
     Node& n = *np;
     // S1: subgraphs see the outer values folded so far as constants.
     for (auto& [k, a] : n.attrs) {
-      if (a.g) changed |= fold_graph(*a.g, m, limit);
-      for (auto& sg : a.graphs) changed |= fold_graph(*sg, m, limit);
+      if (a.g) changed |= fold_graph(*a.g, m, limit, what);
+      for (auto& sg : a.graphs) changed |= fold_graph(*sg, m, limit, what);
     }
     std::vector<Tensor> result;
-    Tensor shape = fold_static_shape(n, m.opset(n.domain));
-    if (!shape.defined()) shape = fold_shape_gather(n, m.opset(""));
-    if (shape.defined() && shape.numel() <= limit) result.push_back(shape);
-    else result = evaluate_constant(n, m, limit);
+    if (is_dequantize(n) == (what == Fold::kDequantize)) {
+      Tensor shape = fold_static_shape(n, m.opset(n.domain));
+      if (!shape.defined()) shape = fold_shape_gather(n, m.opset(""));
+      if (shape.defined() && shape.numel() <= limit) result.push_back(shape);
+      else result = evaluate_constant(n, m, limit);
+    }
     bool fits = !result.empty();
     for (size_t i = 0; fits && i < n.outputs.size(); ++i)
       if (n.outputs[i] && !fits_declared(n.outputs[i]->type, result[i])) fits = false;
@@ -182,12 +194,21 @@ bool fold_graph(Graph& g, const Model& m, int64_t limit) {
   return changed;
 }
 
-bool run(Model& m, PassContext& ctx) { return fold_graph(*m.graph, m, ctx.fold_max_elements); }
+bool run(Model& m, PassContext& ctx) { return fold_graph(*m.graph, m, ctx.fold_max_elements, Fold::kGeneral); }
+
+bool run_dequantize(Model& m, PassContext&) {
+  return fold_graph(*m.graph, m, std::numeric_limits<int64_t>::max(), Fold::kDequantize);
+}
 
 }  // namespace
 
 PassInfo constant_folding_pass() {
   return {"constant-folding", "evaluate nodes whose inputs are constants (and static Shape/Size)", run};
+}
+
+PassInfo fold_dequantize_pass() {
+  return {"fold-dequantize", "fold DequantizeLinear of constant weights into float constants (engine only)",
+          run_dequantize};
 }
 
 }  // namespace kiln

@@ -36,6 +36,7 @@ LowerFn find_lowering(const std::string& domain, const std::string& op_type) {
     add_reduction_lowerings(entries);
     add_pool_lowerings(entries);
     add_resize_lowerings(entries);
+    add_quantize_lowerings(entries);
     std::map<std::pair<std::string, std::string>, LowerFn> m;
     for (const auto& e : entries) m[{e.domain, e.op}] = e.fn;
     return m;
