@@ -21,6 +21,8 @@ void register_extra_ops(OpRegistry& r);
 void register_signal_attention_ops(OpRegistry& r);
 // ops/rnn.cc: RNN, LSTM, GRU; ops/quantize.cc: Quantize/DequantizeLinear, QLinear*, ConvInteger.
 void register_rnn_quant_ops(OpRegistry& r);
+// ops/qlinear_contrib.cc: ONNX Runtime's com.microsoft QLinearAdd/Mul/..., QGemm (QOperator format).
+void register_qlinear_contrib_ops(OpRegistry& r);
 // ops/kiln_composites.cc: kiln::Gelu, Silu, HardSwish, LayerNorm, Attention (fuse-composites).
 void register_kiln_composite_ops(OpRegistry& r);
 

@@ -175,6 +175,7 @@ const OpRegistry& OpRegistry::global() {
     register_extra_ops(r);
     register_signal_attention_ops(r);
     register_rnn_quant_ops(r);
+    register_qlinear_contrib_ops(r);
     register_kiln_composite_ops(r);
     for (auto& [key, list] : r.ops_)
       std::sort(list.begin(), list.end(),

@@ -93,7 +93,7 @@ double call_float(const std::string& n, DType t, const std::vector<double>& a) {
   auto need = [&](size_t k) {
     if (a.size() != k) fail("intrinsic " + n + " takes " + std::to_string(k) + " arguments");
   };
-  if (n == "pow" || n == "fmod" || n == "atan2" || n == "fma" || n == "min" || n == "max") {
+  if (n == "pow" || n == "fmod" || n == "atan2" || n == "fma" || n == "min" || n == "max" || n == "div_exact") {
     if (n == "fma") {
       need(3);
       return f32 ? std::fma(static_cast<float>(a[0]), static_cast<float>(a[1]), static_cast<float>(a[2]))
@@ -102,6 +102,7 @@ double call_float(const std::string& n, DType t, const std::vector<double>& a) {
     need(2);
     float x = static_cast<float>(a[0]), y = static_cast<float>(a[1]);
     if (n == "pow") return f32 ? std::pow(x, y) : std::pow(a[0], a[1]);
+    if (n == "div_exact") return f32 ? static_cast<double>(x / y) : a[0] / a[1];
     if (n == "fmod") return f32 ? std::fmod(x, y) : std::fmod(a[0], a[1]);
     if (n == "min") return a[0] < a[1] ? a[0] : a[1];
     if (n == "max") return a[0] > a[1] ? a[0] : a[1];

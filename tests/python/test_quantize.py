@@ -169,3 +169,31 @@ def test_image_samples(tmp_path):
     r = kiln.quantize(model, str(tmp_path / "q.onnx"), str(folder), calibration_preprocess="unit")
     x_range = [t["range"] for t in r["tensors"] if t["name"] == "x"][0]
     assert 0 <= x_range[0] and x_range[1] <= 1.0  # resized to 16x16 and scaled to [0, 1]
+
+
+@pytest.mark.parametrize("fmt", ["QDQ", "QOperator"])
+def test_models_quantized_by_onnxruntime_run(tmp_path, fmt):
+    """Pre-quantized models from ONNX Runtime's quantizer (QDQ, and QOperator with its
+    com.microsoft QLinearAdd / QLinearGlobalAveragePool / QGemm) run on both engines and agree
+    with ONNX Runtime's run of them within a quantization step of the output."""
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    model = conv_model(str(tmp_path / "net.onnx"))
+    out = str(tmp_path / "ort_q.onnx")
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": s} for s in samples(4)])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantization.quantize_static(model, out, Reader(), quant_format=getattr(quantization.QuantFormat, fmt))
+    ops = {(n.domain, n.op_type) for n in onnx.load(out).graph.node}
+    if fmt == "QOperator":
+        assert ("", "QLinearConv") in ops and ("com.microsoft", "QLinearAdd") in ops
+    x = samples(1, seed=9)[0]
+    want = ort_exact(out, {"x": x})[0]
+    step = float(np.abs(want).max()) / 64  # a few output quantization steps
+    for engine in ("interp", "compiled"):
+        got = kiln.load(out, engine=engine).run({"x": x})["y"]
+        np.testing.assert_allclose(got, want, atol=step, err_msg=engine)

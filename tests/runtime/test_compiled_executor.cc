@@ -565,22 +565,25 @@ namespace {
 // saturate, per-axis parameters index the axis, int32 dequantizes.
 TEST(CompiledExecutor, QuantizeDequantizeMatchTheReferenceExactly) {
   Model m = prepare(R"(model ir=8 opsets={"": 13}
-graph @g(%x: f32[2,3,5], %b: i32[3]) -> (%y: f32[2,3,5], %z: f32[2,3,5], %d: f32[3]) {
-  %s = const f32[] [0.5]
+graph @g(%x: f32[2,3,40], %b: i32[3]) -> (%y: f32[2,3,40], %z: f32[2,3,40], %d: f32[3]) {
+  %s = const f32[] [0.1]
   %zu = const u8[] [3]
   %sa = const f32[3] [0.25, 0.5, 4]
   %za = const i8[3] [-3, 0, 5]
   %bs = const f32[3] [0.5, 0.25, 2]
-  %q = QuantizeLinear(%x, %s, %zu) : u8[2,3,5]
-  %y = DequantizeLinear(%q, %s, %zu) : f32[2,3,5]
-  %qa = QuantizeLinear(%x, %sa, %za) {axis=1} : i8[2,3,5]
-  %z = DequantizeLinear(%qa, %sa, %za) {axis=1} : f32[2,3,5]
+  %q = QuantizeLinear(%x, %s, %zu) : u8[2,3,40]
+  %y = DequantizeLinear(%q, %s, %zu) : f32[2,3,40]
+  %qa = QuantizeLinear(%x, %sa, %za) {axis=1} : i8[2,3,40]
+  %z = DequantizeLinear(%qa, %sa, %za) {axis=1} : f32[2,3,40]
   %d = DequantizeLinear(%b, %bs) {axis=0} : f32[3]
   return %y, %z, %d
 }
 )");
-  Tensor x(DType::kFloat32, {2, 3, 5});
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 0.25f * static_cast<float>(i - 12) * (i % 7 == 0 ? 40 : 1);
+  Tensor x(DType::kFloat32, {2, 3, 40});
+  // Multiples of 0.05 and 0.25: x / 0.1 and x / 0.5 land on ties, where a reciprocal multiply
+  // instead of the division would round the other way.
+  for (int64_t i = 0; i < x.numel(); ++i)
+    x.data<float>()[i] = (i % 2 ? 0.05f : 0.25f) * static_cast<float>(i % 40 - 20) * (i % 7 == 0 ? 40 : 1);
   Tensor b(DType::kInt32, {3});
   b.data<int32_t>()[0] = -7, b.data<int32_t>()[1] = 1 << 20, b.data<int32_t>()[2] = 5;
   const std::vector<RtValue> feeds = {RtValue(x), RtValue(b)};

@@ -428,6 +428,10 @@ llvm::Value* Emitter::emit_call(const ExprNode& n) {
     arity(1);
     return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, args[0]);
   }
+  if (name == "div_exact") {  // a / b as IEEE division: never the reciprocal multiply of emit_binary
+    arity(2);
+    return b_.CreateFDiv(args[0], args[1]);
+  }
   if (name == "sigmoid") {  // 1 / (1 + exp(-x))
     arity(1);
     llvm::Value* neg = b_.CreateFNeg(args[0]);

@@ -44,7 +44,10 @@ LowerResult quantize_lower(const LowerContext& ctx) {
   if (!axis) return std::nullopt;
   const double lo = to == DType::kUInt8 ? 0 : -128, hi = lo + 255;
   return std::vector<te::Tensor>{te::compute(ctx.name("q"), ctx.out_dims(), [&](const std::vector<Expr>& i) {
-    const Expr q = tir::call("round", tir::f32(), {te::access(ctx.input(0), i) / param(ctx, 1, i, *axis)});
+    // div_exact: the quotient the reference computes (a vector divided by one value would
+    // otherwise be multiplied by its reciprocal, which moves ties to the other integer).
+    const Expr ratio = tir::call("div_exact", tir::f32(), {te::access(ctx.input(0), i), param(ctx, 1, i, *axis)});
+    const Expr q = tir::call("round", tir::f32(), {ratio});
     Expr v = ctx.has_input(2) ? q + tir::cast(tir::f32(), param(ctx, 2, i, *axis)) : q;
     v = tir::max(lower::constant(DType::kFloat32, lo), tir::min(lower::constant(DType::kFloat32, hi), v));
     return tir::cast(lower::scalar_type(to), v);
