@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
       std::printf("threads=%d  u8s8 gemm %lldx%lldx%lld %s median %.1f best %.1f GOP/s (%.0f%% / %.0f%% of 4x the fp32 "
                   "peak)\n",
                   threads, (long long)n, (long long)n, (long long)n,
-                  kiln::kernels::s8_gemm_has_vnni() ? "(AVX-512 VNNI)" : "(portable)", med, best,
+                  kiln::kernels::s8_gemm_kernel_name(), med, best,
                   peak > 0 ? 25 * med / peak : 0.0, peak > 0 ? 25 * best / peak : 0.0);
     }
   }

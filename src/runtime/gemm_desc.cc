@@ -41,7 +41,7 @@ bool gemm_like(const Node& n) {
   if (n.domain == "kiln") return n.op_type == "NhwcConv";
   return (n.domain.empty() || n.domain == "ai.onnx") &&
          (n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Conv" || n.op_type == "ConvTranspose" ||
-          n.op_type == "RNN" || n.op_type == "LSTM" || n.op_type == "GRU");
+          n.op_type == "RNN" || n.op_type == "LSTM" || n.op_type == "GRU" || n.op_type == "MatMulInteger");
 }
 
 std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Operand>& ins,
@@ -76,6 +76,8 @@ std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Ope
     return std::nullopt;
   } else if (n.op_type == "MatMul") {
     d.kind = GemmKind::kMatMul;
+  } else if (n.op_type == "MatMulInteger") {
+    d.kind = GemmKind::kMatMulInteger;
   } else if (n.op_type == "Gemm") {
     d.kind = GemmKind::kGemm;
     d.trans_a = attr_int(n, "transA", 0) != 0;

@@ -13,6 +13,7 @@
 #include "runtime/conv_select.h"
 #include "runtime/conv_stem.h"
 #include "runtime/conv_transpose.h"
+#include "runtime/matmul_integer.h"
 #include "runtime/recurrent.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/gemm_op_util.h"
@@ -473,6 +474,7 @@ std::unique_ptr<GemmOp> make_gemm_op(const GemmDesc& d) {
 
 namespace {
 std::unique_ptr<GemmOp> make_plain_gemm_op(const GemmDesc& d) {
+  if (d.kind == GemmKind::kMatMulInteger) return make_matmul_integer_op(d);
   // (A recurrent node's sequence_lens is an integer operand: its op checks its own operands.)
   if (d.out_dtype != DType::kFloat32 || (!recurrent(d.kind) && !all_f32(d.operands))) return nullptr;
   switch (d.kind) {
@@ -491,6 +493,7 @@ std::unique_ptr<GemmOp> make_plain_gemm_op(const GemmDesc& d) {
     case GemmKind::kRnn:
     case GemmKind::kLstm:
     case GemmKind::kGru: return rnn_ops::make_recurrent_op(d);
+    case GemmKind::kMatMulInteger: return nullptr;  // above
   }
   return nullptr;
 }

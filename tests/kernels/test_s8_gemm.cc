@@ -1,8 +1,10 @@
 // u8s8_gemm (kernels/x86/s8_gemm.h) against an exact int32 reference: M/N/K around the 14x32
 // tile, the 4-deep K groups and the 1024 K block; extreme values (255 x -128), padded leading
-// dims, 1 and 2 threads; the VNNI kernel where the CPU has it, else the portable loop.
+// dims, 1 and 2 threads; the VNNI kernel where the CPU has it, else the AVX2 one (KILN_ISA=generic:
+// the portable loop).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 #include <thread>
 #include <vector>
@@ -31,6 +33,8 @@ void check(int64_t m, int64_t n, int64_t k, bool extremes, bool threaded) {
 }
 
 TEST(U8S8Gemm, MatchesExactReference) {
+  RecordProperty("kernel", s8_gemm_kernel_name());
+  std::printf("u8s8 microkernel: %s\n", s8_gemm_kernel_name());
   for (int64_t m : {1, 13, 14, 15, 29, 120})
     for (int64_t n : {1, 16, 31, 33, 70})
       for (int64_t k : {0, 1, 3, 4, 7, 64, 1029}) check(m, n, k, false, (m + n + k) % 2 == 1);

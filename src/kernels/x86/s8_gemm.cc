@@ -14,6 +14,8 @@ namespace kiln::kernels {
 
 void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int8_t* b,
                                        int32_t* c, int64_t ldc, bool accumulate);
+void s8_gemm_ukernel_14x32__avx2(int64_t mr, int64_t nr, int64_t kq, const int16_t* a, const int16_t* b, int32_t* c,
+                                 int64_t ldc, bool accumulate);
 
 namespace {
 
@@ -36,6 +38,23 @@ void pack_a_u8(const uint8_t* A, int64_t lda, int64_t M, int64_t K, int64_t i0, 
   }
 }
 
+// pack_a_u8 widened to int16 (the AVX2 microkernel broadcasts a row's quad as one 64-bit load).
+void pack_a_i16(const uint8_t* A, int64_t lda, int64_t M, int64_t K, int64_t i0, int64_t rows, int64_t k0,
+                int64_t kc, int16_t* out) {
+  const int64_t kq = ceil_div(kc, 4);
+  for (int64_t ii = 0; ii < rows; ii += kMr) {
+    int16_t* panel = out + ii * kq * 4;
+    for (int64_t q = 0; q < kq; ++q)
+      for (int64_t i = 0; i < kMr; ++i)
+        for (int64_t t = 0; t < 4; ++t) {
+          const int64_t r = i0 + ii + i, k = k0 + 4 * q + t;
+          panel[(q * kMr + i) * 4 + t] = r < M && ii + i < rows && k < K && k < k0 + kc ? A[r * lda + k] : 0;
+        }
+  }
+}
+
+enum class S8Path { kPortable, kAvx2, kVnni };
+
 }  // namespace
 
 bool s8_gemm_has_vnni() {
@@ -43,16 +62,39 @@ bool s8_gemm_has_vnni() {
   return t.isa == Isa::kAvx512 && t.features.avx512vnni;
 }
 
+namespace {
+// The microkernel for this CPU: VNNI, else the exact AVX2 one (int16 products), else a loop.
+S8Path s8_path() {
+  if (s8_gemm_has_vnni()) return S8Path::kVnni;
+  return target::Target::host().isa != Isa::kGeneric ? S8Path::kAvx2 : S8Path::kPortable;
+}
+}  // namespace
+
+const char* s8_gemm_kernel_name() {
+  switch (s8_path()) {
+    case S8Path::kVnni: return "avx512vnni";
+    case S8Path::kAvx2: return "avx2";
+    case S8Path::kPortable: break;
+  }
+  return "portable";
+}
+
 PackedB8 pack_b_s8(int64_t K, int64_t N, const int8_t* B, int64_t ldb) {
   PackedB8 p;
   p.k = K;
   p.n = N;
   const int64_t kq = ceil_div(K, 4), panels = ceil_div(N, kNr);
-  p.data.assign(static_cast<size_t>(panels * kq * kNr * 4), 0);
+  const bool wide = s8_path() == S8Path::kAvx2;
+  const size_t size = static_cast<size_t>(panels * kq * kNr * 4);
+  if (wide) p.wide.assign(size, 0);
+  else p.data.assign(size, 0);
   for (int64_t panel = 0; panel < panels; ++panel)
     for (int64_t k = 0; k < K; ++k)
-      for (int64_t j = 0; j < kNr && panel * kNr + j < N; ++j)
-        p.data[static_cast<size_t>(((panel * kq + k / 4) * kNr + j) * 4 + k % 4)] = B[k * ldb + panel * kNr + j];
+      for (int64_t j = 0; j < kNr && panel * kNr + j < N; ++j) {
+        const size_t at = static_cast<size_t>(((panel * kq + k / 4) * kNr + j) * 4 + k % 4);
+        if (wide) p.wide[at] = B[k * ldb + panel * kNr + j];
+        else p.data[at] = B[k * ldb + panel * kNr + j];
+      }
   return p;
 }
 
@@ -64,7 +106,8 @@ void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& 
   auto b_at = [&](int64_t k, int64_t j) {
     return B.data[static_cast<size_t>(((j / kNr * kq_total + k / 4) * kNr + j % kNr) * 4 + k % 4)];
   };
-  if (!s8_gemm_has_vnni() || K == 0) {
+  const S8Path path = s8_path();
+  if (path == S8Path::kPortable || K == 0) {
     run_parallel(parallel, M, [&](int64_t r0, int64_t r1) {
       for (int64_t i = r0; i < r1; ++i)
         for (int64_t j = 0; j < N; ++j) {
@@ -75,23 +118,34 @@ void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& 
     });
     return;
   }
+  if ((path == S8Path::kAvx2) != !B.wide.empty())
+    throw Error(ErrorKind::kInternal, "u8s8_gemm: B was packed for another microkernel");
   const int64_t mblocks = ceil_div(M, kMc);
   const int64_t chunks = std::min<int64_t>(panels, std::max<int64_t>(1, ceil_div(8, mblocks)));
   run_parallel(parallel, mblocks * chunks, [&](int64_t begin, int64_t end) {
     thread_local std::vector<uint8_t> a_buf;
-    a_buf.resize(static_cast<size_t>(kMc * kKc));
+    thread_local std::vector<int16_t> a_wide;
+    if (path == S8Path::kAvx2) a_wide.resize(static_cast<size_t>(kMc * kKc));
+    else a_buf.resize(static_cast<size_t>(kMc * kKc));
     for (int64_t t = begin; t < end; ++t) {
       const int64_t i0 = t / chunks * kMc, rows = std::min(kMc, M - i0);
       const int64_t p0 = t % chunks * panels / chunks, p1 = (t % chunks + 1) * panels / chunks;
       for (int64_t k0 = 0; k0 < K; k0 += kKc) {
         const int64_t kc = std::min(kKc, K - k0), kq = ceil_div(kc, 4);
-        pack_a_u8(A, lda, M, K, i0, rows, k0, kc, a_buf.data());
+        if (path == S8Path::kAvx2) pack_a_i16(A, lda, M, K, i0, rows, k0, kc, a_wide.data());
+        else pack_a_u8(A, lda, M, K, i0, rows, k0, kc, a_buf.data());
         for (int64_t p = p0; p < p1; ++p) {
-          const int8_t* b_panel = B.data.data() + ((p * kq_total + k0 / 4) * kNr) * 4;
+          const int64_t b_at_panel = ((p * kq_total + k0 / 4) * kNr) * 4;
           const int64_t cols = std::min(kNr, N - p * kNr);
-          for (int64_t ii = 0; ii < rows; ii += kMr)
-            s8_gemm_ukernel_14x32__avx512vnni(std::min(kMr, rows - ii), cols, kq, a_buf.data() + ii * kq * 4, b_panel,
-                                              C + (i0 + ii) * ldc + p * kNr, ldc, k0 > 0);
+          for (int64_t ii = 0; ii < rows; ii += kMr) {
+            int32_t* c = C + (i0 + ii) * ldc + p * kNr;
+            if (path == S8Path::kAvx2)
+              s8_gemm_ukernel_14x32__avx2(std::min(kMr, rows - ii), cols, kq, a_wide.data() + ii * kq * 4,
+                                          B.wide.data() + b_at_panel, c, ldc, k0 > 0);
+            else
+              s8_gemm_ukernel_14x32__avx512vnni(std::min(kMr, rows - ii), cols, kq, a_buf.data() + ii * kq * 4,
+                                                B.data.data() + b_at_panel, c, ldc, k0 > 0);
+          }
         }
       }
     }

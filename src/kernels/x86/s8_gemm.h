@@ -1,7 +1,8 @@
 // int8 GEMM for quantized inference: C[M,N] (int32) = A[M,K] (uint8) x B[K,N] (int8), exact.
 // AVX-512 VNNI microkernel (vpdpbusd: four u8*s8 products summed into each int32 lane) over
-// panels packed once; a portable loop elsewhere. Zero points and requantization are the
-// caller's (kiln's quantized ops are not built on it yet: this is the kernel block for them).
+// panels packed once; on AVX2 an exact microkernel on int16-widened operands (vpmaddwd); a
+// portable loop elsewhere. Zero points and requantization are the caller's (MatMulInteger's
+// reference kernel, ops/matmul.cc).
 // Tests: tests/kernels/test_s8_gemm.cc. Benchmark: bench/peak_flops.cc (int8 line).
 #pragma once
 
@@ -15,11 +16,16 @@ namespace kiln::kernels {
 
 // True when this CPU runs the VNNI microkernel (KILN_ISA other than avx512 turns it off).
 bool s8_gemm_has_vnni();
+// "avx512vnni", "avx2" or "portable": the microkernel u8s8_gemm runs here.
+const char* s8_gemm_kernel_name();
 
 // B [K, N] packed for the microkernel: 32-column panels, K in groups of 4 (zero-padded).
+// On AVX2 without VNNI the values are stored widened to int16 instead (`wide`, same layout), so
+// the microkernel loads them ready for vpmaddwd.
 struct PackedB8 {
   int64_t k = 0, n = 0;
-  LargeVector<int8_t> data;  // [panel][k/4][32][4]
+  LargeVector<int8_t> data;   // [panel][k/4][32][4]
+  LargeVector<int16_t> wide;  // the same, int16 (AVX2 microkernel only; then `data` is empty)
 };
 PackedB8 pack_b_s8(int64_t K, int64_t N, const int8_t* B, int64_t ldb);
 

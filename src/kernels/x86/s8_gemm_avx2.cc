@@ -1,0 +1,70 @@
+// u8 x s8 -> s32 GEMM microkernel for AVX2 without VNNI (compiled with -mavx2): exact. The
+// u8 and s8 operands are widened to int16 and multiplied with vpmaddwd (int16 x int16 pairs
+// summed into int32), which cannot saturate — unlike vpmaddubsw, whose int16 pair sums overflow
+// for u8 x s8 products (ONNX Runtime's AVX2 kernels, hence its "reduce_range" advice).
+// The operands come packed as for VNNI (kernels/x86/s8_gemm.cc: A [kq][14][4], B [kq][32][4]) but
+// already widened to int16, so each load feeds vpmaddwd directly.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace kiln::kernels {
+namespace {
+
+constexpr int64_t kPanelRows = 14;  // rows of a packed A micro-panel
+constexpr int64_t kPanelCols = 32;  // columns of a packed B panel
+
+// R rows x 8 columns: per K quad, B's 8 columns x 4 k are two vectors of int16
+// [c0k0 c0k1 c0k2 c0k3 c1k0 ...]; each row's quad, repeated, multiplies them into lanes holding
+// the (k0,k1) and (k2,k3) partial sums per column, folded at the end.
+template <int R>
+void tile(int64_t kq, const int16_t* a, const int16_t* b, int32_t* out /* R x 8 */) {
+  __m256i acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  for (int64_t q = 0; q < kq; ++q) {
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+    const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
+    for (int r = 0; r < R; ++r) {
+      int64_t quad;
+      std::memcpy(&quad, a + 4 * r, 8);
+      const __m256i ar = _mm256_set1_epi64x(quad);
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(ar, b0));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(ar, b1));
+    }
+    a += 4 * kPanelRows;
+    b += 4 * kPanelCols;
+  }
+  // acc[r][0] lanes: c0(k01), c0(k23), c1, c1, c2, c2, c3, c3; acc[r][1] the same for c4..c7.
+  const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  for (int r = 0; r < R; ++r) {
+    const __m256i sums = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(acc[r][0], acc[r][1]), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8 * r), sums);
+  }
+}
+
+using TileFn = void (*)(int64_t, const int16_t*, const int16_t*, int32_t*);
+constexpr TileFn kTiles[] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>};
+
+}  // namespace
+
+// a: one packed A micro-panel ([kq][14][4] int16); b: one packed B panel ([kq][32][4] int16).
+// Writes (accumulate: adds to) the mr x nr tile of C (mr <= 14, nr <= 32).
+void s8_gemm_ukernel_14x32__avx2(int64_t mr, int64_t nr, int64_t kq, const int16_t* a, const int16_t* b, int32_t* c,
+                                 int64_t ldc, bool accumulate) {
+  alignas(32) int32_t out[6 * 8];
+  for (int64_t r0 = 0; r0 < mr; r0 += 6) {
+    const int64_t rows = std::min<int64_t>(6, mr - r0);
+    for (int64_t c0 = 0; c0 < nr; c0 += 8) {
+      kTiles[rows](kq, a + 4 * r0, b + 4 * c0, out);
+      const int64_t cols = std::min<int64_t>(8, nr - c0);
+      for (int64_t r = 0; r < rows; ++r) {
+        int32_t* row = c + (r0 + r) * ldc + c0;
+        for (int64_t j = 0; j < cols; ++j) row[j] = accumulate ? row[j] + out[8 * r + j] : out[8 * r + j];
+      }
+    }
+  }
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,99 @@
+// MatMulInteger on the int8 GEMM (kernels/x86/s8_gemm.h): A[..., M, K] (uint8, computed) x
+// B[K, N] (int8, constant, packed once) -> int32, exact. Zero points by correction terms:
+// (A - za)(B - zb) = A.B - za * colsum(B) - zb[n] * rowsum(A) + K * za * zb[n], with za a scalar
+// (DynamicQuantizeLinear's, computed per run) and zb a scalar or one per column. This is the
+// form dynamic quantization writes (kiln quantize --dynamic, onnxruntime.quantization). Other
+// type pairs and shapes run the reference kernel.
+// Tests: tests/runtime/test_gemm_ops.cc (MatMulInteger cases against the reference kernel).
+#include "runtime/matmul_integer.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "kernels/x86/s8_gemm.h"
+#include "runtime/gemm_op_util.h"
+
+namespace kiln::gemm_ops {
+namespace {
+
+class MatMulIntegerOp : public GemmOp {
+ public:
+  MatMulIntegerOp(kernels::PackedB8 b, std::vector<int32_t> colsum, std::vector<int32_t> b_zero, int64_t k,
+                  int64_t n, std::vector<int64_t> out_dims)
+      : b_(std::move(b)), colsum_(std::move(colsum)), b_zero_(std::move(b_zero)), k_(k), n_(n),
+        out_dims_(std::move(out_dims)) {}
+
+  Tensor run(const std::vector<const RtValue*>& ins) override {
+    const Tensor& a = ins[0]->tensor;
+    const int32_t za = ins.size() > 2 && ins[2] && ins[2]->is_tensor() ? static_cast<int32_t>(ins[2]->tensor.get_int(0)) : 0;
+    const int64_t m = a.numel() / k_;
+    Tensor y = output_tensor(DType::kInt32, out_dims_);
+    int32_t* c = y.data<int32_t>();
+    const uint8_t* pa = a.data<uint8_t>();
+    kernels::u8s8_gemm_packed(m, pa, k_, b_, c, n_, pool_parallel());
+    const bool any_zb = b_zero_.size() > 1 || b_zero_[0] != 0;
+    if (za == 0 && !any_zb) return y;
+    current_thread_pool().parallel_for(m, [&](int64_t r0, int64_t r1) {
+      for (int64_t i = r0; i < r1; ++i) {
+        int32_t rowsum = 0;
+        if (any_zb)
+          for (int64_t p = 0; p < k_; ++p) rowsum += pa[i * k_ + p];
+        int32_t* row = c + i * n_;
+        for (int64_t j = 0; j < n_; ++j) {
+          const int32_t zb = b_zero_[b_zero_.size() == 1 ? 0 : j];
+          row[j] += -za * colsum_[j] - zb * rowsum + static_cast<int32_t>(k_) * za * zb;
+        }
+      }
+    });
+    return y;
+  }
+
+ private:
+  kernels::PackedB8 b_;
+  std::vector<int32_t> colsum_, b_zero_;
+  int64_t k_, n_;
+  std::vector<int64_t> out_dims_;
+};
+
+bool scalar_or_absent(const Operand& o, DType dtype) {
+  if (!o.present) return true;
+  int64_t n = 1;
+  for (int64_t d : o.dims) n *= d;
+  return o.dtype == dtype && n == 1;
+}
+
+}  // namespace
+
+std::unique_ptr<GemmOp> make_matmul_integer_op(const GemmDesc& d) {
+  const std::vector<Operand>& o = d.operands;
+  // The portable loop (no AVX2) is no faster than the reference kernel.
+  if (o.size() < 2 || d.out_dtype != DType::kInt32 || std::string(kernels::s8_gemm_kernel_name()) == "portable")
+    return nullptr;
+  const Operand& a = o[0];
+  const Operand& b = o[1];
+  if (a.dtype != DType::kUInt8 || a.dims.empty() || b.dtype != DType::kInt8 || !b.constant || b.dims.size() != 2)
+    return nullptr;
+  const int64_t k = b.dims[0], n = b.dims[1];
+  if (a.dims.back() != k || k <= 0 || n <= 0) return nullptr;
+  if (o.size() > 2 && !scalar_or_absent(o[2], DType::kUInt8)) return nullptr;
+  std::vector<int32_t> b_zero = {0};
+  if (o.size() > 3 && o[3].present) {
+    const Operand& zb = o[3];
+    if (zb.dtype != DType::kInt8 || !zb.constant) return nullptr;
+    const int64_t count = zb.constant->numel();
+    if (count != 1 && !(zb.dims.size() == 1 && count == n)) return nullptr;
+    b_zero.assign(static_cast<size_t>(count), 0);
+    for (int64_t j = 0; j < count; ++j) b_zero[static_cast<size_t>(j)] = static_cast<int32_t>(zb.constant->get_int(j));
+  }
+  std::vector<int64_t> out_dims(a.dims.begin(), a.dims.end() - 1);
+  out_dims.push_back(n);
+  if (out_dims != d.out_dims) return nullptr;
+  const int8_t* pb = b.constant->data<int8_t>();
+  std::vector<int32_t> colsum(static_cast<size_t>(n), 0);
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t j = 0; j < n; ++j) colsum[static_cast<size_t>(j)] += pb[p * n + j];
+  return std::make_unique<MatMulIntegerOp>(kernels::pack_b_s8(k, n, pb, n), std::move(colsum), std::move(b_zero), k,
+                                           n, std::move(out_dims));
+}
+
+}  // namespace kiln::gemm_ops
