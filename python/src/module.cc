@@ -660,6 +660,14 @@ py::dict quantize(const std::string& in_path, const std::string& out_path, py::o
   for (const auto& a : r.tensors) tensors.append(accuracy_dict(a));
   d["outputs"] = outputs;
   d["tensors"] = tensors;
+  py::dict float_ops;
+  for (const auto& [op, fo] : r.float_ops) {
+    py::dict f;
+    f["why"] = fo.why;
+    f["nodes"] = fo.nodes;
+    float_ops[py::str(op)] = f;
+  }
+  d["float_ops"] = float_ops;
   d["calibration_s"] = r.calibration_s;
   d["total_s"] = r.total_s;
   return d;

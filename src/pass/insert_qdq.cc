@@ -251,12 +251,17 @@ std::vector<const Value*> qdq_candidates(const Model& m, const QdqOptions& opts)
   return out;
 }
 
-QdqResult insert_qdq(Model& m, const std::map<std::string, TensorRange>& ranges, const QdqOptions& opts) {
+void check_qdq_opset(const Model& m) {
   const int64_t opset = m.opset("");
   if (opset < 10)
     throw Error(ErrorKind::kUnsupported, "quantize: the model's opset " + std::to_string(opset) +
                                              " predates QuantizeLinear (opset 10); convert the model to opset 13 "
                                              "or later first (onnx.version_converter)");
+}
+
+QdqResult insert_qdq(Model& m, const std::map<std::string, TensorRange>& ranges, const QdqOptions& opts) {
+  check_qdq_opset(m);
+  const int64_t opset = m.opset("");
   if (opts.activation_dtype != DType::kUInt8 && opts.activation_dtype != DType::kInt8)
     throw Error(ErrorKind::kUsage, "quantize: activations are uint8 or int8");
   const bool per_channel = opts.per_channel && opset >= 13;
@@ -315,6 +320,25 @@ QdqResult insert_qdq(Model& m, const std::map<std::string, TensorRange>& ranges,
     Value* dq = insert_pair(ed, v, it->second, opts.activation_dtype);
     result.quantized_tensors.push_back(v->name);
     result.dequantized_outputs.push_back(dq->name);
+  }
+  for (const auto& n : g.nodes) {
+    if (n->op_type == "QuantizeLinear" || n->op_type == "DequantizeLinear") continue;
+    const QuantizableOp* q = quantizable(*n, opts);
+    const bool constant_operand = q && q->role == QuantRole::kElementwise &&
+                                  !(n->inputs.size() == 2 && is_float_activation(n->inputs[0]) &&
+                                    is_float_activation(n->inputs[1]));
+    if (q && !constant_operand) continue;
+    bool float_data = false;
+    for (const Value* v : n->outputs) float_data |= v && v->type.dtype == DType::kFloat32;
+    if (!float_data) continue;  // shape and index arithmetic
+    const bool excluded = opts.exclude.count(n->name) || opts.exclude.count(n->op_type);
+    // kiln's fused activations (fuse-composites) are written back as standard ops: named plainly.
+    QdqResult::FloatOps& f = result.float_ops[n->domain == "kiln" ? n->op_type : n->qualified_op()];
+    if (f.why.empty())
+      f.why = excluded           ? "excluded (--exclude)"
+              : constant_operand ? "with a constant operand (part of a float activation)"
+                                 : "no int8 form in kiln quantize; computes in float";
+    f.nodes.push_back(n->display_name());
   }
   ed.sort_topologically();
   // The float weights and biases that were replaced.

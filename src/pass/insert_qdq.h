@@ -47,7 +47,17 @@ struct QdqResult {
   int quantized_weights = 0;
   int quantized_biases = 0;
   std::vector<std::string> notes;  // what was left in float and why
+  // Nodes of the main graph that compute in float: op type -> (why, node names). Excluded
+  // nodes, and ops without an int8 role (activations, normalizations, Softmax, ...).
+  struct FloatOps {
+    std::string why;
+    std::vector<std::string> nodes;
+  };
+  std::map<std::string, FloatOps> float_ops;
 };
+
+// kUnsupported when `m`'s opset has no QuantizeLinear (< 10), naming what to do.
+void check_qdq_opset(const Model& m);
 
 // Rewrites `m`: each candidate with a range gets one Q/DQ pair that all its consumers read;
 // constant weights of Conv/ConvTranspose/MatMul/Gemm become int8 (symmetric, per channel where

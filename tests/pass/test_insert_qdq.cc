@@ -119,6 +119,12 @@ TEST(InsertQdq, ExcludedNodesAndTensorsWithoutRangeStayFloat) {
   }
   const Node* gemm = m.graph->find_local("t")->producer;
   EXPECT_TRUE(gemm->inputs[1]->is_constant());  // float weight
+  // The report's "left in float" list: the excluded nodes, by op.
+  ASSERT_EQ(q.float_ops.count("Add"), 1u);
+  EXPECT_EQ(q.float_ops.at("Add").why, "excluded (--exclude)");
+  EXPECT_EQ(q.float_ops.at("Add").nodes, (std::vector<std::string>{"add0"}));
+  ASSERT_EQ(q.float_ops.count("Gemm"), 1u);
+  EXPECT_EQ(q.float_ops.count("Mul"), 0u);  // quantized (two activations)
 }
 
 TEST(InsertQdq, KeepsTheModelsMeaningUpToQuantizationError) {

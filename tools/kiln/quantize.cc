@@ -59,6 +59,11 @@ int quantize_command(const QuantizeArgs& a) {
               << r.quantized_weights << " weights (int8, " << (a.per_tensor ? "per tensor" : "per channel") << "), "
               << r.quantized_biases << " biases (int32)\n";
   }
+  if (!r.float_ops.empty()) {
+    std::cout << "left float:";
+    for (const auto& [op, fo] : r.float_ops) std::cout << " " << op << " x" << fo.nodes.size();
+    std::cout << " (the report lists the nodes)\n";
+  }
   for (const auto& n : r.notes) std::cout << "note: " << n << "\n";
   for (const auto& out : r.outputs)
     std::cout << "output " << out.name << ": SQNR " << std::setprecision(2) << out.sqnr_db << " dB, cosine "

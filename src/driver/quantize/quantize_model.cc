@@ -140,6 +140,7 @@ void quantize_static(Model& m, const QuantizeModelOptions& opts, const std::vect
   r.quantized_weights = qdq.quantized_weights;
   r.quantized_biases = qdq.quantized_biases;
   r.notes.insert(r.notes.end(), qdq.notes.begin(), qdq.notes.end());
+  r.float_ops = qdq.float_ops;
 }
 
 }  // namespace
@@ -158,6 +159,7 @@ QuantizeModelResult quantize_model_file(const std::string& in_path, const std::s
   PassContext ctx;
   run_passes(m, kPrepare, ctx);
   const int64_t opset = m.opset("");
+  if (!opts.dynamic) check_qdq_opset(m);  // before calibrating
   if (!opts.dynamic && opts.qdq.per_channel && opset < 13 && opset >= 11) {
     // Per-channel DequantizeLinear needs opset 13; without it weights are per tensor.
     if (std::string why = upgrade_to_opset13(m); why.empty())

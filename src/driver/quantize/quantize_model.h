@@ -49,6 +49,7 @@ struct QuantizeModelResult {
   std::vector<std::string> notes;
   std::vector<TensorAccuracy> outputs;  // model outputs (report only)
   std::vector<TensorAccuracy> tensors;  // quantized activations, worst SQNR first (report only)
+  std::map<std::string, QdqResult::FloatOps> float_ops;  // static: nodes left in float, by op
   double calibration_s = 0, report_s = 0, total_s = 0;
 };
 

@@ -75,6 +75,9 @@ void write_quantize_report(const QuantizeModelResult& r, const std::string& mode
     for (const auto& a : r.outputs) j["outputs"].push_back(to_json(a, false));
     j["tensors"] = nlohmann::json::array();
     for (const auto& a : r.tensors) j["tensors"].push_back(to_json(a, true));
+    j["float_ops"] = nlohmann::json::array();
+    for (const auto& [op, fo] : r.float_ops)
+      j["float_ops"].push_back({{"op", op}, {"count", fo.nodes.size()}, {"why", fo.why}, {"nodes", fo.nodes}});
     j["notes"] = r.notes;
     f << j.dump(2) << "\n";
   } else {
@@ -89,6 +92,16 @@ void write_quantize_report(const QuantizeModelResult& r, const std::string& mode
     html_table(f, r.outputs, false);
     f << "<h2>Quantized activations</h2>\n";
     html_table(f, r.tensors, true);
+    if (!r.float_ops.empty()) {
+      f << "<h2>Left in float</h2>\n<table><tr><th>op</th><th>nodes</th><th>why</th><th>first nodes</th></tr>\n";
+      for (const auto& [op, fo] : r.float_ops) {
+        std::string names;
+        for (size_t i = 0; i < fo.nodes.size() && i < 5; ++i) names += (i ? ", " : "") + fo.nodes[i];
+        f << "<tr><td>" << html_escape(op) << "</td><td>" << fo.nodes.size() << "</td><td>" << html_escape(fo.why)
+          << "</td><td>" << html_escape(names) << (fo.nodes.size() > 5 ? ", ..." : "") << "</td></tr>\n";
+      }
+      f << "</table>\n";
+    }
     if (!r.notes.empty()) {
       f << "<h2>Notes</h2><ul>\n";
       for (const auto& n : r.notes) f << "<li>" << html_escape(n) << "</li>\n";
