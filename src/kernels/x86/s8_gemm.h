@@ -21,11 +21,13 @@ const char* s8_gemm_kernel_name();
 
 // B [K, N] packed for the microkernel: 32-column panels, K in groups of 4 (zero-padded).
 // On AVX2 without VNNI the values are stored widened to int16 instead (`wide`, same layout), so
-// the microkernel loads them ready for vpmaddwd.
+// the microkernel loads them ready for vpmaddwd — unless they all lie within [-64, 63]
+// (`seven_bit`: 7-bit weights), which the faster vpmaddubsw microkernel reads as int8.
 struct PackedB8 {
   int64_t k = 0, n = 0;
   LargeVector<int8_t> data;   // [panel][k/4][32][4]
-  LargeVector<int16_t> wide;  // the same, int16 (AVX2 microkernel only; then `data` is empty)
+  LargeVector<int16_t> wide;  // the same, int16 (AVX2, B beyond 7 bits; then `data` is empty)
+  bool seven_bit = false;     // AVX2: every value within [-64, 63], packed in `data`
 };
 PackedB8 pack_b_s8(int64_t K, int64_t N, const int8_t* B, int64_t ldb);
 

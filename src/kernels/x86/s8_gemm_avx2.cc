@@ -1,7 +1,9 @@
-// u8 x s8 -> s32 GEMM microkernel for AVX2 without VNNI (compiled with -mavx2): exact. The
-// u8 and s8 operands are widened to int16 and multiplied with vpmaddwd (int16 x int16 pairs
-// summed into int32), which cannot saturate — unlike vpmaddubsw, whose int16 pair sums overflow
-// for u8 x s8 products (ONNX Runtime's AVX2 kernels, hence its "reduce_range" advice).
+// u8 x s8 -> s32 GEMM microkernels for AVX2 without VNNI (compiled with -mavx2), both exact:
+// - any int8 B: operands widened to int16 and multiplied with vpmaddwd (int16 x int16 pairs
+//   summed into int32), which cannot saturate — unlike vpmaddubsw, whose int16 pair sums overflow
+//   for u8 x s8 products (ONNX Runtime's AVX2 kernels, hence its "reduce_range" advice);
+// - B within [-64, 63] (7-bit weights, kiln quantize --reduce-range): vpmaddubsw, which cannot
+//   overflow there, then vpmaddwd by ones: about twice the products per multiply uop.
 // The operands come packed as for VNNI (kernels/x86/s8_gemm.cc: A [kq][14][4], B [kq][32][4]) but
 // already widened to int16, so each load feeds vpmaddwd directly.
 #include <immintrin.h>
@@ -62,6 +64,62 @@ void s8_gemm_ukernel_14x32__avx2(int64_t mr, int64_t nr, int64_t kq, const int16
       for (int64_t r = 0; r < rows; ++r) {
         int32_t* row = c + (r0 + r) * ldc + c0;
         for (int64_t j = 0; j < cols; ++j) row[j] = accumulate ? row[j] + out[8 * r + j] : out[8 * r + j];
+      }
+    }
+  }
+}
+
+}  // namespace kiln::kernels
+
+namespace kiln::kernels {
+namespace {
+
+// R rows x 16 columns from the int8 packing, for B within [-64, 63]: vpmaddubsw sums each
+// column's u8 x s8 pairs into int16 (|255 * 64 * 2| < 2^15: exact), vpmaddwd with ones sums the
+// two pairs of a K quad into int32. Two multiply uops per 32 products, against four on the
+// widened path.
+template <int R>
+void tile7(int64_t kq, const uint8_t* a, const int8_t* b, int32_t* out /* R x 16 */) {
+  __m256i acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t q = 0; q < kq; ++q) {
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+    const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32));
+    for (int r = 0; r < R; ++r) {
+      int32_t quad;
+      std::memcpy(&quad, a + 4 * r, 4);
+      const __m256i ar = _mm256_set1_epi32(quad);
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(ar, b0), ones));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(ar, b1), ones));
+    }
+    a += 4 * kPanelRows;
+    b += 4 * kPanelCols;
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * r), acc[r][0]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * r + 8), acc[r][1]);
+  }
+}
+
+using Tile7Fn = void (*)(int64_t, const uint8_t*, const int8_t*, int32_t*);
+constexpr Tile7Fn kTiles7[] = {nullptr, tile7<1>, tile7<2>, tile7<3>, tile7<4>};
+
+}  // namespace
+
+// The same contract as s8_gemm_ukernel_14x32__avx2 on the int8 packing ([kq][14][4] u8,
+// [kq][32][4] s8), for B values within [-64, 63] only.
+void s8_gemm_ukernel_14x32__avx2_7bit(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int8_t* b,
+                                      int32_t* c, int64_t ldc, bool accumulate) {
+  alignas(32) int32_t out[4 * 16];
+  for (int64_t r0 = 0; r0 < mr; r0 += 4) {
+    const int64_t rows = std::min<int64_t>(4, mr - r0);
+    for (int64_t c0 = 0; c0 < nr; c0 += 16) {
+      kTiles7[rows](kq, a + 4 * r0, b + 4 * c0, out);
+      const int64_t cols = std::min<int64_t>(16, nr - c0);
+      for (int64_t r = 0; r < rows; ++r) {
+        int32_t* row = c + (r0 + r) * ldc + c0;
+        for (int64_t j = 0; j < cols; ++j) row[j] = accumulate ? row[j] + out[16 * r + j] : out[16 * r + j];
       }
     }
   }
