@@ -598,3 +598,34 @@ graph @g(%x: f32[2,3,40], %b: i32[3]) -> (%y: f32[2,3,40], %z: f32[2,3,40], %d: 
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// DynamicQuantizeLinear's lowering (min/max reductions, then the elementwise quantization)
+// against the reference kernel, exactly, on inputs of both signs, all positive, and constant.
+TEST(CompiledExecutor, DynamicQuantizeLinearMatchesTheReferenceExactly) {
+  Model m = prepare(R"(model ir=8 opsets={"": 13}
+graph @g(%x: f32[3,70]) -> (%y: u8[3,70], %s: f32[], %z: u8[]) {
+  %y, %s, %z = DynamicQuantizeLinear(%x) : u8[3,70], f32[], u8[]
+  return %y, %s, %z
+}
+)");
+  Interpreter interp(m);
+  CompiledExecutor exec(m, {});
+  for (int variant = 0; variant < 3; ++variant) {
+    Tensor x(DType::kFloat32, {3, 70});
+    for (int64_t i = 0; i < x.numel(); ++i)
+      x.data<float>()[i] = variant == 2 ? 1.5f : 0.37f * static_cast<float>(i % 23) - (variant == 0 ? 3.1f : -0.2f);
+    const std::vector<RtValue> feeds = {RtValue(x)};
+    const auto want = interp.run(feeds), got = exec.run(feeds);
+    for (size_t k = 0; k < want.size(); ++k)
+      for (int64_t i = 0; i < want[k].tensor.numel(); ++i)
+        ASSERT_EQ(got[k].tensor.get_double(i), want[k].tensor.get_double(i))
+            << "variant " << variant << " output " << k << " [" << i << "]";
+  }
+  EXPECT_EQ(exec.stats().fallback_nodes, 0);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -126,15 +126,20 @@ void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& 
   const bool wide = path == S8Path::kAvx2 && !B.seven_bit;
   if (wide == B.wide.empty() || (path == S8Path::kVnni && B.seven_bit))
     throw Error(ErrorKind::kInternal, "u8s8_gemm: B was packed for another microkernel");
+  // Equal M blocks (whole micro-panels), so that tasks weigh the same: 128 rows are 70 + 58, not
+  // 112 + 16 (which left one of two threads mostly idle).
   const int64_t mblocks = ceil_div(M, kMc);
+  const int64_t mc = std::min(kMc, ceil_div(ceil_div(M, mblocks), kMr) * kMr);
   const int64_t chunks = std::min<int64_t>(panels, std::max<int64_t>(1, ceil_div(8, mblocks)));
-  run_parallel(parallel, mblocks * chunks, [&](int64_t begin, int64_t end) {
+  const int64_t mtasks = ceil_div(M, mc);
+  run_parallel(parallel, mtasks * chunks, [&](int64_t begin, int64_t end) {
     thread_local std::vector<uint8_t> a_buf;
     thread_local std::vector<int16_t> a_wide;
     if (wide) a_wide.resize(static_cast<size_t>(kMc * kKc));
     else a_buf.resize(static_cast<size_t>(kMc * kKc));
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t i0 = t / chunks * kMc, rows = std::min(kMc, M - i0);
+      const int64_t i0 = t / chunks * mc, rows = std::min(mc, M - i0);
+      if (rows <= 0) continue;
       const int64_t p0 = t % chunks * panels / chunks, p1 = (t % chunks + 1) * panels / chunks;
       for (int64_t k0 = 0; k0 < K; k0 += kKc) {
         const int64_t kc = std::min(kKc, K - k0), kq = ceil_div(kc, 4);

@@ -1,7 +1,8 @@
 // TE lowerings of QuantizeLinear and DequantizeLinear (per tensor or per axis; f32 <-> u8/i8, and
 // i32 biases): elementwise, so the Q/DQ pairs of a QDQ model fuse with the ops around them
-// instead of running as reference kernels. Blocked quantization, other float types and the
-// precision attribute stay on the reference kernels.
+// instead of running as reference kernels; and DynamicQuantizeLinear (min/max reductions, then
+// the elementwise quantization: the activations of dynamically quantized MatMuls). Blocked
+// quantization, other float types and the precision attribute stay on the reference kernels.
 // Arithmetic as the reference kernels (ops/quantize.cc): Q = saturate(round_half_even(x / s) +
 // zp) with the quotient in float32; DQ = float32(x - zp) * s.
 #include "ops/lowering.h"
@@ -69,9 +70,53 @@ LowerResult dequantize_lower(const LowerContext& ctx) {
   })};
 }
 
+// DynamicQuantizeLinear (all three outputs used): range [min(x, 0), max(x, 0)], scale = range /
+// 255 (1/255 for an empty range), zero point = round(clamp(-min / scale, 0, 255)), y = saturate(
+// round(x / scale) + zero point), as the reference kernel computes them in float32.
+LowerResult dynamic_quantize_lower(const LowerContext& ctx) {
+  if (ctx.in_dtype(0) != DType::kFloat32 || ctx.output_dtypes.size() != 3 || ctx.out_dtype(0) != DType::kUInt8 ||
+      ctx.out_dtype(1) != DType::kFloat32 || ctx.out_dtype(2) != DType::kUInt8)
+    return std::nullopt;
+  const te::Tensor& x = ctx.input(0);
+  const std::vector<Expr> in = ctx.in_dims(0);
+  std::vector<te::IterVar> axes;
+  for (size_t d = 0; d < in.size(); ++d) axes.push_back(te::reduce_axis(in[d], ctx.name("r" + std::to_string(d))));
+  auto all = [&](te::ReduceOp op, const char* name) {
+    return te::compute(ctx.name(name), {tir::int_imm(1)}, [&](const std::vector<Expr>&) {
+      std::vector<Expr> j;
+      for (const auto& a : axes) j.push_back(a->var);
+      return te::reduce(op, te::access(x, j), axes);
+    });
+  };
+  const te::Tensor lo = all(te::ReduceOp::kMin, "min"), hi = all(te::ReduceOp::kMax, "max");
+  const Expr zero = lower::constant(DType::kFloat32, 0), one = lower::constant(DType::kFloat32, 1);
+  const Expr k255 = lower::constant(DType::kFloat32, 255);
+  const std::vector<Expr> at0 = {lower::constant(DType::kInt64, 0)};
+  const te::Tensor scale = te::compute(ctx.name("scale"), {tir::int_imm(1)}, [&](const std::vector<Expr>&) {
+    const Expr mn = tir::min(te::access(lo, at0), zero), mx = tir::max(te::access(hi, at0), zero);
+    return tir::select(tir::binary(tir::ExprKind::kEQ, mx, mn), one, mx - mn) / k255;
+  });
+  const te::Tensor zp_f = te::compute(ctx.name("zp_f"), {tir::int_imm(1)}, [&](const std::vector<Expr>&) {
+    const Expr mn = tir::min(te::access(lo, at0), zero);
+    const Expr z = zero - tir::call("div_exact", tir::f32(), {mn, te::access(scale, at0)});
+    return tir::call("round", tir::f32(), {tir::max(zero, tir::min(k255, z))});
+  });
+  const te::Tensor zp = te::compute(ctx.name("zp"), {tir::int_imm(1)}, [&](const std::vector<Expr>&) {
+    return tir::cast(lower::scalar_type(DType::kUInt8), te::access(zp_f, at0));
+  });
+  const te::Tensor y = te::compute(ctx.name("y"), ctx.out_dims(0), [&](const std::vector<Expr>& i) {
+    const Expr q = tir::call("round", tir::f32(), {tir::call("div_exact", tir::f32(), {te::access(x, i), te::access(scale, at0)})}) +
+                   te::access(zp_f, at0);
+    const Expr v = tir::select(tir::binary(tir::ExprKind::kNE, q, q), zero, tir::max(zero, tir::min(k255, q)));
+    return tir::cast(lower::scalar_type(DType::kUInt8), v);
+  });
+  return std::vector<te::Tensor>{y, scale, zp};
+}
+
 }  // namespace
 
 void add_quantize_lowerings(std::vector<LoweringEntry>& t) {
+  t.push_back({"", "DynamicQuantizeLinear", dynamic_quantize_lower});
   t.push_back({"", "QuantizeLinear", quantize_lower});
   t.push_back({"", "DequantizeLinear", dequantize_lower});
 }
