@@ -25,8 +25,11 @@ OptimizeModelResult optimize_model_file(const std::string& in_path, const std::s
   // kiln::NhwcConv, exported as Conv between Transposes) would only slow others down. Named in
   // --passes, the pass runs.
   if (opts.passes.empty()) std::erase(names, "assign-layouts");
-  // A quantized model keeps its int8 weights for other runtimes' int8 kernels.
-  if (opts.passes.empty()) std::erase(names, "fold-dequantize");
+  // A quantized model keeps its QDQ form and int8 weights for other runtimes' int8 kernels.
+  if (opts.passes.empty()) {
+    std::erase(names, "integer-matmul");
+    std::erase(names, "fold-dequantize");
+  }
   PassContext ctx;
   for (const auto& d : opts.disable) {
     if (!find_pass(d)) throw Error(ErrorKind::kUsage, "--disable: unknown pass '" + d + "' (passes: " + known_passes() + ")");

@@ -1,0 +1,139 @@
+// integer-matmul: a static QDQ MatMul/Gemm — DequantizeLinear of a uint8 activation (one scale
+// and zero point) times DequantizeLinear of a constant int8 2-D weight (per tensor or per output
+// column) — becomes MatMulInteger on the integers, Cast, one Mul by the product of the scales
+// (and Gemm's alpha) and Add of Gemm's bias: the form dynamic quantization writes, which the
+// compiled engine runs on the int8 GEMM (runtime/matmul_integer.h). The same value up to float
+// rounding: the integer sum is exact, the scales apply once instead of per operand.
+// In the engine's pipeline before fold-dequantize (which would turn the weight to float); not in
+// `kiln optimize`'s output, which keeps the QDQ form other runtimes' int8 kernels match.
+// Tests: tests/pass/golden/integer-matmul/*.kir, tests/pass/test_integer_matmul.cc (values).
+#include <optional>
+
+#include "ir/rewrite.h"
+#include "ops/registry.h"
+#include "pass/passes.h"
+
+namespace kiln {
+namespace {
+
+bool one_element(const Value* v) { return v && v->is_constant() && v->initializer.numel() == 1; }
+
+const Node* dequantize_producer(const Value* v) {
+  const Node* p = v ? v->producer : nullptr;
+  if (!p || !p->domain.empty() || p->op_type != "DequantizeLinear" || p->inputs.size() < 2) return nullptr;
+  if (AttrReader(*p).attr_int("block_size", 0) != 0) return nullptr;
+  return p;
+}
+
+const Value* zero_point_of(const Node& dq) { return dq.inputs.size() > 2 ? dq.inputs[2] : nullptr; }
+
+// The activation side: DequantizeLinear(uint8 x, one-element constant scale[, zero point]).
+struct QuantizedActivation {
+  Value* q = nullptr;
+  float scale = 1;
+  Value* zero_point = nullptr;  // null: 0
+};
+std::optional<QuantizedActivation> activation_of(const Value* a) {
+  const Node* dq = dequantize_producer(a);
+  if (!dq || dq->inputs[0]->type.dtype != DType::kUInt8 || !one_element(dq->inputs[1]) ||
+      dq->inputs[1]->initializer.dtype() != DType::kFloat32)
+    return std::nullopt;
+  const Value* z = zero_point_of(*dq);
+  if (z && !one_element(z)) return std::nullopt;
+  return QuantizedActivation{dq->inputs[0], dq->inputs[1]->initializer.data<float>()[0], const_cast<Value*>(z)};
+}
+
+// The weight side as [K, N]: int8 values, zero points and scales, each one or one per column.
+struct QuantizedWeight {
+  Tensor q;           // int8 [K, N]
+  Tensor zero_point;  // int8, 1 or N elements
+  std::vector<float> scale;
+};
+std::optional<QuantizedWeight> weight_of(const Value* b, bool transposed) {
+  const Node* dq = dequantize_producer(b);
+  if (!dq) return std::nullopt;
+  const Value *w = dq->inputs[0], *s = dq->inputs[1], *z = zero_point_of(*dq);
+  if (!w->is_constant() || w->initializer.dtype() != DType::kInt8 || w->initializer.rank() != 2 ||
+      !s->is_constant() || s->initializer.dtype() != DType::kFloat32 || (z && !z->is_constant()))
+    return std::nullopt;
+  const int64_t rows = w->initializer.dim(0), cols = w->initializer.dim(1);
+  const int64_t n = transposed ? rows : cols, k = transposed ? cols : rows;
+  const int64_t count = s->initializer.numel();
+  // Per-axis scales must run along the output columns: axis 1 of [K, N], axis 0 of [N, K].
+  const int64_t axis = AttrReader(*dq).attr_int("axis", 1);
+  if (count != 1 && (count != n || s->initializer.rank() != 1 || (axis + 2) % 2 != (transposed ? 0 : 1)))
+    return std::nullopt;
+  if (z && (z->initializer.dtype() != DType::kInt8 || z->initializer.numel() != count)) return std::nullopt;
+  QuantizedWeight r{Tensor(DType::kInt8, {k, n}), Tensor(DType::kInt8, count == 1 ? std::vector<int64_t>{}
+                                                                                   : std::vector<int64_t>{n}),
+                    {}};
+  const int8_t* src = w->initializer.data<int8_t>();
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < n; ++j) r.q.data<int8_t>()[i * n + j] = transposed ? src[j * k + i] : src[i * n + j];
+  for (int64_t j = 0; j < count; ++j) {
+    r.scale.push_back(s->initializer.data<float>()[j]);
+    r.zero_point.data<int8_t>()[j] = z ? z->initializer.data<int8_t>()[j] : 0;
+  }
+  return r;
+}
+
+bool rewrite(GraphEditor& ed, Node& n) {
+  const bool gemm = n.op_type == "Gemm";
+  AttrReader at(n);
+  Value* out = n.outputs[0];
+  if (n.inputs.size() < 2 || out->type.dtype != DType::kFloat32 || (gemm && at.attr_int("transA", 0))) return false;
+  const auto a = activation_of(n.inputs[0]);
+  auto w = a ? weight_of(n.inputs[1], gemm && at.attr_int("transB", 0)) : std::nullopt;
+  if (!w) return false;
+  const Value* bias = gemm && n.inputs.size() > 2 ? n.inputs[2] : nullptr;
+  if (bias && bias->type.dtype != DType::kFloat32) return false;
+  const float alpha = gemm ? at.attr_float("alpha", 1.f) : 1.f, beta = gemm ? at.attr_float("beta", 1.f) : 1.f;
+
+  const std::string base = out->name;
+  Tensor scale = w->scale.size() == 1 ? Tensor::scalar(DType::kFloat32, 0.f)
+                                      : Tensor(DType::kFloat32, {static_cast<int64_t>(w->scale.size())});
+  for (size_t j = 0; j < w->scale.size(); ++j) scale.data<float>()[j] = a->scale * w->scale[j] * alpha;
+  Value* za = a->zero_point ? a->zero_point : ed.add_constant(Tensor::scalar(DType::kUInt8, 0), base + "_a_zero_point");
+  Value* wq = ed.add_constant(std::move(w->q), n.inputs[1]->name + "_integer");
+  Value* zw = ed.add_constant(std::move(w->zero_point), n.inputs[1]->name + "_zero_point");
+  Type int_type = out->type;
+  int_type.dtype = DType::kInt32;
+  Node* mm = ed.add_node("MatMulInteger", {a->q, wq, za, zw}, int_type, base + "_MatMulInteger");
+  Node* cast = ed.add_node("Cast", {mm->outputs[0]}, out->type, base + "_Cast");
+  cast->attrs["to"] = Attribute::make_int(1);  // FLOAT
+  Node* y = ed.add_node("Mul", {cast->outputs[0], ed.add_constant(std::move(scale), base + "_scale")}, out->type,
+                        base + "_Mul");
+  for (Node* x : {mm, cast, y}) x->name = x->outputs[0]->name;
+  Value* result = y->outputs[0];
+  if (bias) {
+    Value* c = const_cast<Value*>(bias);
+    if (beta != 1.f) {
+      Node* scaled = ed.add_node("Mul", {c, ed.add_constant(Tensor::scalar(DType::kFloat32, beta), base + "_beta")},
+                                 bias->type, base + "_beta_bias");
+      scaled->name = scaled->outputs[0]->name;
+      c = scaled->outputs[0];
+    }
+    Node* add = ed.add_node("Add", {result, c}, out->type, base + "_bias");
+    add->name = add->outputs[0]->name;
+    result = add->outputs[0];
+  }
+  ed.replace_all_uses(out, result);
+  return true;
+}
+
+bool run(Model& m, PassContext&) {
+  if (m.opset("") < 10) return false;  // no MatMulInteger
+  GraphEditor ed(*m.graph);
+  const bool matmuls = ed.rewrite_nodes("MatMul", [&](Node& n) { return rewrite(ed, n); });
+  const bool gemms = ed.rewrite_nodes("Gemm", [&](Node& n) { return rewrite(ed, n); });
+  return matmuls || gemms;
+}
+
+}  // namespace
+
+PassInfo integer_matmul_pass() {
+  return {"integer-matmul", "QDQ MatMul/Gemm of uint8 activations and constant int8 weights to MatMulInteger (engine only)",
+          run};
+}
+
+}  // namespace kiln
