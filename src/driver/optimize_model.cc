@@ -27,7 +27,7 @@ OptimizeModelResult optimize_model_file(const std::string& in_path, const std::s
   if (opts.passes.empty()) std::erase(names, "assign-layouts");
   // A quantized model keeps its QDQ form and int8 weights for other runtimes' int8 kernels.
   if (opts.passes.empty()) {
-    std::erase(names, "integer-matmul");
+    std::erase(names, "qdq-to-integer");
     std::erase(names, "fold-dequantize");
   }
   PassContext ctx;

@@ -6,7 +6,7 @@ namespace kiln {
 std::vector<PassInfo> registered_passes() {
   return {
       shape_inference_pass(),
-      integer_matmul_pass(),
+      qdq_to_integer_pass(),
       fold_dequantize_pass(),
       constant_folding_pass(),
       dead_code_elimination_pass(),

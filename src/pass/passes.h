@@ -10,7 +10,7 @@ namespace kiln {
 
 PassInfo shape_inference_pass();     // pass/shape_inference.cc
 PassInfo constant_folding_pass();    // pass/constant_folding.cc
-PassInfo integer_matmul_pass();     // pass/integer_matmul.cc (the engine's pipeline; not kiln optimize's output)
+PassInfo qdq_to_integer_pass();     // pass/qdq_to_integer.cc (the engine's pipeline; not kiln optimize's output)
 PassInfo fold_dequantize_pass();     // pass/constant_folding.cc (the engine's pipeline; not kiln optimize's output)
 PassInfo dead_code_elimination_pass();  // pass/dead_code_elimination.cc
 PassInfo dead_code_elimination_pass_again();

@@ -58,4 +58,17 @@ std::optional<ConvGeom> conv_geom_channels_last(const gemm_ops::GemmDesc& d) {
   return conv_geom(first);
 }
 
+std::optional<ConvGeom> conv_integer_geom(const gemm_ops::GemmDesc& d) {
+  const auto& o = d.operands;
+  if (d.kind != gemm_ops::GemmKind::kConvInteger || d.out_dtype != DType::kInt32 || o.size() < 2 ||
+      o[0].dtype != DType::kUInt8 || o[1].dtype != DType::kInt8)
+    return std::nullopt;
+  gemm_ops::GemmDesc f = d;  // the same geometry as a float Conv without bias
+  f.kind = gemm_ops::GemmKind::kConv;
+  f.out_dtype = DType::kFloat32;
+  f.operands.resize(2);
+  for (auto& x : f.operands) x.dtype = DType::kFloat32;
+  return conv_geom(f);
+}
+
 }  // namespace kiln::conv_ops

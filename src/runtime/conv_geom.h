@@ -26,4 +26,8 @@ std::optional<ConvGeom> conv_geom(const gemm_ops::GemmDesc& d);
 // [n, ho, wo, co]); the geometry is layout-free.
 std::optional<ConvGeom> conv_geom_channels_last(const gemm_ops::GemmDesc& d);
 
+// The same for a ConvInteger descriptor (GemmKind::kConvInteger: uint8 input, int8 weight,
+// int32 output).
+std::optional<ConvGeom> conv_integer_geom(const gemm_ops::GemmDesc& d);
+
 }  // namespace kiln::conv_ops

@@ -41,7 +41,8 @@ bool gemm_like(const Node& n) {
   if (n.domain == "kiln") return n.op_type == "NhwcConv";
   return (n.domain.empty() || n.domain == "ai.onnx") &&
          (n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Conv" || n.op_type == "ConvTranspose" ||
-          n.op_type == "RNN" || n.op_type == "LSTM" || n.op_type == "GRU" || n.op_type == "MatMulInteger");
+          n.op_type == "RNN" || n.op_type == "LSTM" || n.op_type == "GRU" || n.op_type == "MatMulInteger" ||
+          n.op_type == "ConvInteger");
 }
 
 std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Operand>& ins,
@@ -84,8 +85,8 @@ std::optional<GemmDesc> gemm_desc_from_node(const Node& n, const std::vector<Ope
     d.trans_b = attr_int(n, "transB", 0) != 0;
     d.alpha = attr_float(n, "alpha", 1.0f);
     d.beta = attr_float(n, "beta", 1.0f);
-  } else if (n.op_type == "Conv" || n.op_type == "NhwcConv") {
-    d.kind = n.op_type == "Conv" ? GemmKind::kConv : GemmKind::kConvNhwc;
+  } else if (n.op_type == "Conv" || n.op_type == "NhwcConv" || n.op_type == "ConvInteger") {
+    d.kind = n.op_type == "Conv" ? GemmKind::kConv : n.op_type == "NhwcConv" ? GemmKind::kConvNhwc : GemmKind::kConvInteger;
     d.group = attr_int(n, "group", 1);
     d.strides = attr_ints(n, "strides", {1, 1});
     d.dilations = attr_ints(n, "dilations", {1, 1});

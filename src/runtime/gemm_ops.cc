@@ -8,6 +8,7 @@
 #include "kernels/x86/f32_gemm.h"
 #include "runtime/conv_depthwise.h"
 #include "runtime/conv_gemm.h"
+#include "runtime/conv_integer.h"
 #include "runtime/conv_geom.h"
 #include "runtime/pack_cache.h"
 #include "runtime/conv_select.h"
@@ -475,6 +476,7 @@ std::unique_ptr<GemmOp> make_gemm_op(const GemmDesc& d) {
 namespace {
 std::unique_ptr<GemmOp> make_plain_gemm_op(const GemmDesc& d) {
   if (d.kind == GemmKind::kMatMulInteger) return make_matmul_integer_op(d);
+  if (d.kind == GemmKind::kConvInteger) return conv_ops::make_conv_integer_op(d);
   // (A recurrent node's sequence_lens is an integer operand: its op checks its own operands.)
   if (d.out_dtype != DType::kFloat32 || (!recurrent(d.kind) && !all_f32(d.operands))) return nullptr;
   switch (d.kind) {
@@ -493,7 +495,8 @@ std::unique_ptr<GemmOp> make_plain_gemm_op(const GemmDesc& d) {
     case GemmKind::kRnn:
     case GemmKind::kLstm:
     case GemmKind::kGru: return rnn_ops::make_recurrent_op(d);
-    case GemmKind::kMatMulInteger: return nullptr;  // above
+    case GemmKind::kMatMulInteger:
+    case GemmKind::kConvInteger: return nullptr;  // above
   }
   return nullptr;
 }

@@ -69,10 +69,11 @@ class GemmOp {
 };
 
 // kConvNhwc: kiln::NhwcConv, a channels-last 2-D Conv ([N, H, W, C] in, [N, Ho, Wo, M] out).
-// kMatMulInteger: uint8 x int8 -> int32 (runtime/matmul_integer.h).
+// kMatMulInteger: uint8 x int8 -> int32 (runtime/matmul_integer.h); kConvInteger: the same for
+// a 2-D NCHW Conv (runtime/conv_integer.h).
 enum class GemmKind : int32_t {
   kMatMul = 0, kGemm = 1, kConv = 2, kConvTranspose = 3, kRnn = 4, kLstm = 5, kGru = 6, kConvNhwc = 7,
-  kMatMulInteger = 8
+  kMatMulInteger = 8, kConvInteger = 9
 };
 
 // RNN, LSTM, GRU (runtime/recurrent.h): GEMMs per step, no fused epilogue, one used output.
@@ -136,7 +137,10 @@ struct GemmDesc {
 
 // The number of node inputs a kind's operands are padded to before the epilogue operands.
 inline size_t node_arity(GemmKind k) {
-  return k == GemmKind::kMatMul ? 2 : recurrent(k) ? 8 : k == GemmKind::kMatMulInteger ? 4 : 3;
+  return k == GemmKind::kMatMul                                         ? 2
+         : recurrent(k)                                                 ? 8
+         : k == GemmKind::kMatMulInteger || k == GemmKind::kConvInteger ? 4
+                                                                        : 3;
 }
 
 // True when make_gemm_op takes an input scale (GemmDesc::input_scale) for this Conv descriptor
@@ -146,7 +150,8 @@ inline size_t node_arity(GemmKind k) {
 bool input_scale_pays(const GemmDesc& d);
 
 // True for the node kinds gemm_desc_from_node describes: ai.onnx MatMul, Gemm, Conv,
-// ConvTranspose, RNN, LSTM, GRU and MatMulInteger, and kiln::NhwcConv (the one list of them).
+// ConvTranspose, RNN, LSTM, GRU, MatMulInteger and ConvInteger, and kiln::NhwcConv (the one list
+// of them).
 bool gemm_like(const Node& n);
 
 // The descriptor of node `n` with these operands and output `output` (its dims and dtype), or

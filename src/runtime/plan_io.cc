@@ -318,7 +318,7 @@ void read_plan_body(Reader& r, ExecPlan& p) {
     st.node = r.pod<int32_t>();
     gemm_ops::GemmDesc& g = st.gemm;
     int32_t gk = r.pod<int32_t>();
-    if (gk < 0 || gk > 8) corrupt("gemm kind");
+    if (gk < 0 || gk > static_cast<int32_t>(gemm_ops::GemmKind::kConvInteger)) corrupt("gemm kind");
     g.kind = static_cast<gemm_ops::GemmKind>(gk);
     g.trans_a = r.pod<uint8_t>() != 0;
     g.trans_b = r.pod<uint8_t>() != 0;

@@ -1,4 +1,4 @@
-// integer-matmul (pass/integer_matmul.cc): the rewritten MatMul/Gemm compute the same values as
+// qdq-to-integer (pass/qdq_to_integer.cc): the rewritten MatMul/Gemm compute the same values as
 // the QDQ form (the golden files show the IR), including zero points, per-column scales, a
 // transposed weight, alpha and beta.
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@ namespace {
 
 const char* kQdqMatMuls = R"(
 model ir=8 opsets={"": 13}
-graph @main(%x: f32[2,3,5]) -> (%y: f32[2,3,4], %g: f32[6,4]) {
+graph @main(%x: f32[2,3,5]) -> (%y: f32[2,3,4], %g: f32[6,4], %c: f32[2,2,3,3]) {
   %xs = const f32[] [0.03]
   %xz = const u8[] [120]
   %wq = const i8[5,4] [1, -2, 3, -4, 5, -6, 7, -8, 127, -127, 0, 9, 10, -11, 12, -13, 14, 15, -16, 17]
@@ -33,27 +33,36 @@ graph @main(%x: f32[2,3,5]) -> (%y: f32[2,3,4], %g: f32[6,4]) {
   %t = DequantizeLinear(%tq, %ts) {axis=0} : f32[4,5]
   %b = const f32[4] [1, -2, 0.5, 3]
   %g = Gemm(%fd, %t, %b) {alpha=0.5, beta=1.5, transB=1} : f32[6,4]
-  return %y, %g
+  %image_shape = const i64[4] [2, 1, 3, 5]
+  %image = Reshape(%q, %image_shape) : u8[2,1,3,5]
+  %id = DequantizeLinear(%image, %xs, %xz) : f32[2,1,3,5]
+  %cq = const i8[2,1,2,2] [5, -3, 127, -128, 9, 1, -7, 64]
+  %cs = const f32[2] [0.5, 0.25]
+  %cw = DequantizeLinear(%cq, %cs) {axis=0} : f32[2,1,2,2]
+  %cb = const f32[2] [0.75, -1]
+  %c = Conv(%id, %cw, %cb) {pads=[1, 0, 0, 1], strides=[1, 2]} : f32[2,2,3,3]
+  return %y, %g, %c
 }
 )";
 
-TEST(IntegerMatMul, KeepsTheValues) {
+TEST(QdqToInteger, KeepsTheValues) {
   Model ref = parse_model(kQdqMatMuls);
   Model m = parse_model(kQdqMatMuls);
   PassContext ctx;
-  ASSERT_TRUE(find_pass("integer-matmul")->run(m, ctx));
+  ASSERT_TRUE(find_pass("qdq-to-integer")->run(m, ctx));
   int integer_nodes = 0;
   for (const auto& n : m.graph->nodes) {
     EXPECT_NE(n->op_type, "MatMul");
     EXPECT_NE(n->op_type, "Gemm");
-    integer_nodes += n->op_type == "MatMulInteger";
+    EXPECT_NE(n->op_type, "Conv");
+    integer_nodes += n->op_type == "MatMulInteger" || n->op_type == "ConvInteger";
   }
-  EXPECT_EQ(integer_nodes, 2);
+  EXPECT_EQ(integer_nodes, 3);
   Tensor x(DType::kFloat32, {2, 3, 5});
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::sin(static_cast<float>(i) * 1.7f) * 3.f;
   Interpreter a(ref), b(m);
   const auto ya = a.run({RtValue(x)}), yb = b.run({RtValue(x)});
-  ASSERT_EQ(ya.size(), 2u);
+  ASSERT_EQ(ya.size(), 3u);
   for (size_t o = 0; o < ya.size(); ++o) {
     const Tensor &ta = ya[o].tensor, &tb = yb[o].tensor;
     ASSERT_EQ(ta.dims(), tb.dims());

@@ -14,6 +14,8 @@ namespace kiln::kernels {
 
 void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int8_t* b,
                                        int32_t* c, int64_t ldc, bool accumulate);
+void s8_gemm_ukernel_14x32_rows__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, int64_t lda,
+                                            const int8_t* b, int32_t* c, int64_t ldc, bool accumulate);
 void s8_gemm_ukernel_14x32__avx2(int64_t mr, int64_t nr, int64_t kq, const int16_t* a, const int16_t* b, int32_t* c,
                                  int64_t ldc, bool accumulate);
 void s8_gemm_ukernel_14x32__avx2_7bit(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int8_t* b,
@@ -132,11 +134,15 @@ void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& 
   const int64_t mc = std::min(kMc, ceil_div(ceil_div(M, mblocks), kMr) * kMr);
   const int64_t chunks = std::min<int64_t>(panels, std::max<int64_t>(1, ceil_div(8, mblocks)));
   const int64_t mtasks = ceil_div(M, mc);
+  // VNNI reads whole quads of A's rows in place when K has no partial quad: packing A cost as
+  // much as the microkernel in a conv's narrow GEMMs (64 output channels: 64 products per byte
+  // packed).
+  const bool in_place = path == S8Path::kVnni && K % 4 == 0;
   run_parallel(parallel, mtasks * chunks, [&](int64_t begin, int64_t end) {
     thread_local std::vector<uint8_t> a_buf;
     thread_local std::vector<int16_t> a_wide;
     if (wide) a_wide.resize(static_cast<size_t>(kMc * kKc));
-    else a_buf.resize(static_cast<size_t>(kMc * kKc));
+    else if (!in_place) a_buf.resize(static_cast<size_t>(kMc * kKc));
     for (int64_t t = begin; t < end; ++t) {
       const int64_t i0 = t / chunks * mc, rows = std::min(mc, M - i0);
       if (rows <= 0) continue;
@@ -144,7 +150,7 @@ void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& 
       for (int64_t k0 = 0; k0 < K; k0 += kKc) {
         const int64_t kc = std::min(kKc, K - k0), kq = ceil_div(kc, 4);
         if (wide) pack_a(A, lda, M, K, i0, rows, k0, kc, a_wide.data());
-        else pack_a(A, lda, M, K, i0, rows, k0, kc, a_buf.data());
+        else if (!in_place) pack_a(A, lda, M, K, i0, rows, k0, kc, a_buf.data());
         for (int64_t p = p0; p < p1; ++p) {
           const int64_t b_at_panel = ((p * kq_total + k0 / 4) * kNr) * 4;
           const int64_t cols = std::min(kNr, N - p * kNr);
@@ -156,6 +162,9 @@ void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& 
             else if (path == S8Path::kAvx2)
               s8_gemm_ukernel_14x32__avx2_7bit(std::min(kMr, rows - ii), cols, kq, a_buf.data() + ii * kq * 4,
                                                B.data.data() + b_at_panel, c, ldc, k0 > 0);
+            else if (in_place)
+              s8_gemm_ukernel_14x32_rows__avx512vnni(std::min(kMr, rows - ii), cols, kq, A + (i0 + ii) * lda + k0, lda,
+                                                     B.data.data() + b_at_panel, c, ldc, k0 > 0);
             else
               s8_gemm_ukernel_14x32__avx512vnni(std::min(kMr, rows - ii), cols, kq, a_buf.data() + ii * kq * 4,
                                                 B.data.data() + b_at_panel, c, ldc, k0 > 0);

@@ -1,5 +1,6 @@
 // u8 x s8 -> s32 GEMM microkernel for AVX-512 VNNI (compiled with -mavx512f -mavx512vnni;
-// called only when the CPU has them): 14 rows x 32 columns of int32 accumulators.
+// called only when the CPU has them): 14 rows x 32 columns of int32 accumulators, A from packed
+// micro-panels or read in place from its rows.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -9,11 +10,13 @@
 
 namespace kiln::kernels {
 
-// a: MR rows x kq groups of 4 u8 ([kq][14][4]); b: one packed panel ([kq][32][4]).
-// Writes (accumulate: adds to) the mr x nr tile of C.
-void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int8_t* b,
-                                       int32_t* c, int64_t ldc, bool accumulate) {
-  constexpr int kMr = 14;
+namespace {
+
+constexpr int kMr = 14;
+
+// Row i's quad q of A at a + row[i] + q * quad_stride.
+[[gnu::always_inline]] inline void s8_tile(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64_t quad_stride,
+                    const int8_t* b, int32_t* c, int64_t ldc, bool accumulate) {
   __m512i acc0[kMr], acc1[kMr];
 #pragma GCC unroll 14
   for (int i = 0; i < kMr; ++i) acc0[i] = acc1[i] = _mm512_setzero_si512();
@@ -23,27 +26,46 @@ void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const
 #pragma GCC unroll 14
     for (int i = 0; i < kMr; ++i) {
       int32_t quad;
-      std::memcpy(&quad, a + 4 * i, 4);
+      std::memcpy(&quad, a + row[i], 4);
       const __m512i ai = _mm512_set1_epi32(quad);
       acc0[i] = _mm512_dpbusd_epi32(acc0[i], ai, b0);
       acc1[i] = _mm512_dpbusd_epi32(acc1[i], ai, b1);
     }
-    a += 4 * kMr;
+    a += quad_stride;
     b += 128;
   }
   const __mmask16 m0 = F32x16::first(nr), m1 = F32x16::first(nr - 16);
 #pragma GCC unroll 14
   for (int i = 0; i < kMr; ++i) {
     if (i >= mr) break;
-    int32_t* row = c + i * ldc;
+    int32_t* out = c + i * ldc;
     __m512i v0 = acc0[i], v1 = acc1[i];
     if (accumulate) {
-      v0 = _mm512_add_epi32(v0, _mm512_maskz_loadu_epi32(m0, row));
-      v1 = _mm512_add_epi32(v1, _mm512_maskz_loadu_epi32(m1, row + 16));
+      v0 = _mm512_add_epi32(v0, _mm512_maskz_loadu_epi32(m0, out));
+      v1 = _mm512_add_epi32(v1, _mm512_maskz_loadu_epi32(m1, out + 16));
     }
-    _mm512_mask_storeu_epi32(row, m0, v0);
-    _mm512_mask_storeu_epi32(row + 16, m1, v1);
+    _mm512_mask_storeu_epi32(out, m0, v0);
+    _mm512_mask_storeu_epi32(out + 16, m1, v1);
   }
+}
+
+}  // namespace
+
+// a: MR rows x kq groups of 4 u8 ([kq][14][4]); b: one packed panel ([kq][32][4]).
+// Writes (accumulate: adds to) the mr x nr tile of C.
+void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int8_t* b,
+                                       int32_t* c, int64_t ldc, bool accumulate) {
+  static constexpr int64_t kPacked[kMr] = {0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52};
+  s8_tile(mr, nr, kq, a, kPacked, 4 * kMr, b, c, ldc, accumulate);
+}
+
+// The same with A read in place: row i at a + i * lda (mr rows; the others repeat row 0 and are
+// not stored), 4 * kq bytes each.
+void s8_gemm_ukernel_14x32_rows__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, int64_t lda,
+                                            const int8_t* b, int32_t* c, int64_t ldc, bool accumulate) {
+  int64_t row[kMr];
+  for (int i = 0; i < kMr; ++i) row[i] = i < mr ? i * lda : 0;
+  s8_tile(mr, nr, kq, a, row, 4, b, c, ldc, accumulate);
 }
 
 }  // namespace kiln::kernels
