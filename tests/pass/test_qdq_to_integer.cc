@@ -14,7 +14,7 @@ namespace {
 
 const char* kQdqMatMuls = R"(
 model ir=8 opsets={"": 13}
-graph @main(%x: f32[2,3,5]) -> (%y: f32[2,3,4], %g: f32[6,4], %c: f32[2,2,3,3]) {
+graph @main(%x: f32[2,3,5]) -> (%y: f32[2,3,4], %g: f32[6,4], %c: f32[1,2,1,3]) {
   %xs = const f32[] [0.03]
   %xz = const u8[] [120]
   %wq = const i8[5,4] [1, -2, 3, -4, 5, -6, 7, -8, 127, -127, 0, 9, 10, -11, 12, -13, 14, 15, -16, 17]
@@ -33,14 +33,14 @@ graph @main(%x: f32[2,3,5]) -> (%y: f32[2,3,4], %g: f32[6,4], %c: f32[2,2,3,3]) 
   %t = DequantizeLinear(%tq, %ts) {axis=0} : f32[4,5]
   %b = const f32[4] [1, -2, 0.5, 3]
   %g = Gemm(%fd, %t, %b) {alpha=0.5, beta=1.5, transB=1} : f32[6,4]
-  %image_shape = const i64[4] [2, 1, 3, 5]
-  %image = Reshape(%q, %image_shape) : u8[2,1,3,5]
-  %id = DequantizeLinear(%image, %xs, %xz) : f32[2,1,3,5]
-  %cq = const i8[2,1,2,2] [5, -3, 127, -128, 9, 1, -7, 64]
+  %image_shape = const i64[4] [1, 6, 1, 5]
+  %image = Reshape(%q, %image_shape) : u8[1,6,1,5]
+  %id = DequantizeLinear(%image, %xs, %xz) : f32[1,6,1,5]
+  %cq = const i8[2,6,2,2] [2, 55, -114, 110, -1, -102, -48, -71, 62, 112, -2, 66, -76, -1, -122, -18, 80, 15, -35, 71, -47, -92, -57, 99, -64, -61, -128, -126, -21, -18, -44, -43, 20, 32, -27, -24, -35, -28, 68, 24, -117, 56, 84, -44, -54, 7, -95, 41]
   %cs = const f32[2] [0.5, 0.25]
-  %cw = DequantizeLinear(%cq, %cs) {axis=0} : f32[2,1,2,2]
+  %cw = DequantizeLinear(%cq, %cs) {axis=0} : f32[2,6,2,2]
   %cb = const f32[2] [0.75, -1]
-  %c = Conv(%id, %cw, %cb) {pads=[1, 0, 0, 1], strides=[1, 2]} : f32[2,2,3,3]
+  %c = Conv(%id, %cw, %cb) {pads=[1, 0, 0, 1], strides=[1, 2]} : f32[1,2,1,3]
   return %y, %g, %c
 }
 )";
