@@ -7,6 +7,7 @@
 // Tests: tests/runtime/test_gemm_ops.cc (MatMulInteger cases against the reference kernel).
 #include "runtime/matmul_integer.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -31,17 +32,28 @@ class MatMulIntegerOp : public GemmOp {
     int32_t* c = y.data<int32_t>();
     const uint8_t* pa = a.data<uint8_t>();
     kernels::u8s8_gemm_packed(m, pa, k_, b_, c, n_, pool_parallel());
-    const bool any_zb = b_zero_.size() > 1 || b_zero_[0] != 0;
+    const bool any_zb = std::any_of(b_zero_.begin(), b_zero_.end(), [](int32_t z) { return z != 0; });
     if (za == 0 && !any_zb) return y;
+    // Per column: -za * colsum(B) + K * za * zb, once per run; per element only an add (and,
+    // with B zero points, -zb * rowsum(A)). The loops vectorize: in a per-element form with the
+    // zero point looked up they took a fifth of a quantized BERT-like's time.
+    correction_.resize(static_cast<size_t>(n_));
+    zb_.resize(static_cast<size_t>(n_));
+    for (int64_t j = 0; j < n_; ++j) {
+      zb_[static_cast<size_t>(j)] = b_zero_[b_zero_.size() == 1 ? 0 : static_cast<size_t>(j)];
+      correction_[static_cast<size_t>(j)] = -za * colsum_[static_cast<size_t>(j)] + static_cast<int32_t>(k_) * za * zb_[static_cast<size_t>(j)];
+    }
+    const int32_t* corr = correction_.data();
+    const int32_t* zb = zb_.data();
     current_thread_pool().parallel_for(m, [&](int64_t r0, int64_t r1) {
       for (int64_t i = r0; i < r1; ++i) {
-        int32_t rowsum = 0;
-        if (any_zb)
-          for (int64_t p = 0; p < k_; ++p) rowsum += pa[i * k_ + p];
         int32_t* row = c + i * n_;
-        for (int64_t j = 0; j < n_; ++j) {
-          const int32_t zb = b_zero_[b_zero_.size() == 1 ? 0 : j];
-          row[j] += -za * colsum_[j] - zb * rowsum + static_cast<int32_t>(k_) * za * zb;
+        if (any_zb) {
+          int32_t rowsum = 0;
+          for (int64_t p = 0; p < k_; ++p) rowsum += pa[i * k_ + p];
+          for (int64_t j = 0; j < n_; ++j) row[j] += corr[j] - zb[j] * rowsum;
+        } else {
+          for (int64_t j = 0; j < n_; ++j) row[j] += corr[j];
         }
       }
     });
@@ -51,6 +63,7 @@ class MatMulIntegerOp : public GemmOp {
  private:
   kernels::PackedB8 b_;
   std::vector<int32_t> colsum_, b_zero_;
+  std::vector<int32_t> correction_, zb_;  // per run (scratch)
   int64_t k_, n_;
   std::vector<int64_t> out_dims_;
 };
