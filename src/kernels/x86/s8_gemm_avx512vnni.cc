@@ -14,17 +14,18 @@ namespace {
 
 constexpr int kMr = 14;
 
-// Row i's quad q of A at a + row[i] + q * quad_stride.
-[[gnu::always_inline]] inline void s8_tile(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64_t quad_stride,
-                    const int8_t* b, int32_t* c, int64_t ldc, bool accumulate) {
-  __m512i acc0[kMr], acc1[kMr];
+// MR rows of the tile; row i's quad q of A at a + row[i] + q * quad_stride.
+template <int MR>
+void s8_tile(int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64_t quad_stride, const int8_t* b,
+             int32_t* c, int64_t ldc, bool accumulate) {
+  __m512i acc0[MR], acc1[MR];
 #pragma GCC unroll 14
-  for (int i = 0; i < kMr; ++i) acc0[i] = acc1[i] = _mm512_setzero_si512();
+  for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm512_setzero_si512();
   for (int64_t q = 0; q < kq; ++q) {
     const __m512i b0 = _mm512_loadu_si512(b);
     const __m512i b1 = _mm512_loadu_si512(b + 64);
 #pragma GCC unroll 14
-    for (int i = 0; i < kMr; ++i) {
+    for (int i = 0; i < MR; ++i) {
       int32_t quad;
       std::memcpy(&quad, a + row[i], 4);
       const __m512i ai = _mm512_set1_epi32(quad);
@@ -36,8 +37,7 @@ constexpr int kMr = 14;
   }
   const __mmask16 m0 = F32x16::first(nr), m1 = F32x16::first(nr - 16);
 #pragma GCC unroll 14
-  for (int i = 0; i < kMr; ++i) {
-    if (i >= mr) break;
+  for (int i = 0; i < MR; ++i) {
     int32_t* out = c + i * ldc;
     __m512i v0 = acc0[i], v1 = acc1[i];
     if (accumulate) {
@@ -49,6 +49,21 @@ constexpr int kMr = 14;
   }
 }
 
+// The instance for mr rows (1..14): a partial micro-panel (M = 128 leaves 2 rows after nine
+// full ones) computes only its rows.
+void s8_tile_rows(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64_t quad_stride,
+                  const int8_t* b, int32_t* c, int64_t ldc, bool accumulate) {
+  switch (mr) {
+#define KILN_S8_TILE_CASE(MR) \
+  case MR: return s8_tile<MR>(nr, kq, a, row, quad_stride, b, c, ldc, accumulate);
+    KILN_S8_TILE_CASE(1) KILN_S8_TILE_CASE(2) KILN_S8_TILE_CASE(3) KILN_S8_TILE_CASE(4) KILN_S8_TILE_CASE(5)
+    KILN_S8_TILE_CASE(6) KILN_S8_TILE_CASE(7) KILN_S8_TILE_CASE(8) KILN_S8_TILE_CASE(9) KILN_S8_TILE_CASE(10)
+    KILN_S8_TILE_CASE(11) KILN_S8_TILE_CASE(12) KILN_S8_TILE_CASE(13)
+#undef KILN_S8_TILE_CASE
+    default: return s8_tile<kMr>(nr, kq, a, row, quad_stride, b, c, ldc, accumulate);
+  }
+}
+
 }  // namespace
 
 // a: MR rows x kq groups of 4 u8 ([kq][14][4]); b: one packed panel ([kq][32][4]).
@@ -56,16 +71,15 @@ constexpr int kMr = 14;
 void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int8_t* b,
                                        int32_t* c, int64_t ldc, bool accumulate) {
   static constexpr int64_t kPacked[kMr] = {0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52};
-  s8_tile(mr, nr, kq, a, kPacked, 4 * kMr, b, c, ldc, accumulate);
+  s8_tile_rows(mr, nr, kq, a, kPacked, 4 * kMr, b, c, ldc, accumulate);
 }
 
-// The same with A read in place: row i at a + i * lda (mr rows; the others repeat row 0 and are
-// not stored), 4 * kq bytes each.
+// The same with A read in place: row i at a + i * lda (mr rows), 4 * kq bytes each.
 void s8_gemm_ukernel_14x32_rows__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, int64_t lda,
                                             const int8_t* b, int32_t* c, int64_t ldc, bool accumulate) {
   int64_t row[kMr];
-  for (int i = 0; i < kMr; ++i) row[i] = i < mr ? i * lda : 0;
-  s8_tile(mr, nr, kq, a, row, 4, b, c, ldc, accumulate);
+  for (int i = 0; i < kMr; ++i) row[i] = i * lda;
+  s8_tile_rows(mr, nr, kq, a, row, 4, b, c, ldc, accumulate);
 }
 
 }  // namespace kiln::kernels
