@@ -62,23 +62,31 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
     Tensor y = output_tensor(DType::kInt32, {g.n, g.co, g.ho, g.wo});
     const int64_t plane = g.ho * g.wo;
     const bool direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && plane == g.h * g.w;
-    nhwc_.resize(static_cast<size_t>(g.h * g.w * g.c));
-    if (!direct) cols_.resize(static_cast<size_t>(plane * k_));
-    acc_.resize(static_cast<size_t>(plane * g.co));
+    // Scratch shared by the convs that run on this thread, one at a time (a buffer per op would
+    // hold a few MB for each of ResNet-50's 52 convs).
+    // (Named here: the pool's workers see their own thread_local instances.)
+    thread_local std::vector<uint8_t> nhwc_scratch, cols_scratch;
+    thread_local std::vector<int32_t> acc_scratch;
+    nhwc_scratch.resize(static_cast<size_t>(g.h * g.w * g.c));
+    if (!direct) cols_scratch.resize(static_cast<size_t>(plane * k_));
+    acc_scratch.resize(static_cast<size_t>(plane * g.co));
+    uint8_t* const nhwc = nhwc_scratch.data();
+    uint8_t* const cols = cols_scratch.data();
+    int32_t* const acc = acc_scratch.data();
     ThreadPool& pool = current_thread_pool();
     for (int64_t n = 0; n < g.n; ++n) {
       const uint8_t* image = ins[0]->tensor.data<uint8_t>() + n * g.c * g.h * g.w;
       pool.parallel_for(kernels::ceil_div(g.c, 4), [&](int64_t q0, int64_t q1) {  // whole quads of channels per task
-        transpose_rows(image, g.h * g.w, 4 * q0, std::min(4 * q1, g.c), g.h * g.w, nhwc_.data(), g.c);
+        transpose_rows(image, g.h * g.w, 4 * q0, std::min(4 * q1, g.c), g.h * g.w, nhwc, g.c);
       });
-      if (!direct) pool.parallel_for(g.ho, [&](int64_t y0, int64_t y1) { im2col(zx, y0, y1); });
-      kernels::u8s8_gemm_packed(plane, direct ? nhwc_.data() : cols_.data(), k_, b_, acc_.data(), g.co,
+      if (!direct) pool.parallel_for(g.ho, [&](int64_t y0, int64_t y1) { im2col(nhwc, zx, y0, y1, cols); });
+      kernels::u8s8_gemm_packed(plane, direct ? nhwc : cols, k_, b_, acc, g.co,
                                 gemm_ops::pool_parallel());
       int32_t* out = y.data<int32_t>() + n * g.co * plane;
       pool.parallel_for(g.co, [&](int64_t m0, int64_t m1) {
         // acc [P, M] -> out [M, P], less zx * sum(w) per channel
         // (int32 moved as f32 bit patterns: the transpose only shuffles.)
-        kernels::transpose_f32(plane, m1 - m0, reinterpret_cast<const float*>(acc_.data() + m0), g.co,
+        kernels::transpose_f32(plane, m1 - m0, reinterpret_cast<const float*>(acc + m0), g.co,
                                reinterpret_cast<float*>(out + m0 * plane), plane);
         for (int64_t m = m0; m < m1; ++m) {
           const int32_t correction = static_cast<int32_t>(zx) * colsum_[static_cast<size_t>(m)];
@@ -93,17 +101,17 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
  private:
   // Output rows [y0, y1) of the column matrix [P, (i, j, c)] from the channels-last image: one
   // run of C bytes per pixel and tap, zx outside the image.
-  void im2col(uint8_t zx, int64_t y0, int64_t y1) {
+  void im2col(const uint8_t* nhwc, uint8_t zx, int64_t y0, int64_t y1, uint8_t* cols) const {
     const ConvGeom& g = g_;
     for (int64_t oy = y0; oy < y1; ++oy)
       for (int64_t ox = 0; ox < g.wo; ++ox) {
-        uint8_t* dst = cols_.data() + (oy * g.wo + ox) * k_;
+        uint8_t* dst = cols + (oy * g.wo + ox) * k_;
         for (int64_t i = 0; i < g.kh; ++i) {
           const int64_t iy = oy * g.sh - g.pt + i * g.dh;
           for (int64_t j = 0; j < g.kw; ++j, dst += g.c) {
             const int64_t ix = ox * g.sw - g.pl + j * g.dw;
             if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) std::memset(dst, zx, static_cast<size_t>(g.c));
-            else std::memcpy(dst, nhwc_.data() + (iy * g.w + ix) * g.c, static_cast<size_t>(g.c));
+            else std::memcpy(dst, nhwc + (iy * g.w + ix) * g.c, static_cast<size_t>(g.c));
           }
         }
       }
@@ -113,8 +121,6 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
   int64_t k_;
   kernels::PackedB8 b_;
   std::vector<int32_t> colsum_;
-  std::vector<uint8_t> nhwc_, cols_;
-  std::vector<int32_t> acc_;
 };
 
 bool absent_or_zero(const gemm_ops::Operand& o) {
