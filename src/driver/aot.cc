@@ -25,6 +25,7 @@
 #include "codegen/llvm/codegen.h"
 #include "driver/compile/plan_builder.h"
 #include "driver/compile_model.h"
+#include "driver/engine_passes.h"
 #include "frontend/onnx/onnx_io.h"
 #include "kiln/c_api.h"
 #include "pass/pass.h"
@@ -331,7 +332,7 @@ AotResult compile_shared_library(const std::string& model_path, const std::strin
   Model model = load_onnx_model(model_path);
   check_dim_names(model, o.dims);
   {
-    PassContext ctx;
+    PassContext ctx = engine_pass_context();
     run_passes(model, default_pipeline(), ctx);
   }
   CompiledOptions co;

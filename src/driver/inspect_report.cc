@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "driver/compile_model.h"
 #include "driver/model_info.h"
+#include "driver/engine_passes.h"
 #include "frontend/onnx/onnx_io.h"
 #include "pass/pass.h"
 #include "target/target.h"
@@ -61,14 +62,14 @@ InspectReport inspect_model(const std::string& path, const InspectReportOptions&
   // transformer layer).
   if (opts.optimize) {
     r.optimized = load_onnx_model(path);
-    PassContext ctx;
+    PassContext ctx = engine_pass_context();
     run_passes(r.optimized, default_pipeline(), ctx);
     r.pass_stats = ctx.stats;
     r.nodes_after = analyze_model(r.optimized).node_count;
     Model bound = load_onnx_model(path);
     bind_dims(bound, bindings);
     for (int round = 0; round < 64; ++round) {
-      PassContext bound_ctx;
+      PassContext bound_ctx = engine_pass_context();
       run_passes(bound, default_pipeline(), bound_ctx);
       MemoryInfo next = analyze_memory(bound, bindings);
       bool progress = round == 0 || next.unplanned_values < r.memory.unplanned_values;

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "driver/npy.h"
+#include "driver/engine_passes.h"
 #include "frontend/onnx/onnx_io.h"
 #include "pass/pass.h"
 
@@ -55,7 +56,7 @@ Session::Session(Model model, const SessionOptions& opts) : model_(std::move(mod
   // CLI, `kiln bench`, Python and the C API all run the same graph; the interpreter runs the
   // model as given unless asked to optimize.
   if (opts.optimize || opts.engine == Engine::kCompiled) {
-    PassContext ctx;
+    PassContext ctx = engine_pass_context();
     // KILN_DISABLE_PASSES=a,b: skip passes of the pipeline (A/B measurements, bisecting a pass).
     if (const char* off = std::getenv("KILN_DISABLE_PASSES"))
       for (const std::string& name : split_pass_names(off)) ctx.disabled.insert(name);

@@ -21,6 +21,12 @@ struct PassStat {
   std::map<std::string, int64_t> histogram_after;
 };
 
+// What the engine's int8 GEMM runs faster than float32 on this CPU (driver/engine_passes.h sets
+// it from the kernels; qdq-to-integer reads it): kFull with a dot-product instruction (AVX-512
+// VNNI), kSevenBit where only MatMul weights within [-64, 63] are (AVX2: vpmaddubsw), kNone
+// without.
+enum class Int8Gemm { kNone, kSevenBit, kFull };
+
 struct PassContext {
   std::set<std::string> disabled;    // pass names to skip
   bool verify = false;               // run the verifier after every pass
@@ -29,6 +35,7 @@ struct PassContext {
   std::string dump_dir;              // write NN-<pass>.kir after every pass into this folder
   std::ostream* log = nullptr;       // where timing and printed IR go (default std::cerr)
   int64_t fold_max_elements = 1 << 20;  // constant folding leaves larger results unfolded
+  Int8Gemm int8_gemm = Int8Gemm::kFull;
   std::vector<PassStat> stats;       // filled by run_passes, one entry per pass that ran
 };
 

@@ -7,6 +7,7 @@
 // In the engine's pipeline before fold-dequantize (which would turn the weight to float); not in
 // `kiln optimize`'s output, which keeps the QDQ form other runtimes' int8 kernels match.
 // Tests: tests/pass/golden/qdq-to-integer/*.kir, tests/pass/test_qdq_to_integer.cc (values).
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -16,6 +17,17 @@
 
 namespace kiln {
 namespace {
+
+// Whether the int8 GEMM beats the float path for this weight here (PassContext::int8_gemm).
+// Measured on an EPYC with AVX2 only (Zen 4 with AVX-512 hidden, KILN_ISA=avx2), 1 thread: a QDQ
+// ResNet-50 took 155 ms as ConvInteger with 8-bit weights and 128 ms with 7-bit ones against
+// 85 ms float (float 3x3 convs run Winograd; int16 products issue as often as fp32 FMAs), while
+// 7-bit MatMul weights take the vpmaddubsw kernel, 1.7-1.9x sgemm. So AVX2 keeps convs float.
+bool integer_pays(Int8Gemm gemm, const Tensor& weight, bool conv) {
+  if (gemm != Int8Gemm::kSevenBit || conv) return gemm == Int8Gemm::kFull;
+  const int8_t* w = weight.data<int8_t>();
+  return std::all_of(w, w + weight.numel(), [](int8_t v) { return v >= -64 && v <= 63; });
+}
 
 bool one_element(const Value* v) { return v && v->is_constant() && v->initializer.numel() == 1; }
 
@@ -99,7 +111,7 @@ std::optional<std::vector<float>> conv_weight_scales(const Node* dq) {
 // Conv (2-D, group 1, 4+ input channels) -> ConvInteger, Cast, Mul by the scales per channel ([M, 1, 1]), Add of
 // the bias reshaped alike (constant-folding folds the Reshape once fold-dequantize made the
 // bias a constant).
-bool rewrite_conv(GraphEditor& ed, Node& n) {
+bool rewrite_conv(GraphEditor& ed, Node& n, Int8Gemm gemm) {
   Value* out = n.outputs[0];
   if (n.inputs.size() < 2 || out->type.dtype != DType::kFloat32 || AttrReader(n).attr_int("group", 1) != 1)
     return false;
@@ -108,7 +120,7 @@ bool rewrite_conv(GraphEditor& ed, Node& n) {
   const auto ws = conv_weight_scales(wdq);
   // Stems (1-3 input channels) stay float: kiln's direct float stem kernel beats an int8 GEMM
   // with K = 27-147 and 3-byte gathers (ResNet-50's 7x7 stem: 5.6 ms int8 at 1 thread).
-  if (!ws || wdq->inputs[0]->initializer.dim(1) < 4) return false;
+  if (!ws || wdq->inputs[0]->initializer.dim(1) < 4 || !integer_pays(gemm, wdq->inputs[0]->initializer, true)) return false;
   const Value* bias = n.inputs.size() > 2 ? n.inputs[2] : nullptr;
   if (bias && bias->type.dtype != DType::kFloat32) return false;
   const std::string base = out->name;
@@ -139,17 +151,17 @@ bool rewrite_conv(GraphEditor& ed, Node& n) {
   return true;
 }
 
-bool rewrite(GraphEditor& ed, Node& n) {
-  const bool gemm = n.op_type == "Gemm";
+bool rewrite(GraphEditor& ed, Node& n, Int8Gemm gemm) {
+  const bool is_gemm = n.op_type == "Gemm";
   AttrReader at(n);
   Value* out = n.outputs[0];
-  if (n.inputs.size() < 2 || out->type.dtype != DType::kFloat32 || (gemm && at.attr_int("transA", 0))) return false;
+  if (n.inputs.size() < 2 || out->type.dtype != DType::kFloat32 || (is_gemm && at.attr_int("transA", 0))) return false;
   const auto a = activation_of(n.inputs[0]);
-  auto w = a ? weight_of(n.inputs[1], gemm && at.attr_int("transB", 0)) : std::nullopt;
-  if (!w) return false;
-  const Value* bias = gemm && n.inputs.size() > 2 ? n.inputs[2] : nullptr;
+  auto w = a ? weight_of(n.inputs[1], is_gemm && at.attr_int("transB", 0)) : std::nullopt;
+  if (!w || !integer_pays(gemm, w->q, false)) return false;
+  const Value* bias = is_gemm && n.inputs.size() > 2 ? n.inputs[2] : nullptr;
   if (bias && bias->type.dtype != DType::kFloat32) return false;
-  const float alpha = gemm ? at.attr_float("alpha", 1.f) : 1.f, beta = gemm ? at.attr_float("beta", 1.f) : 1.f;
+  const float alpha = is_gemm ? at.attr_float("alpha", 1.f) : 1.f, beta = is_gemm ? at.attr_float("beta", 1.f) : 1.f;
 
   const std::string base = out->name;
   Tensor scale = w->scale.size() == 1 ? Tensor::scalar(DType::kFloat32, 0.f)
@@ -183,12 +195,14 @@ bool rewrite(GraphEditor& ed, Node& n) {
   return true;
 }
 
-bool run(Model& m, PassContext&) {
+bool run(Model& m, PassContext& ctx) {
   if (m.opset("") < 10) return false;  // no MatMulInteger
   GraphEditor ed(*m.graph);
-  const bool matmuls = ed.rewrite_nodes("MatMul", [&](Node& n) { return rewrite(ed, n); });
-  const bool gemms = ed.rewrite_nodes("Gemm", [&](Node& n) { return rewrite(ed, n); });
-  const bool convs = ed.rewrite_nodes("Conv", [&](Node& n) { return rewrite_conv(ed, n); });
+  const Int8Gemm gemm = ctx.int8_gemm;
+  if (gemm == Int8Gemm::kNone) return false;
+  const bool matmuls = ed.rewrite_nodes("MatMul", [&](Node& n) { return rewrite(ed, n, gemm); });
+  const bool gemms = ed.rewrite_nodes("Gemm", [&](Node& n) { return rewrite(ed, n, gemm); });
+  const bool convs = ed.rewrite_nodes("Conv", [&](Node& n) { return rewrite_conv(ed, n, gemm); });
   return matmuls || gemms || convs;
 }
 

@@ -71,5 +71,23 @@ TEST(QdqToInteger, KeepsTheValues) {
   }
 }
 
+// Where only 7-bit MatMul weights run faster than float (AVX2: PassContext::int8_gemm
+// kSevenBit), a weight with values outside [-64, 63] and every Conv stay float; without an int8
+// GEMM nothing is rewritten.
+TEST(QdqToInteger, RewritesOnlyWhatTheInt8GemmRunsFaster) {
+  auto integer_ops = [](Int8Gemm gemm) {
+    Model m = parse_model(kQdqMatMuls);
+    PassContext ctx;
+    ctx.int8_gemm = gemm;
+    find_pass("qdq-to-integer")->run(m, ctx);
+    size_t count = 0;
+    for (const auto& n : m.graph->nodes) count += n->op_type == "MatMulInteger" || n->op_type == "ConvInteger";
+    return count;
+  };
+  EXPECT_EQ(integer_ops(Int8Gemm::kFull), 3u);
+  EXPECT_EQ(integer_ops(Int8Gemm::kSevenBit), 1u);  // the Gemm's weights are within [-16, 9]
+  EXPECT_EQ(integer_ops(Int8Gemm::kNone), 0u);
+}
+
 }  // namespace
 }  // namespace kiln
