@@ -90,6 +90,18 @@ std::optional<QuantizedWeight> weight_of(const Value* b, bool transposed) {
   return r;
 }
 
+// Cast(integer) * scale in float, replacing `out`'s producer's result: the integer node, Cast and
+// Mul, each named after its output. Returns the Mul's output.
+Value* scaled_to_float(GraphEditor& ed, Node* integer, const Value* out, Tensor scale) {
+  const std::string& base = out->name;
+  Node* cast = ed.add_node("Cast", {integer->outputs[0]}, out->type, base + "_Cast");
+  cast->attrs["to"] = Attribute::make_int(1);  // FLOAT
+  Node* y = ed.add_node("Mul", {cast->outputs[0], ed.add_constant(std::move(scale), base + "_scale")}, out->type,
+                        base + "_Mul");
+  for (Node* x : {integer, cast, y}) x->name = x->outputs[0]->name;
+  return y->outputs[0];
+}
+
 // A Conv's weight: int8 [M, C, kh, kw] with zero points absent or 0 and scales one or one per
 // output channel (axis 0). Returns the scales.
 std::optional<std::vector<float>> conv_weight_scales(const Node* dq) {
@@ -134,12 +146,7 @@ bool rewrite_conv(GraphEditor& ed, Node& n, Int8Gemm gemm) {
   Node* conv = ed.add_node("ConvInteger", ins, int_type, base + "_ConvInteger");
   for (const char* attr : {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"})
     if (const Attribute* at = n.attr(attr)) conv->attrs[attr] = *at;
-  Node* cast = ed.add_node("Cast", {conv->outputs[0]}, out->type, base + "_Cast");
-  cast->attrs["to"] = Attribute::make_int(1);  // FLOAT
-  Node* y = ed.add_node("Mul", {cast->outputs[0], ed.add_constant(std::move(scale), base + "_scale")}, out->type,
-                        base + "_Mul");
-  for (Node* x : {conv, cast, y}) x->name = x->outputs[0]->name;
-  Value* result = y->outputs[0];
+  Value* result = scaled_to_float(ed, conv, out, std::move(scale));
   if (bias) {
     Node* r = ed.add_node("Reshape", {const_cast<Value*>(bias), ed.add_ints({m, 1, 1}, base + "_bias_shape")},
                           Type::tensor(DType::kFloat32, Shape::of({m, 1, 1})), base + "_bias_channels");
@@ -173,12 +180,7 @@ bool rewrite(GraphEditor& ed, Node& n, Int8Gemm gemm) {
   Type int_type = out->type;
   int_type.dtype = DType::kInt32;
   Node* mm = ed.add_node("MatMulInteger", {a->q, wq, za, zw}, int_type, base + "_MatMulInteger");
-  Node* cast = ed.add_node("Cast", {mm->outputs[0]}, out->type, base + "_Cast");
-  cast->attrs["to"] = Attribute::make_int(1);  // FLOAT
-  Node* y = ed.add_node("Mul", {cast->outputs[0], ed.add_constant(std::move(scale), base + "_scale")}, out->type,
-                        base + "_Mul");
-  for (Node* x : {mm, cast, y}) x->name = x->outputs[0]->name;
-  Value* result = y->outputs[0];
+  Value* result = scaled_to_float(ed, mm, out, std::move(scale));
   if (bias) {
     Value* c = const_cast<Value*>(bias);
     if (beta != 1.f) {

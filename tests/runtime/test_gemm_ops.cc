@@ -125,6 +125,23 @@ std::string int_const(const char* type, const std::vector<int64_t>& dims, int lo
   return s.str();
 }
 
+// One integer GEMM node (`text`, int32 output) on the compiled engine against the interpreter:
+// the same int32 values, and a GEMM step (without AVX2 the reference kernel runs it: the
+// portable loop is no faster).
+void expect_integer_op_exact(const std::string& text, const std::vector<RtValue>& feeds) {
+  Model m = parse_model(text);
+  Interpreter interp(m);
+  CompiledOptions opts;
+  opts.threads = 2;
+  CompiledExecutor exec(m, opts);
+  const Tensor want = interp.run(feeds)[0].tensor, got = exec.run(feeds)[0].tensor;
+  ASSERT_EQ(got.dims(), want.dims());
+  for (int64_t i = 0; i < want.numel(); ++i)
+    ASSERT_EQ(got.data<int32_t>()[i], want.data<int32_t>()[i]) << "element " << i << "\n" << text.substr(0, 200);
+  EXPECT_EQ(exec.stats().gemm_nodes, kernels::s8_gemm_kernel_name() == std::string("portable") ? 0 : 1)
+      << text.substr(0, 200);
+}
+
 // MatMulInteger (uint8 A computed, int8 B constant) on the int8 GEMM (runtime/matmul_integer.h)
 // against the reference kernel, exactly: shapes around the 14x32 tile and the 4-deep K groups, a
 // 3-D A, A's zero point computed at run time (as DynamicQuantizeLinear gives it), B's absent,
@@ -153,21 +170,10 @@ TEST(CompiledExecutorGemm, MatMulIntegerMatchesTheReferenceExactly) {
     if (c.b_zero == 2) text += "  %zb = " + int_const("i8", {c.n}, -5, 5, rng) + "\n";
     text += std::string("  %y = MatMulInteger(%a, %b, %za") + (c.b_zero ? ", %zb" : "") + ") : i32[" + dims(out) +
             "]\n  return %y\n}";
-    Model m = parse_model(text);
     Tensor a(DType::kUInt8, c.a);
     for (int64_t i = 0; i < a.numel(); ++i) a.data<uint8_t>()[i] = static_cast<uint8_t>(i % 5 == 0 ? 255 : rng() % 256);
     const std::vector<RtValue> feeds = {RtValue(a), RtValue(Tensor::scalar(DType::kUInt8, 131))};
-    Interpreter interp(m);
-    CompiledOptions opts;
-    opts.threads = 2;
-    CompiledExecutor exec(m, opts);
-    const Tensor want = interp.run(feeds)[0].tensor, got = exec.run(feeds)[0].tensor;
-    ASSERT_EQ(got.dims(), want.dims());
-    for (int64_t i = 0; i < want.numel(); ++i)
-      ASSERT_EQ(got.data<int32_t>()[i], want.data<int32_t>()[i]) << "element " << i << "\n" << text.substr(0, 200);
-    // (Without AVX2 the reference kernel runs it: the portable loop is no faster.)
-    EXPECT_EQ(exec.stats().gemm_nodes, kernels::s8_gemm_kernel_name() == std::string("portable") ? 0 : 1)
-        << text.substr(0, 200);
+    expect_integer_op_exact(text, feeds);
   }
 }
 
@@ -197,21 +203,10 @@ TEST(CompiledExecutorGemm, ConvIntegerMatchesTheReferenceExactly) {
                              "]) {\n  %w = " + int_const("i8", {c.m, c.x[1], c.kh, c.kw}, -128, 127, rng) +
                              "\n  %y = ConvInteger(%x, %w, %zx) " + c.attrs + " : i32[" + dims(c.y) +
                              "]\n  return %y\n}";
-    Model m = parse_model(text);
     Tensor x(DType::kUInt8, c.x);
     for (int64_t i = 0; i < x.numel(); ++i) x.data<uint8_t>()[i] = static_cast<uint8_t>(i % 7 == 0 ? 255 : rng() % 256);
     const std::vector<RtValue> feeds = {RtValue(x), RtValue(Tensor::scalar(DType::kUInt8, 121))};
-    Interpreter interp(m);
-    CompiledOptions opts;
-    opts.threads = 2;
-    CompiledExecutor exec(m, opts);
-    const Tensor want = interp.run(feeds)[0].tensor, got = exec.run(feeds)[0].tensor;
-    ASSERT_EQ(got.dims(), want.dims());
-    for (int64_t i = 0; i < want.numel(); ++i)
-      ASSERT_EQ(got.data<int32_t>()[i], want.data<int32_t>()[i]) << "element " << i << "\n" << text.substr(0, 200);
-    // (Without AVX2 the reference kernel runs it: the portable loop is no faster.)
-    EXPECT_EQ(exec.stats().gemm_nodes, kernels::s8_gemm_kernel_name() == std::string("portable") ? 0 : 1)
-        << text.substr(0, 200);
+    expect_integer_op_exact(text, feeds);
   }
 }
 

@@ -49,24 +49,32 @@ void tile(int64_t kq, const int16_t* a, const int16_t* b, int32_t* out /* R x 8 
 using TileFn = void (*)(int64_t, const int16_t*, const int16_t*, int32_t*);
 constexpr TileFn kTiles[] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>};
 
+// Covers the mr x nr tile of C with TR x TC register tiles (tiles[rows] computes `rows` rows
+// into a TR x TC buffer), storing (accumulate: adding) the live part.
+template <int TR, int TC, typename A, typename B>
+void run_tiles(void (*const tiles[])(int64_t, const A*, const B*, int32_t*), int64_t mr, int64_t nr, int64_t kq,
+               const A* a, const B* b, int32_t* c, int64_t ldc, bool accumulate) {
+  alignas(32) int32_t out[TR * TC];
+  for (int64_t r0 = 0; r0 < mr; r0 += TR) {
+    const int64_t rows = std::min<int64_t>(TR, mr - r0);
+    for (int64_t c0 = 0; c0 < nr; c0 += TC) {
+      tiles[rows](kq, a + 4 * r0, b + 4 * c0, out);
+      const int64_t cols = std::min<int64_t>(TC, nr - c0);
+      for (int64_t r = 0; r < rows; ++r) {
+        int32_t* row = c + (r0 + r) * ldc + c0;
+        for (int64_t j = 0; j < cols; ++j) row[j] = accumulate ? row[j] + out[TC * r + j] : out[TC * r + j];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 // a: one packed A micro-panel ([kq][14][4] int16); b: one packed B panel ([kq][32][4] int16).
 // Writes (accumulate: adds to) the mr x nr tile of C (mr <= 14, nr <= 32).
 void s8_gemm_ukernel_14x32__avx2(int64_t mr, int64_t nr, int64_t kq, const int16_t* a, const int16_t* b, int32_t* c,
                                  int64_t ldc, bool accumulate) {
-  alignas(32) int32_t out[6 * 8];
-  for (int64_t r0 = 0; r0 < mr; r0 += 6) {
-    const int64_t rows = std::min<int64_t>(6, mr - r0);
-    for (int64_t c0 = 0; c0 < nr; c0 += 8) {
-      kTiles[rows](kq, a + 4 * r0, b + 4 * c0, out);
-      const int64_t cols = std::min<int64_t>(8, nr - c0);
-      for (int64_t r = 0; r < rows; ++r) {
-        int32_t* row = c + (r0 + r) * ldc + c0;
-        for (int64_t j = 0; j < cols; ++j) row[j] = accumulate ? row[j] + out[8 * r + j] : out[8 * r + j];
-      }
-    }
-  }
+  run_tiles<6, 8>(kTiles, mr, nr, kq, a, b, c, ldc, accumulate);
 }
 
 }  // namespace kiln::kernels
@@ -111,18 +119,7 @@ constexpr Tile7Fn kTiles7[] = {nullptr, tile7<1>, tile7<2>, tile7<3>, tile7<4>};
 // [kq][32][4] s8), for B values within [-64, 63] only.
 void s8_gemm_ukernel_14x32__avx2_7bit(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int8_t* b,
                                       int32_t* c, int64_t ldc, bool accumulate) {
-  alignas(32) int32_t out[4 * 16];
-  for (int64_t r0 = 0; r0 < mr; r0 += 4) {
-    const int64_t rows = std::min<int64_t>(4, mr - r0);
-    for (int64_t c0 = 0; c0 < nr; c0 += 16) {
-      kTiles7[rows](kq, a + 4 * r0, b + 4 * c0, out);
-      const int64_t cols = std::min<int64_t>(16, nr - c0);
-      for (int64_t r = 0; r < rows; ++r) {
-        int32_t* row = c + (r0 + r) * ldc + c0;
-        for (int64_t j = 0; j < cols; ++j) row[j] = accumulate ? row[j] + out[16 * r + j] : out[16 * r + j];
-      }
-    }
-  }
+  run_tiles<4, 16>(kTiles7, mr, nr, kq, a, b, c, ldc, accumulate);
 }
 
 }  // namespace kiln::kernels
