@@ -18,6 +18,8 @@ void s8_gemm_ukernel_14x32_rows__avx512vnni(int64_t mr, int64_t nr, int64_t kq, 
                                             const int8_t* b, int32_t* c, int64_t ldc, bool accumulate);
 void s8_gemm_ukernel_14x32__avx2(int64_t mr, int64_t nr, int64_t kq, const int16_t* a, const int16_t* b, int32_t* c,
                                  int64_t ldc, bool accumulate);
+void s8_gemm_ukernel_rows_x32__avx2_7bit(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, int64_t lda,
+                                         const int8_t* b, int32_t* c, int64_t ldc, bool accumulate);
 void s8_gemm_ukernel_14x32__avx2_7bit(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int8_t* b,
                                       int32_t* c, int64_t ldc, bool accumulate);
 
@@ -128,16 +130,18 @@ void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& 
   const bool wide = path == S8Path::kAvx2 && !B.seven_bit;
   if (wide == B.wide.empty() || (path == S8Path::kVnni && B.seven_bit))
     throw Error(ErrorKind::kInternal, "u8s8_gemm: B was packed for another microkernel");
-  // Equal M blocks (whole micro-panels), so that tasks weigh the same: 128 rows are 70 + 58, not
-  // 112 + 16 (which left one of two threads mostly idle).
+  // VNNI and the AVX2 7-bit kernel read whole quads of A's rows in place when K has no partial
+  // quad: packing A cost as much as the microkernel in a conv's narrow GEMMs (64 output channels:
+  // 64 products per byte packed) and an eighth of a dynamically quantized BERT-like's time.
+  const bool in_place = K % 4 == 0 && (path == S8Path::kVnni || (path == S8Path::kAvx2 && B.seven_bit));
+  const bool rows_x32 = in_place && path == S8Path::kAvx2;  // any rows, four at a time
+  // Equal M blocks (whole micro-panels, or quads of rows for rows_x32), so that tasks weigh the
+  // same: 128 rows are 70 + 58, not 112 + 16 (which left one of two threads mostly idle).
+  const int64_t granule = rows_x32 ? 4 : kMr;
   const int64_t mblocks = ceil_div(M, kMc);
-  const int64_t mc = std::min(kMc, ceil_div(ceil_div(M, mblocks), kMr) * kMr);
+  const int64_t mc = std::min(kMc, ceil_div(ceil_div(M, mblocks), granule) * granule);
   const int64_t chunks = std::min<int64_t>(panels, std::max<int64_t>(1, ceil_div(8, mblocks)));
   const int64_t mtasks = ceil_div(M, mc);
-  // VNNI reads whole quads of A's rows in place when K has no partial quad: packing A cost as
-  // much as the microkernel in a conv's narrow GEMMs (64 output channels: 64 products per byte
-  // packed).
-  const bool in_place = path == S8Path::kVnni && K % 4 == 0;
   run_parallel(parallel, mtasks * chunks, [&](int64_t begin, int64_t end) {
     thread_local std::vector<uint8_t> a_buf;
     thread_local std::vector<int16_t> a_wide;
@@ -154,6 +158,11 @@ void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& 
         for (int64_t p = p0; p < p1; ++p) {
           const int64_t b_at_panel = ((p * kq_total + k0 / 4) * kNr) * 4;
           const int64_t cols = std::min(kNr, N - p * kNr);
+          if (rows_x32) {
+            s8_gemm_ukernel_rows_x32__avx2_7bit(rows, cols, kq, A + i0 * lda + k0, lda, B.data.data() + b_at_panel,
+                                                C + i0 * ldc + p * kNr, ldc, k0 > 0);
+            continue;
+          }
           for (int64_t ii = 0; ii < rows; ii += kMr) {
             int32_t* c = C + (i0 + ii) * ldc + p * kNr;
             if (wide)

@@ -49,16 +49,16 @@ void tile(int64_t kq, const int16_t* a, const int16_t* b, int32_t* out /* R x 8 
 using TileFn = void (*)(int64_t, const int16_t*, const int16_t*, int32_t*);
 constexpr TileFn kTiles[] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>};
 
-// Covers the mr x nr tile of C with TR x TC register tiles (tiles[rows] computes `rows` rows
-// into a TR x TC buffer), storing (accumulate: adding) the live part.
-template <int TR, int TC, typename A, typename B>
-void run_tiles(void (*const tiles[])(int64_t, const A*, const B*, int32_t*), int64_t mr, int64_t nr, int64_t kq,
-               const A* a, const B* b, int32_t* c, int64_t ldc, bool accumulate) {
+// Covers the mr x nr tile of C with TR x TC register tiles (compute(rows, r0, c0, out) computes
+// `rows` rows from row r0 and column c0 into a TR x TC buffer), storing (accumulate: adding) the
+// live part.
+template <int TR, int TC, typename Compute>
+void run_tiles(Compute compute, int64_t mr, int64_t nr, int32_t* c, int64_t ldc, bool accumulate) {
   alignas(32) int32_t out[TR * TC];
   for (int64_t r0 = 0; r0 < mr; r0 += TR) {
     const int64_t rows = std::min<int64_t>(TR, mr - r0);
     for (int64_t c0 = 0; c0 < nr; c0 += TC) {
-      tiles[rows](kq, a + 4 * r0, b + 4 * c0, out);
+      compute(rows, r0, c0, out);
       const int64_t cols = std::min<int64_t>(TC, nr - c0);
       for (int64_t r = 0; r < rows; ++r) {
         int32_t* row = c + (r0 + r) * ldc + c0;
@@ -74,7 +74,8 @@ void run_tiles(void (*const tiles[])(int64_t, const A*, const B*, int32_t*), int
 // Writes (accumulate: adds to) the mr x nr tile of C (mr <= 14, nr <= 32).
 void s8_gemm_ukernel_14x32__avx2(int64_t mr, int64_t nr, int64_t kq, const int16_t* a, const int16_t* b, int32_t* c,
                                  int64_t ldc, bool accumulate) {
-  run_tiles<6, 8>(kTiles, mr, nr, kq, a, b, c, ldc, accumulate);
+  run_tiles<6, 8>([&](int64_t rows, int64_t r0, int64_t c0, int32_t* out) { kTiles[rows](kq, a + 4 * r0, b + 4 * c0, out); },
+                  mr, nr, c, ldc, accumulate);
 }
 
 }  // namespace kiln::kernels
@@ -86,8 +87,11 @@ namespace {
 // column's u8 x s8 pairs into int16 (|255 * 64 * 2| < 2^15: exact), vpmaddwd with ones sums the
 // two pairs of a K quad into int32. Two multiply uops per 32 products, against four on the
 // widened path.
+// Row r's quad q of A at a + r * lda + q * quad_stride (packed: lda 4, quad_stride 56; in place:
+// lda the row stride, quad_stride 4).
 template <int R>
-void tile7(int64_t kq, const uint8_t* a, const int8_t* b, int32_t* out /* R x 16 */) {
+void tile7(int64_t kq, const uint8_t* a, int64_t lda, int64_t quad_stride, const int8_t* b,
+           int32_t* out /* R x 16 */) {
   __m256i acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
   const __m256i ones = _mm256_set1_epi16(1);
@@ -96,12 +100,12 @@ void tile7(int64_t kq, const uint8_t* a, const int8_t* b, int32_t* out /* R x 16
     const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32));
     for (int r = 0; r < R; ++r) {
       int32_t quad;
-      std::memcpy(&quad, a + 4 * r, 4);
+      std::memcpy(&quad, a + r * lda, 4);
       const __m256i ar = _mm256_set1_epi32(quad);
       acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(ar, b0), ones));
       acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(ar, b1), ones));
     }
-    a += 4 * kPanelRows;
+    a += quad_stride;
     b += 4 * kPanelCols;
   }
   for (int r = 0; r < R; ++r) {
@@ -110,7 +114,7 @@ void tile7(int64_t kq, const uint8_t* a, const int8_t* b, int32_t* out /* R x 16
   }
 }
 
-using Tile7Fn = void (*)(int64_t, const uint8_t*, const int8_t*, int32_t*);
+using Tile7Fn = void (*)(int64_t, const uint8_t*, int64_t, int64_t, const int8_t*, int32_t*);
 constexpr Tile7Fn kTiles7[] = {nullptr, tile7<1>, tile7<2>, tile7<3>, tile7<4>};
 
 }  // namespace
@@ -119,7 +123,18 @@ constexpr Tile7Fn kTiles7[] = {nullptr, tile7<1>, tile7<2>, tile7<3>, tile7<4>};
 // [kq][32][4] s8), for B values within [-64, 63] only.
 void s8_gemm_ukernel_14x32__avx2_7bit(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int8_t* b,
                                       int32_t* c, int64_t ldc, bool accumulate) {
-  run_tiles<4, 16>(kTiles7, mr, nr, kq, a, b, c, ldc, accumulate);
+  run_tiles<4, 16>([&](int64_t rows, int64_t r0, int64_t c0,
+                       int32_t* out) { kTiles7[rows](kq, a + 4 * r0, 4, 4 * kPanelRows, b + 4 * c0, out); },
+                   mr, nr, c, ldc, accumulate);
+}
+
+// The same with A read in place: row i at a + i * lda, 4 * kq bytes each; any number of rows
+// (four at a time), nr <= 32 columns of one packed B panel.
+void s8_gemm_ukernel_rows_x32__avx2_7bit(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, int64_t lda,
+                                         const int8_t* b, int32_t* c, int64_t ldc, bool accumulate) {
+  run_tiles<4, 16>([&](int64_t rows, int64_t r0, int64_t c0,
+                       int32_t* out) { kTiles7[rows](kq, a + r0 * lda, lda, 4, b + 4 * c0, out); },
+                   mr, nr, c, ldc, accumulate);
 }
 
 }  // namespace kiln::kernels
