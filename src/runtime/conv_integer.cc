@@ -42,17 +42,20 @@ void transpose_rows(const uint8_t* src, int64_t ld_src, int64_t r0, int64_t r1, 
 class ConvIntegerOp : public gemm_ops::GemmOp {
  public:
   ConvIntegerOp(const ConvGeom& g, const Tensor& w) : g_(g), k_(g.c * g.kh * g.kw) {
-    // W [M, C, kh, kw] -> B [(i, j, c), M]: K in the order the channels-last columns have it.
-    std::vector<int8_t> b(static_cast<size_t>(k_ * g.co));
-    const int8_t* pw = w.data<int8_t>();
+    const int8_t* pw = w.data<int8_t>();  // [M, K], K = (c, i, j)
     colsum_.assign(static_cast<size_t>(g.co), 0);
     for (int64_t m = 0; m < g.co; ++m)
+      for (int64_t k = 0; k < k_; ++k) colsum_[static_cast<size_t>(m)] += pw[m * k_ + k];
+    if (kernels::s8_gemm_has_vnni()) {
+      w8_ = kernels::pack_w_s8(g.co, k_, pw, k_);
+      return;
+    }
+    // W [M, C, kh, kw] -> B [(i, j, c), M]: K in the order the channels-last columns have it.
+    std::vector<int8_t> b(static_cast<size_t>(k_ * g.co));
+    for (int64_t m = 0; m < g.co; ++m)
       for (int64_t c = 0; c < g.c; ++c)
-        for (int64_t t = 0; t < g.kh * g.kw; ++t) {
-          const int8_t v = pw[(m * g.c + c) * g.kh * g.kw + t];
-          b[static_cast<size_t>((t * g.c + c) * g.co + m)] = v;
-          colsum_[static_cast<size_t>(m)] += v;
-        }
+        for (int64_t t = 0; t < g.kh * g.kw; ++t)
+          b[static_cast<size_t>((t * g.c + c) * g.co + m)] = pw[(m * g.c + c) * g.kh * g.kw + t];
     b_ = kernels::pack_b_s8(k_, g.co, b.data(), g.co);
   }
 
@@ -60,6 +63,10 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
     const ConvGeom& g = g_;
     const uint8_t zx = ins.size() > 2 && ins[2] && ins[2]->is_tensor() ? static_cast<uint8_t>(ins[2]->tensor.get_int(0)) : 0;
     Tensor y = output_tensor(DType::kInt32, {g.n, g.co, g.ho, g.wo});
+    if (!w8_.data.empty()) {
+      run_weight_stationary(ins[0]->tensor.data<uint8_t>(), zx, y.data<int32_t>());
+      return y;
+    }
     const int64_t plane = g.ho * g.wo;
     const bool direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && plane == g.h * g.w;
     // Scratch shared by the convs that run on this thread, one at a time (a buffer per op would
@@ -99,6 +106,77 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
   }
 
  private:
+  // VNNI: per image, the columns in quad-major layout straight from NCHW (quad q = rows
+  // 4q..4q+3 of the (c, i, j) column matrix, interleaved per pixel), Y = W x columns row-major,
+  // which is NCHW: no transposes.
+  void run_weight_stationary(const uint8_t* x, uint8_t zx, int32_t* y) {
+    const ConvGeom& g = g_;
+    const int64_t plane = g.ho * g.wo, kq = kernels::ceil_div(k_, 4);
+    const int64_t quad_stride = 4 * kernels::ceil_div(plane, 32) * 32;
+    thread_local std::vector<uint8_t> quads_scratch;
+    quads_scratch.resize(static_cast<size_t>(kq * quad_stride));
+    uint8_t* const quads = quads_scratch.data();
+    ThreadPool& pool = current_thread_pool();
+    for (int64_t n = 0; n < g.n; ++n) {
+      const uint8_t* image = x + n * g.c * g.h * g.w;
+      pool.parallel_for(kq, [&](int64_t q0, int64_t q1) {
+        std::vector<uint8_t> rows(static_cast<size_t>(4 * plane));
+        for (int64_t q = q0; q < q1; ++q) quad_of_columns(image, zx, q, rows.data(), quads + q * quad_stride);
+      });
+      int32_t* out = y + n * g.co * plane;
+      kernels::s8u8_gemm_quads(w8_, plane, quads, quad_stride, out, plane, gemm_ops::pool_parallel());
+      if (zx != 0)
+        pool.parallel_for(g.co, [&](int64_t m0, int64_t m1) {
+          for (int64_t m = m0; m < m1; ++m) {
+            const int32_t correction = static_cast<int32_t>(zx) * colsum_[static_cast<size_t>(m)];
+            for (int64_t p = 0; p < plane; ++p) out[m * plane + p] -= correction;
+          }
+        });
+    }
+  }
+
+  // Column-matrix rows 4q..4q+3 (row k = (c, i, j): x[c, oy*sh - pt + i*dh, ox*sw - pl + j*dw]
+  // per output pixel, zx outside the image; rows past K are 0) interleaved into dst[4p + t].
+  void quad_of_columns(const uint8_t* image, uint8_t zx, int64_t q, uint8_t* rows, uint8_t* dst) const {
+    const ConvGeom& g = g_;
+    const int64_t plane = g.ho * g.wo;
+    const bool direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && plane == g.h * g.w;
+    const uint8_t* row[4];
+    for (int64_t t = 0; t < 4; ++t) {
+      const int64_t k = 4 * q + t;
+      uint8_t* r = rows + t * plane;
+      row[t] = r;
+      if (k >= k_) {
+        std::memset(r, 0, static_cast<size_t>(plane));
+        continue;
+      }
+      const int64_t c = k / (g.kh * g.kw), i = k / g.kw % g.kh, j = k % g.kw;
+      if (direct) {
+        row[t] = image + c * plane;
+        continue;
+      }
+      // Output columns whose tap lands inside the image: [ox_lo, ox_hi).
+      const int64_t shift = j * g.dw - g.pl;
+      const int64_t ox_lo = std::min(g.wo, shift >= 0 ? 0 : kernels::ceil_div(-shift, g.sw));
+      const int64_t ox_hi = std::max(ox_lo, std::min(g.wo, g.w - 1 - shift >= 0 ? (g.w - 1 - shift) / g.sw + 1 : 0));
+      for (int64_t oy = 0; oy < g.ho; ++oy) {
+        const int64_t iy = oy * g.sh - g.pt + i * g.dh;
+        uint8_t* d = r + oy * g.wo;
+        if (iy < 0 || iy >= g.h) {
+          std::memset(d, zx, static_cast<size_t>(g.wo));
+          continue;
+        }
+        const uint8_t* src = image + (c * g.h + iy) * g.w + shift;
+        std::memset(d, zx, static_cast<size_t>(ox_lo));
+        if (g.sw == 1) std::memcpy(d + ox_lo, src + ox_lo, static_cast<size_t>(ox_hi - ox_lo));
+        else
+          for (int64_t ox = ox_lo; ox < ox_hi; ++ox) d[ox] = src[ox * g.sw];
+        std::memset(d + ox_hi, zx, static_cast<size_t>(g.wo - ox_hi));
+      }
+    }
+    kernels::interleave_quads_u8__avx2(row, plane, dst);
+  }
+
   // Output rows [y0, y1) of the column matrix [P, (i, j, c)] from the channels-last image: one
   // run of C bytes per pixel and tap, zx outside the image.
   void im2col(const uint8_t* nhwc, uint8_t zx, int64_t y0, int64_t y1, uint8_t* cols) const {
@@ -119,7 +197,8 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
 
   ConvGeom g_;
   int64_t k_;
-  kernels::PackedB8 b_;
+  kernels::PackedB8 b_;   // channels-last path (no VNNI)
+  kernels::PackedW8 w8_;  // weight-stationary path (VNNI)
   std::vector<int32_t> colsum_;
 };
 

@@ -16,6 +16,8 @@ void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const
                                        int32_t* c, int64_t ldc, bool accumulate);
 void s8_gemm_ukernel_14x32_rows__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, int64_t lda,
                                             const int8_t* b, int32_t* c, int64_t ldc, bool accumulate);
+void s8_gemm_ukernel_14x32_wx__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const int8_t* w, const uint8_t* x,
+                                          int64_t x_quad_stride, int32_t* c, int64_t ldc, bool accumulate);
 void s8_gemm_ukernel_14x32__avx2(int64_t mr, int64_t nr, int64_t kq, const int16_t* a, const int16_t* b, int32_t* c,
                                  int64_t ldc, bool accumulate);
 void s8_gemm_ukernel_rows_x32__avx2_7bit(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, int64_t lda,
@@ -181,6 +183,35 @@ void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& 
         }
       }
     }
+  });
+}
+
+PackedW8 pack_w_s8(int64_t M, int64_t K, const int8_t* W, int64_t ldw) {
+  PackedW8 p;
+  p.m = M;
+  p.k = K;
+  const int64_t kq = ceil_div(K, 4), panels = ceil_div(M, kMr);
+  p.data.assign(static_cast<size_t>(panels * kq * kMr * 4), 0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k)
+      p.data[static_cast<size_t>(((i / kMr * kq + k / 4) * kMr + i % kMr) * 4 + k % 4)] = W[i * ldw + k];
+  return p;
+}
+
+void s8u8_gemm_quads(const PackedW8& W, int64_t P, const uint8_t* X, int64_t x_quad_stride, int32_t* Y, int64_t ldy,
+                     const ParallelFor& parallel) {
+  if (!s8_gemm_has_vnni()) throw Error(ErrorKind::kInternal, "s8u8_gemm_quads: needs AVX-512 VNNI");
+  const int64_t kq = ceil_div(W.k, 4), wpanels = ceil_div(W.m, kMr), xpanels = ceil_div(P, kNr);
+  // Tasks of up to 4 pixel panels (128 columns, their quads about 128 * K bytes, in L2), each
+  // running every weight panel over them.
+  constexpr int64_t kPanelsPerTask = 4;
+  run_parallel(parallel, ceil_div(xpanels, kPanelsPerTask), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t wp = 0; wp < wpanels; ++wp)
+        for (int64_t xp = t * kPanelsPerTask; xp < std::min(xpanels, (t + 1) * kPanelsPerTask); ++xp)
+          s8_gemm_ukernel_14x32_wx__avx512vnni(std::min(kMr, W.m - wp * kMr), std::min(kNr, P - xp * kNr), kq,
+                                               W.data.data() + wp * kq * kMr * 4, X + xp * kNr * 4, x_quad_stride,
+                                               Y + wp * kMr * ldy + xp * kNr, ldy, false);
   });
 }
 

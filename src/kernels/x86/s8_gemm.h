@@ -34,6 +34,22 @@ PackedB8 pack_b_s8(int64_t K, int64_t N, const int8_t* B, int64_t ldb);
 // C = A * B (int32, row-major, leading dims lda / ldc); B pre-packed.
 void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& B, int32_t* C, int64_t ldc,
                       const ParallelFor& parallel = nullptr);
+// Weight-stationary int8 GEMM for NCHW convolutions (VNNI only: s8_gemm_has_vnni()): the int8
+// weights W [M, K] packed once in 14-row panels (K in groups of 4, zero-padded), the uint8
+// activations X [K, P] in quad-major layout (quad q, rows 4q..4q+3, of column p at
+// X + q * x_quad_stride + 4 * p), so that Y [M, P] comes out row-major: NCHW for a conv.
+struct PackedW8 {
+  int64_t m = 0, k = 0;
+  LargeVector<int8_t> data;  // [panel][k/4][14][4]
+};
+PackedW8 pack_w_s8(int64_t M, int64_t K, const int8_t* W, int64_t ldw);
+// Y (int32, leading dim ldy) = W x X over P columns; x_quad_stride >= 4 * round_up(P, 32) (the
+// columns up to the next multiple of 32 are read, their results dropped).
+void s8u8_gemm_quads(const PackedW8& W, int64_t P, const uint8_t* X, int64_t x_quad_stride, int32_t* Y, int64_t ldy,
+                     const ParallelFor& parallel = nullptr);
+// dst[4p + t] = rows[t][p] for p < n: the quad-major layout of four rows of X. Needs AVX2 (every
+// CPU with VNNI has it).
+void interleave_quads_u8__avx2(const uint8_t* const rows[4], int64_t n, uint8_t* dst);
 // Packs B and runs u8s8_gemm_packed.
 void u8s8_gemm(int64_t M, int64_t N, int64_t K, const uint8_t* A, int64_t lda, const int8_t* B, int64_t ldb,
                int32_t* C, int64_t ldc, const ParallelFor& parallel = nullptr);

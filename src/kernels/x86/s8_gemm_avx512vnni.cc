@@ -14,10 +14,13 @@ namespace {
 
 constexpr int kMr = 14;
 
-// MR rows of the tile; row i's quad q of A at a + row[i] + q * quad_stride.
-template <int MR>
-void s8_tile(int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64_t quad_stride, const int8_t* b,
-             int32_t* c, int64_t ldc, bool accumulate) {
+// MR rows of the tile; row i's quad q of A at a + row[i] + q * a_quad_stride, B's 32 columns of
+// quad q at b + q * b_quad_stride. kSignedRows: A holds the int8 values (broadcast) and B the
+// uint8 ones (vpdpbusd's unsigned operand is the vector then), as the weight-stationary NCHW conv
+// has them; else A uint8, B int8.
+template <int MR, bool kSignedRows>
+void s8_tile(int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64_t a_quad_stride, const uint8_t* b,
+             int64_t b_quad_stride, int32_t* c, int64_t ldc, bool accumulate) {
   __m512i acc0[MR], acc1[MR];
 #pragma GCC unroll 14
   for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm512_setzero_si512();
@@ -29,11 +32,16 @@ void s8_tile(int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64
       int32_t quad;
       std::memcpy(&quad, a + row[i], 4);
       const __m512i ai = _mm512_set1_epi32(quad);
-      acc0[i] = _mm512_dpbusd_epi32(acc0[i], ai, b0);
-      acc1[i] = _mm512_dpbusd_epi32(acc1[i], ai, b1);
+      if constexpr (kSignedRows) {
+        acc0[i] = _mm512_dpbusd_epi32(acc0[i], b0, ai);
+        acc1[i] = _mm512_dpbusd_epi32(acc1[i], b1, ai);
+      } else {
+        acc0[i] = _mm512_dpbusd_epi32(acc0[i], ai, b0);
+        acc1[i] = _mm512_dpbusd_epi32(acc1[i], ai, b1);
+      }
     }
-    a += quad_stride;
-    b += 128;
+    a += a_quad_stride;
+    b += b_quad_stride;
   }
   const __mmask16 m0 = F32x16::first(nr), m1 = F32x16::first(nr - 16);
 #pragma GCC unroll 14
@@ -51,18 +59,21 @@ void s8_tile(int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64
 
 // The instance for mr rows (1..14): a partial micro-panel (M = 128 leaves 2 rows after nine
 // full ones) computes only its rows.
-void s8_tile_rows(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64_t quad_stride,
-                  const int8_t* b, int32_t* c, int64_t ldc, bool accumulate) {
+template <bool kSignedRows>
+void s8_tile_rows(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64_t a_quad_stride,
+                  const uint8_t* b, int64_t b_quad_stride, int32_t* c, int64_t ldc, bool accumulate) {
   switch (mr) {
 #define KILN_S8_TILE_CASE(MR) \
-  case MR: return s8_tile<MR>(nr, kq, a, row, quad_stride, b, c, ldc, accumulate);
+  case MR: return s8_tile<MR, kSignedRows>(nr, kq, a, row, a_quad_stride, b, b_quad_stride, c, ldc, accumulate);
     KILN_S8_TILE_CASE(1) KILN_S8_TILE_CASE(2) KILN_S8_TILE_CASE(3) KILN_S8_TILE_CASE(4) KILN_S8_TILE_CASE(5)
     KILN_S8_TILE_CASE(6) KILN_S8_TILE_CASE(7) KILN_S8_TILE_CASE(8) KILN_S8_TILE_CASE(9) KILN_S8_TILE_CASE(10)
     KILN_S8_TILE_CASE(11) KILN_S8_TILE_CASE(12) KILN_S8_TILE_CASE(13)
 #undef KILN_S8_TILE_CASE
-    default: return s8_tile<kMr>(nr, kq, a, row, quad_stride, b, c, ldc, accumulate);
+    default: return s8_tile<kMr, kSignedRows>(nr, kq, a, row, a_quad_stride, b, b_quad_stride, c, ldc, accumulate);
   }
 }
+
+constexpr int64_t kPacked[kMr] = {0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52};
 
 }  // namespace
 
@@ -70,8 +81,7 @@ void s8_tile_rows(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const in
 // Writes (accumulate: adds to) the mr x nr tile of C.
 void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int8_t* b,
                                        int32_t* c, int64_t ldc, bool accumulate) {
-  static constexpr int64_t kPacked[kMr] = {0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52};
-  s8_tile_rows(mr, nr, kq, a, kPacked, 4 * kMr, b, c, ldc, accumulate);
+  s8_tile_rows<false>(mr, nr, kq, a, kPacked, 4 * kMr, reinterpret_cast<const uint8_t*>(b), 128, c, ldc, accumulate);
 }
 
 // The same with A read in place: row i at a + i * lda (mr rows), 4 * kq bytes each.
@@ -79,7 +89,15 @@ void s8_gemm_ukernel_14x32_rows__avx512vnni(int64_t mr, int64_t nr, int64_t kq, 
                                             const int8_t* b, int32_t* c, int64_t ldc, bool accumulate) {
   int64_t row[kMr];
   for (int i = 0; i < kMr; ++i) row[i] = i * lda;
-  s8_tile_rows(mr, nr, kq, a, row, 4, b, c, ldc, accumulate);
+  s8_tile_rows<false>(mr, nr, kq, a, row, 4, reinterpret_cast<const uint8_t*>(b), 128, c, ldc, accumulate);
+}
+
+// Weight-stationary: w one packed int8 panel of MR output channels ([kq][14][4]), x 32 pixels of
+// uint8 activations in quad-major layout (quad q of pixel j at x + q * x_quad_stride + 4 * j).
+void s8_gemm_ukernel_14x32_wx__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const int8_t* w, const uint8_t* x,
+                                          int64_t x_quad_stride, int32_t* c, int64_t ldc, bool accumulate) {
+  s8_tile_rows<true>(mr, nr, kq, reinterpret_cast<const uint8_t*>(w), kPacked, 4 * kMr, x, x_quad_stride, c, ldc,
+                     accumulate);
 }
 
 }  // namespace kiln::kernels
