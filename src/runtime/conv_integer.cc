@@ -1,8 +1,6 @@
-// ConvInteger on the int8 GEMM (kernels/x86/s8_gemm.h), exact. The weight is the constant GEMM
-// operand, so the pixels are the rows: per image the input is transposed to channels-last, its
-// columns [P, kh*kw*C] gathered as runs of C bytes (the transposed image itself for a 1x1
-// stride-1 conv), C[P, M] = cols x W^T, and C transposed back to NCHW. Padding holds the input's
-// zero point, so (x - zx) . w = x . w - zx * sum(w) for every output.
+// ConvInteger on the int8 GEMM (kernels/x86/s8_gemm.h), exact: with VNNI weight-stationary
+// (NCHW in and out), else channels-last inside the step (run_channels_last). Padding holds the
+// input's zero point, so (x - zx) . w = x . w - zx * sum(w) for every output.
 // Tests: tests/runtime/test_gemm_ops.cc (ConvInteger against the reference kernel).
 #include "runtime/conv_integer.h"
 
@@ -63,10 +61,17 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
     const ConvGeom& g = g_;
     const uint8_t zx = ins.size() > 2 && ins[2] && ins[2]->is_tensor() ? static_cast<uint8_t>(ins[2]->tensor.get_int(0)) : 0;
     Tensor y = output_tensor(DType::kInt32, {g.n, g.co, g.ho, g.wo});
-    if (!w8_.data.empty()) {
-      run_weight_stationary(ins[0]->tensor.data<uint8_t>(), zx, y.data<int32_t>());
-      return y;
-    }
+    if (!w8_.data.empty()) run_weight_stationary(ins[0]->tensor.data<uint8_t>(), zx, y.data<int32_t>());
+    else run_channels_last(ins[0]->tensor.data<uint8_t>(), zx, y.data<int32_t>());
+    return y;
+  }
+
+ private:
+  // Without VNNI: per image, the input transposed to channels-last, its columns [P, kh*kw*C]
+  // gathered as runs of C bytes (the transposed image itself for a 1x1 stride-1 conv),
+  // C[P, M] = cols x W^T on the packed B, and C transposed back to NCHW.
+  void run_channels_last(const uint8_t* x, uint8_t zx, int32_t* y) {
+    const ConvGeom& g = g_;
     const int64_t plane = g.ho * g.wo;
     const bool direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && plane == g.h * g.w;
     // Scratch shared by the convs that run on this thread, one at a time (a buffer per op would
@@ -82,30 +87,23 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
     int32_t* const acc = acc_scratch.data();
     ThreadPool& pool = current_thread_pool();
     for (int64_t n = 0; n < g.n; ++n) {
-      const uint8_t* image = ins[0]->tensor.data<uint8_t>() + n * g.c * g.h * g.w;
+      const uint8_t* image = x + n * g.c * g.h * g.w;
       pool.parallel_for(kernels::ceil_div(g.c, 4), [&](int64_t q0, int64_t q1) {  // whole quads of channels per task
         transpose_rows(image, g.h * g.w, 4 * q0, std::min(4 * q1, g.c), g.h * g.w, nhwc, g.c);
       });
       if (!direct) pool.parallel_for(g.ho, [&](int64_t y0, int64_t y1) { im2col(nhwc, zx, y0, y1, cols); });
       kernels::u8s8_gemm_packed(plane, direct ? nhwc : cols, k_, b_, acc, g.co,
                                 gemm_ops::pool_parallel());
-      int32_t* out = y.data<int32_t>() + n * g.co * plane;
+      int32_t* out = y + n * g.co * plane;
       pool.parallel_for(g.co, [&](int64_t m0, int64_t m1) {
-        // acc [P, M] -> out [M, P], less zx * sum(w) per channel
-        // (int32 moved as f32 bit patterns: the transpose only shuffles.)
+        // acc [P, M] -> out [M, P] (int32 moved as f32 bit patterns: the transpose only shuffles)
         kernels::transpose_f32(plane, m1 - m0, reinterpret_cast<const float*>(acc + m0), g.co,
                                reinterpret_cast<float*>(out + m0 * plane), plane);
-        for (int64_t m = m0; m < m1; ++m) {
-          const int32_t correction = static_cast<int32_t>(zx) * colsum_[static_cast<size_t>(m)];
-          if (correction != 0)
-            for (int64_t p = 0; p < plane; ++p) out[m * plane + p] -= correction;
-        }
       });
+      subtract_zero_point(zx, out);
     }
-    return y;
   }
 
- private:
   // VNNI: per image, the columns in quad-major layout straight from NCHW (quad q = rows
   // 4q..4q+3 of the (c, i, j) column matrix, interleaved per pixel), Y = W x columns row-major,
   // which is NCHW: no transposes.
@@ -125,14 +123,21 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
       });
       int32_t* out = y + n * g.co * plane;
       kernels::s8u8_gemm_quads(w8_, plane, quads, quad_stride, out, plane, gemm_ops::pool_parallel());
-      if (zx != 0)
-        pool.parallel_for(g.co, [&](int64_t m0, int64_t m1) {
-          for (int64_t m = m0; m < m1; ++m) {
-            const int32_t correction = static_cast<int32_t>(zx) * colsum_[static_cast<size_t>(m)];
-            for (int64_t p = 0; p < plane; ++p) out[m * plane + p] -= correction;
-          }
-        });
+      subtract_zero_point(zx, out);
     }
+  }
+
+  // One image's NCHW output less zx * sum(w) per channel: the padding and every input counted
+  // x, not x - zx.
+  void subtract_zero_point(uint8_t zx, int32_t* out) const {
+    if (zx == 0) return;
+    const int64_t plane = g_.ho * g_.wo;
+    current_thread_pool().parallel_for(g_.co, [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m) {
+        const int32_t correction = static_cast<int32_t>(zx) * colsum_[static_cast<size_t>(m)];
+        for (int64_t p = 0; p < plane; ++p) out[m * plane + p] -= correction;
+      }
+    });
   }
 
   // Column-matrix rows 4q..4q+3 (row k = (c, i, j): x[c, oy*sh - pt + i*dh, ox*sw - pl + j*dw]
