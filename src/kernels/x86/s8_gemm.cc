@@ -202,16 +202,21 @@ void s8u8_gemm_quads(const PackedW8& W, int64_t P, const uint8_t* X, int64_t x_q
                      const ParallelFor& parallel) {
   if (!s8_gemm_has_vnni()) throw Error(ErrorKind::kInternal, "s8u8_gemm_quads: needs AVX-512 VNNI");
   const int64_t kq = ceil_div(W.k, 4), wpanels = ceil_div(W.m, kMr), xpanels = ceil_div(P, kNr);
-  // Tasks of up to 4 pixel panels (128 columns, their quads about 128 * K bytes, in L2), each
-  // running every weight panel over them.
+  // Tasks of up to 4 pixel panels (128 columns, their quads about 128 * K bytes, in L2) x a chunk
+  // of the weight panels; small planes (7x7: 2 pixel panels) split the weight panels so that
+  // there are at least 8 tasks to share out.
   constexpr int64_t kPanelsPerTask = 4;
-  run_parallel(parallel, ceil_div(xpanels, kPanelsPerTask), [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
-      for (int64_t wp = 0; wp < wpanels; ++wp)
-        for (int64_t xp = t * kPanelsPerTask; xp < std::min(xpanels, (t + 1) * kPanelsPerTask); ++xp)
+  const int64_t xtasks = ceil_div(xpanels, kPanelsPerTask);
+  const int64_t wchunks = std::min(wpanels, std::max<int64_t>(1, ceil_div(8, xtasks)));
+  run_parallel(parallel, xtasks * wchunks, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t xt = t / wchunks, wc = t % wchunks;
+      for (int64_t wp = wc * wpanels / wchunks; wp < (wc + 1) * wpanels / wchunks; ++wp)
+        for (int64_t xp = xt * kPanelsPerTask; xp < std::min(xpanels, (xt + 1) * kPanelsPerTask); ++xp)
           s8_gemm_ukernel_14x32_wx__avx512vnni(std::min(kMr, W.m - wp * kMr), std::min(kNr, P - xp * kNr), kq,
                                                W.data.data() + wp * kq * kMr * 4, X + xp * kNr * 4, x_quad_stride,
                                                Y + wp * kMr * ldy + xp * kNr, ldy, false);
+    }
   });
 }
 
