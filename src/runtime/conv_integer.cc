@@ -118,7 +118,8 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
     for (int64_t n = 0; n < g.n; ++n) {
       const uint8_t* image = x + n * g.c * g.h * g.w;
       pool.parallel_for(kq, [&](int64_t q0, int64_t q1) {
-        std::vector<uint8_t> rows(static_cast<size_t>(4 * plane));
+        thread_local std::vector<uint8_t> rows;  // this worker's four column rows
+        rows.resize(static_cast<size_t>(4 * plane));
         for (int64_t q = q0; q < q1; ++q) quad_of_columns(image, zx, q, rows.data(), quads + q * quad_stride);
       });
       int32_t* out = y + n * g.co * plane;

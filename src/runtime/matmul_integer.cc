@@ -19,6 +19,7 @@ namespace {
 
 class MatMulIntegerOp : public GemmOp {
  public:
+  // b_zero: one per column, or empty when B's zero points are absent or all 0.
   MatMulIntegerOp(kernels::PackedB8 b, std::vector<int32_t> colsum, std::vector<int32_t> b_zero, int64_t k,
                   int64_t n, std::vector<int64_t> out_dims)
       : b_(std::move(b)), colsum_(std::move(colsum)), b_zero_(std::move(b_zero)), k_(k), n_(n),
@@ -32,19 +33,18 @@ class MatMulIntegerOp : public GemmOp {
     int32_t* c = y.data<int32_t>();
     const uint8_t* pa = a.data<uint8_t>();
     kernels::u8s8_gemm_packed(m, pa, k_, b_, c, n_, pool_parallel());
-    const bool any_zb = std::any_of(b_zero_.begin(), b_zero_.end(), [](int32_t z) { return z != 0; });
+    const bool any_zb = !b_zero_.empty();
     if (za == 0 && !any_zb) return y;
     // Per column: -za * colsum(B) + K * za * zb, once per run; per element only an add (and,
     // with B zero points, -zb * rowsum(A)). The loops vectorize: in a per-element form with the
     // zero point looked up they took a fifth of a quantized BERT-like's time.
     correction_.resize(static_cast<size_t>(n_));
-    zb_.resize(static_cast<size_t>(n_));
     for (int64_t j = 0; j < n_; ++j) {
-      zb_[static_cast<size_t>(j)] = b_zero_[b_zero_.size() == 1 ? 0 : static_cast<size_t>(j)];
-      correction_[static_cast<size_t>(j)] = -za * colsum_[static_cast<size_t>(j)] + static_cast<int32_t>(k_) * za * zb_[static_cast<size_t>(j)];
+      const int32_t zb = any_zb ? b_zero_[static_cast<size_t>(j)] : 0;
+      correction_[static_cast<size_t>(j)] = -za * colsum_[static_cast<size_t>(j)] + static_cast<int32_t>(k_) * za * zb;
     }
     const int32_t* corr = correction_.data();
-    const int32_t* zb = zb_.data();
+    const int32_t* zb = b_zero_.data();
     current_thread_pool().parallel_for(m, [&](int64_t r0, int64_t r1) {
       for (int64_t i = r0; i < r1; ++i) {
         int32_t* row = c + i * n_;
@@ -63,7 +63,7 @@ class MatMulIntegerOp : public GemmOp {
  private:
   kernels::PackedB8 b_;
   std::vector<int32_t> colsum_, b_zero_;
-  std::vector<int32_t> correction_, zb_;  // per run (scratch)
+  std::vector<int32_t> correction_;  // per run (scratch)
   int64_t k_, n_;
   std::vector<int64_t> out_dims_;
 };
@@ -89,14 +89,17 @@ std::unique_ptr<GemmOp> make_matmul_integer_op(const GemmDesc& d) {
   const int64_t k = b.dims[0], n = b.dims[1];
   if (a.dims.back() != k || k <= 0 || n <= 0) return nullptr;
   if (o.size() > 2 && !scalar_or_absent(o[2], DType::kUInt8)) return nullptr;
-  std::vector<int32_t> b_zero = {0};
+  // B's zero points per column, resolved once (kiln quantize and ONNX Runtime write a vector of
+  // zeros: no row sums then).
+  std::vector<int32_t> b_zero;
   if (o.size() > 3 && o[3].present) {
     const Operand& zb = o[3];
     if (zb.dtype != DType::kInt8 || !zb.constant) return nullptr;
     const int64_t count = zb.constant->numel();
     if (count != 1 && !(zb.dims.size() == 1 && count == n)) return nullptr;
-    b_zero.assign(static_cast<size_t>(count), 0);
-    for (int64_t j = 0; j < count; ++j) b_zero[static_cast<size_t>(j)] = static_cast<int32_t>(zb.constant->get_int(j));
+    b_zero.assign(static_cast<size_t>(n), 0);
+    for (int64_t j = 0; j < n; ++j) b_zero[static_cast<size_t>(j)] = static_cast<int32_t>(zb.constant->get_int(count == 1 ? 0 : j));
+    if (std::all_of(b_zero.begin(), b_zero.end(), [](int32_t z) { return z == 0; })) b_zero.clear();
   }
   std::vector<int64_t> out_dims(a.dims.begin(), a.dims.end() - 1);
   out_dims.push_back(n);
