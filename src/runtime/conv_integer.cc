@@ -1,6 +1,7 @@
 // ConvInteger on the int8 GEMM (kernels/x86/s8_gemm.h), exact: with VNNI weight-stationary
 // (NCHW in and out), else channels-last inside the step (run_channels_last). Padding holds the
-// input's zero point, so (x - zx) . w = x . w - zx * sum(w) for every output.
+// input's zero point, so (x - zx) . w = x . w - zx * sum(w) for every output. With VNNI the op
+// also takes a requantizing epilogue (GemmDesc::requant_*): uint8 out, no int32 tensor.
 // Tests: tests/runtime/test_gemm_ops.cc (ConvInteger against the reference kernel).
 #include "runtime/conv_integer.h"
 
@@ -8,11 +9,13 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/x86/f32_transpose.h"
 #include "kernels/x86/s8_gemm.h"
 #include "runtime/conv_geom.h"
+#include "runtime/gemm_epilogue.h"
 #include "runtime/gemm_op_util.h"
 
 namespace kiln::conv_ops {
@@ -57,9 +60,23 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
     b_ = kernels::pack_b_s8(k_, g.co, b.data(), g.co);
   }
 
+  // The requantizing epilogue (VNNI only: it runs in the weight-stationary GEMM's tiles).
+  bool take_epilogue(const gemm_ops::GemmDesc& d) override {
+    if (w8_.data.empty()) return false;
+    std::optional<gemm_ops::RequantConstants> rq = gemm_ops::requant_constants(d, g_.co);
+    if (!rq) return false;
+    requant_ = std::move(*rq);
+    return true;
+  }
+
   Tensor run(const std::vector<const RtValue*>& ins) override {
     const ConvGeom& g = g_;
     const uint8_t zx = ins.size() > 2 && ins[2] && ins[2]->is_tensor() ? static_cast<uint8_t>(ins[2]->tensor.get_int(0)) : 0;
+    if (requant_) {
+      Tensor y = output_tensor(DType::kUInt8, {g.n, g.co, g.ho, g.wo});
+      run_weight_stationary(ins[0]->tensor.data<uint8_t>(), zx, y.data<uint8_t>());
+      return y;
+    }
     Tensor y = output_tensor(DType::kInt32, {g.n, g.co, g.ho, g.wo});
     if (!w8_.data.empty()) run_weight_stationary(ins[0]->tensor.data<uint8_t>(), zx, y.data<int32_t>());
     else run_channels_last(ins[0]->tensor.data<uint8_t>(), zx, y.data<int32_t>());
@@ -107,7 +124,9 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
   // VNNI: per image, the columns in quad-major layout straight from NCHW (quad q = rows
   // 4q..4q+3 of the (c, i, j) column matrix, interleaved per pixel), Y = W x columns row-major,
   // which is NCHW: no transposes.
-  void run_weight_stationary(const uint8_t* x, uint8_t zx, int32_t* y) {
+  // Out: int32 sums, or uint8 through the requantizing epilogue (requant_).
+  template <typename Out>
+  void run_weight_stationary(const uint8_t* x, uint8_t zx, Out* y) {
     const ConvGeom& g = g_;
     const int64_t plane = g.ho * g.wo, kq = kernels::ceil_div(k_, 4);
     const int64_t quad_stride = 4 * kernels::ceil_div(plane, 32) * 32;
@@ -122,9 +141,14 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
         rows.resize(static_cast<size_t>(4 * plane));
         for (int64_t q = q0; q < q1; ++q) quad_of_columns(image, zx, q, rows.data(), quads + q * quad_stride);
       });
-      int32_t* out = y + n * g.co * plane;
-      kernels::s8u8_gemm_quads(w8_, plane, quads, quad_stride, out, plane, gemm_ops::pool_parallel());
-      subtract_zero_point(zx, out);
+      Out* out = y + n * g.co * plane;
+      if constexpr (std::is_same_v<Out, uint8_t>) {
+        kernels::s8u8_gemm_quads_requantize(w8_, plane, quads, quad_stride, requant_->bind(zx, colsum_), out, plane,
+                                            gemm_ops::pool_parallel());
+      } else {
+        kernels::s8u8_gemm_quads(w8_, plane, quads, quad_stride, out, plane, gemm_ops::pool_parallel());
+        subtract_zero_point(zx, out);
+      }
     }
   }
 
@@ -206,6 +230,7 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
   kernels::PackedB8 b_;   // channels-last path (no VNNI)
   kernels::PackedW8 w8_;  // weight-stationary path (VNNI)
   std::vector<int32_t> colsum_;
+  std::optional<gemm_ops::RequantConstants> requant_;
 };
 
 bool absent_or_zero(const gemm_ops::Operand& o) {

@@ -154,4 +154,74 @@ kernels::RowEpilogue ConvEpilogue::bind(const std::vector<const RtValue*>& ins, 
   return ep;
 }
 
+kernels::Requantize RequantConstants::bind(uint8_t zx, const std::vector<int32_t>& colsum) {
+  kernels::Requantize rq;
+  rq.scale = scale.data();
+  rq.bias = bias.empty() ? nullptr : bias.data();
+  rq.relu = relu;
+  rq.y_scale = y_scale;
+  rq.y_zero_point = y_zero_point;
+  if (zx != 0) {
+    correction_.resize(colsum.size());
+    for (size_t m = 0; m < colsum.size(); ++m) correction_[m] = static_cast<int32_t>(zx) * colsum[m];
+    rq.correction = correction_.data();
+  }
+  return rq;
+}
+
+namespace {
+// True when a constant of dims c, broadcast against the output's dims, varies at most along the
+// channel axis (one value, or one per channel).
+bool per_channel_dims(const std::vector<int64_t>& c, const std::vector<int64_t>& out, size_t axis) {
+  if (c.size() > out.size()) return false;
+  for (size_t k = 0; k < c.size(); ++k) {
+    const size_t at = out.size() - c.size() + k;
+    if (c[k] != 1 && !(at == axis && c[k] == out[axis])) return false;
+  }
+  return true;
+}
+}  // namespace
+
+std::optional<RequantConstants> requant_constants(const GemmDesc& d, int64_t channels) {
+  const int64_t first = static_cast<int64_t>(node_arity(d.kind)), n = static_cast<int64_t>(d.operands.size());
+  auto constant = [&](int32_t i, DType t) -> const Tensor* {
+    if (i < first || i >= n) return nullptr;
+    const Operand& o = d.operands[static_cast<size_t>(i)];
+    return o.present && o.constant && o.dtype == t && o.constant->dtype() == t ? o.constant : nullptr;
+  };
+  const bool relu = d.clamp_lo == 0.0f;
+  if (!has_requant(d) || d.out_dtype != DType::kUInt8 || d.epilogue_residual >= 0 || d.epilogue_activation != 0 ||
+      d.input_scale >= 0 || d.epilogue_max_pool != 0 || d.clamp_hi < std::numeric_limits<float>::infinity() ||
+      (!relu && d.clamp_lo > -std::numeric_limits<float>::infinity()))
+    return std::nullopt;
+  const Tensor* scale = constant(d.requant_scale, DType::kFloat32);
+  const Tensor* y_scale = constant(d.requant_y_scale, DType::kFloat32);
+  const Tensor* y_zero = d.requant_y_zero_point < 0 ? nullptr : constant(d.requant_y_zero_point, DType::kUInt8);
+  const Tensor* bias = d.epilogue_bias < 0 ? nullptr : constant(d.epilogue_bias, DType::kFloat32);
+  const size_t axis = channels_first(d.kind) ? 1 : d.out_dims.size() - 1;
+  auto per_channel = [&](int32_t i) {
+    return d.out_dims.size() > axis && per_channel_dims(d.operands[static_cast<size_t>(i)].dims, d.out_dims, axis);
+  };
+  if (!scale || !per_channel(d.requant_scale) || (bias && !per_channel(d.epilogue_bias)) || d.out_dims.empty() ||
+      d.out_dims[axis] != channels)
+    return std::nullopt;
+  if ((scale->numel() != 1 && scale->numel() != channels) || !y_scale || y_scale->numel() != 1 ||
+      (d.requant_y_zero_point >= 0 && (!y_zero || y_zero->numel() != 1)) ||
+      (d.epilogue_bias >= 0 && (!bias || (bias->numel() != channels && bias->numel() != 1))))
+    return std::nullopt;
+  RequantConstants rq;
+  const float* s = scale->data<float>();
+  rq.scale.assign(static_cast<size_t>(channels), s[0]);
+  if (scale->numel() == channels) rq.scale.assign(s, s + channels);
+  if (bias) {
+    const float* b = bias->data<float>();
+    rq.bias.assign(static_cast<size_t>(channels), b[0]);
+    if (bias->numel() == channels) rq.bias.assign(b, b + channels);
+  }
+  rq.relu = relu;
+  rq.y_scale = y_scale->data<float>()[0];
+  rq.y_zero_point = y_zero ? y_zero->data<uint8_t>()[0] : 0;
+  return rq;
+}
+
 }  // namespace kiln::gemm_ops

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "kernels/x86/f32_gemm.h"
 #include "kernels/x86/f32_gemm_prepacked_a.h"
+#include "kernels/x86/s8_gemm.h"
 #include "runtime/gemm_ops.h"
 
 namespace kiln::gemm_ops {
@@ -92,5 +94,24 @@ class ConvEpilogue {
 // the op cannot take the epilogue: a run-time node bias, or its own clamp before a residual.
 bool fold_into_channel_kernel(const GemmDesc& d, int64_t channels, bool& has_bias, std::vector<float>& bias,
                               float& lo, float& hi, EpilogueTail& tail);
+
+// The constants of an integer op's requantizing epilogue (GemmDesc::requant_*), per channel.
+struct RequantConstants {
+  std::vector<float> scale, bias;  // bias empty: none
+  bool relu = false;
+  float y_scale = 1.0f;
+  uint8_t y_zero_point = 0;
+  // The kernel's view for an input zero point zx: sums less zx * colsum[m] (the weights' sums).
+  kernels::Requantize bind(uint8_t zx, const std::vector<int32_t>& colsum);
+
+ private:
+  std::vector<int32_t> correction_;
+};
+// d's requantizing epilogue with `channels` output channels, or nullopt when it has none or it is
+// not one an op takes: constants of the documented types and sizes, no other epilogue field but
+// the bias and a Relu (clamp_lo = 0), uint8 out.
+std::optional<RequantConstants> requant_constants(const GemmDesc& d, int64_t channels);
+// True when d carries a requantizing epilogue (make_gemm_op then needs an op that takes it).
+inline bool has_requant(const GemmDesc& d) { return d.requant_scale >= 0; }
 
 }  // namespace kiln::gemm_ops

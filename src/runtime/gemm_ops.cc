@@ -442,6 +442,17 @@ bool input_scale_pays(const GemmDesc& d) {
 // the op's kernels when it can, else a pass after it. JIT and AOT plans both come here, so the
 // ops made from one descriptor are the same.
 std::unique_ptr<GemmOp> make_gemm_op(const GemmDesc& d) {
+  if (has_requant(d)) {
+    // Integer ops requantize in their own kernel or not at all (requant_constants checks the rest).
+    if (d.kind != GemmKind::kConvInteger && d.kind != GemmKind::kMatMulInteger) return nullptr;
+    GemmDesc plain = d;
+    plain.operands.resize(std::min(plain.operands.size(), node_arity(d.kind)));
+    plain.epilogue_bias = plain.requant_scale = plain.requant_y_scale = plain.requant_y_zero_point = -1;
+    plain.clamp_lo = -std::numeric_limits<float>::infinity();
+    plain.out_dtype = DType::kInt32;
+    std::unique_ptr<GemmOp> op = make_plain_gemm_op(plain);
+    return op && op->take_epilogue(d) ? std::move(op) : nullptr;
+  }
   if (d.epilogue_max_pool) {
     // Only the stem conv op pools (in its kernel, from cache); it takes the whole epilogue.
     if (d.epilogue_max_pool != 1 || d.kind != GemmKind::kConv || d.out_dims.size() != 4 || d.input_scale >= 0 ||

@@ -79,8 +79,13 @@ enum class GemmKind : int32_t {
 // RNN, LSTM, GRU (runtime/recurrent.h): GEMMs per step, no fused epilogue, one used output.
 inline bool recurrent(GemmKind k) { return k == GemmKind::kRnn || k == GemmKind::kLstm || k == GemmKind::kGru; }
 
-// Conv and ConvTranspose outputs are NCHW: their channel axis (a per-channel epilogue bias's) is 1.
-inline bool channels_first(GemmKind k) { return k == GemmKind::kConv || k == GemmKind::kConvTranspose; }
+// MatMulInteger and ConvInteger: uint8 x int8 -> int32 sums.
+inline bool integer_kind(GemmKind k) { return k == GemmKind::kMatMulInteger || k == GemmKind::kConvInteger; }
+
+// Conv, ConvTranspose and ConvInteger outputs are NCHW: their channel axis (a per-channel epilogue bias's) is 1.
+inline bool channels_first(GemmKind k) {
+  return k == GemmKind::kConv || k == GemmKind::kConvTranspose || k == GemmKind::kConvInteger;
+}
 
 // One MatMul/Gemm/Conv node as make_gemm_op sees it: the op, the attributes it uses (raw, as
 // the node has them; make_gemm_op validates them), the operands and the planned output.
@@ -133,6 +138,16 @@ struct GemmDesc {
     // outputs are used too: bit 0 Y_h (output 1), bit 1 Y_c (output 2, LSTM); in that order.
     int32_t also_states = 0;
   } rnn;
+  // Integer kinds (kMatMulInteger, kConvInteger): a requantizing epilogue, the Cast -> Mul ->
+  // [Add] -> [Relu] -> QuantizeLinear after the node absorbed by the compiled executor, computed as
+  // those nodes compute it: y = saturate(round_half_even(relu(float(acc) * scale + bias) /
+  // y_scale) + y_zero_point), uint8 out (out_dtype). Operands: requant_scale an f32 constant with
+  // 1 or one value per output channel (the Mul's), epilogue_bias the Add's (per channel, as for
+  // float kinds), requant_y_scale an f32 scalar constant, requant_y_zero_point a uint8 scalar
+  // constant (-1: 0); clamp_lo = 0 is the Relu. -1: no requantization (int32 out).
+  int32_t requant_scale = -1;
+  int32_t requant_y_scale = -1;
+  int32_t requant_y_zero_point = -1;
 };
 
 // The number of node inputs a kind's operands are padded to before the epilogue operands.

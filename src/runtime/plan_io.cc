@@ -16,7 +16,7 @@ namespace {
 // GemmDesc or Operand must be written and read here (and kPlanBlobVersion bumped), else
 // compiled models would silently lose it. These asserts catch additions (x86-64 layout).
 // (A field can fit in tail padding: the last field's offset is checked as well as the size.)
-static_assert(sizeof(gemm_ops::GemmDesc) == 248 && offsetof(gemm_ops::GemmDesc, rnn) == 208 &&
+static_assert(sizeof(gemm_ops::GemmDesc) == 264 && offsetof(gemm_ops::GemmDesc, requant_y_zero_point) == 256 &&
                   sizeof(gemm_ops::GemmDesc::Recurrent) == 40 &&
                   offsetof(gemm_ops::GemmDesc::Recurrent, also_states) == 32 &&
                   sizeof(gemm_ops::Operand) == 40,
@@ -184,6 +184,9 @@ void write_plan_body(Writer& w, const ExecPlan& plan, const std::vector<int32_t>
     w.pod<uint8_t>(g.rnn.input_forget);
     w.pod<float>(g.rnn.clip);
     w.pod<int32_t>(g.rnn.also_states);
+    w.pod<int32_t>(g.requant_scale);
+    w.pod<int32_t>(g.requant_y_scale);
+    w.pod<int32_t>(g.requant_y_zero_point);
     w.vec<int32_t>(st.free_after);
     w.vec<int32_t>(st.branches);
     w.pod<uint32_t>(static_cast<uint32_t>(st.branch_feeds.size()));
@@ -354,10 +357,15 @@ void read_plan_body(Reader& r, ExecPlan& p) {
     g.rnn.input_forget = r.pod<uint8_t>();
     g.rnn.clip = r.pod<float>();
     g.rnn.also_states = r.pod<int32_t>();
+    g.requant_scale = r.pod<int32_t>();
+    g.requant_y_scale = r.pod<int32_t>();
+    g.requant_y_zero_point = r.pod<int32_t>();
     const int32_t nops = static_cast<int32_t>(g.operands.size());
     if (g.epilogue_bias < -1 || g.epilogue_bias >= nops || g.epilogue_residual < -1 || g.epilogue_residual >= nops ||
         g.epilogue_activation < 0 || g.epilogue_activation > 4 || g.input_scale < -1 || g.input_scale >= nops ||
-        g.epilogue_max_pool < 0 || g.epilogue_max_pool > 1)
+        g.epilogue_max_pool < 0 || g.epilogue_max_pool > 1 || g.requant_scale < -1 || g.requant_scale >= nops ||
+        g.requant_y_scale < -1 || g.requant_y_scale >= nops || g.requant_y_zero_point < -1 ||
+        g.requant_y_zero_point >= nops)
       corrupt("gemm epilogue");
     st.free_after = r.vec<int32_t>();
     for (int32_t s : st.free_after) check_slot(s, false);

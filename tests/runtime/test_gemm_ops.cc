@@ -210,5 +210,89 @@ TEST(CompiledExecutorGemm, ConvIntegerMatchesTheReferenceExactly) {
   }
 }
 
+// ConvInteger followed by the requantization qdq-to-integer leaves (Cast, Mul by the scales, bias
+// Add, Relu, QuantizeLinear): with VNNI one GEMM step computes it all (uint8 out, no int32 tensor)
+// and equals the interpreter's nodes bit for bit; shapes around the 14-row and 32-column tiles, a
+// scalar or per-channel scale, with and without bias / Relu / zero point, outputs saturating at
+// both ends. A Mul by a run-time value is no requantization: those nodes run on their own.
+TEST(CompiledExecutorGemm, ConvIntegerRequantizeEpilogueMatchesTheNodes) {
+  std::mt19937_64 rng(13);
+  struct Case {
+    std::vector<int64_t> x;  // N, C, H, W
+    int64_t m;
+    std::string attrs;
+    std::vector<int64_t> y;
+    bool per_channel, bias, relu, zero_point;
+  };
+  auto dims = [](const std::vector<int64_t>& d) {
+    std::string s;
+    for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+    return s;
+  };
+  auto floats = [&](int64_t n, float lo, float hi) {
+    std::ostringstream s;
+    s << "[";
+    for (int64_t i = 0; i < n; ++i)
+      s << (i ? ", " : "") << lo + (hi - lo) * static_cast<float>(rng() % 1000) / 1000.0f;
+    s << "]";
+    return s.str();
+  };
+  for (const Case& c : {Case{{1, 8, 7, 9}, 33, "", {1, 33, 7, 9}, true, true, true, true},
+                        Case{{2, 12, 6, 5}, 14, "{pads=[1, 1, 1, 1]}", {2, 14, 6, 5}, false, true, false, true},
+                        Case{{1, 16, 9, 8}, 29, "{pads=[1, 1, 1, 1], strides=[2, 2]}", {1, 29, 5, 4}, true, false, true, false},
+                        Case{{1, 64, 12, 12}, 40, "", {1, 40, 12, 12}, true, true, false, true}}) {
+    const int64_t kh = c.attrs.find("pads") != std::string::npos ? 3 : 1;
+    const std::string ch = c.per_channel ? std::to_string(c.m) : "1";
+    std::string text = "graph @g(%x: u8[" + dims(c.x) + "], %run: f32[]) -> (%y: u8[" + dims(c.y) + "], %r: u8[" +
+                       dims(c.y) + "]) {\n  %w = " + int_const("i8", {c.m, c.x[1], kh, kh}, -128, 127, rng) +
+                       "\n  %zx = const u8[] [117]\n  %s = const f32[" + ch + ",1,1] " +
+                       floats(c.per_channel ? c.m : 1, 0.0005f, 0.003f) + "\n  %b = const f32[" +
+                       std::to_string(c.m) + ",1,1] " + floats(c.m, -40.0f, 40.0f) +
+                       "\n  %ys = const f32[] [0.11]\n  %yz = const u8[] [" + (c.zero_point ? "131" : "0") + "]\n";
+    // The chain after `acc` into `out`: Cast, Mul by `scale`, [Add], [Relu], QuantizeLinear.
+    auto chain = [&](const std::string& acc, const std::string& scale, const std::string& out) {
+      const std::string f = "f32[" + dims(c.y) + "]";
+      std::string t = "  %" + out + "c = Cast(%" + acc + ") {to=1} : " + f + "\n  %" + out + "m = Mul(%" + out +
+                      "c, %" + scale + ") : " + f + "\n";
+      std::string last = out + "m";
+      if (c.bias) t += "  %" + out + "a = Add(%" + last + ", %b) : " + f + "\n", last = out + "a";
+      if (c.relu) t += "  %" + out + "r = Relu(%" + last + ") : " + f + "\n", last = out + "r";
+      return t + "  %" + out + " = QuantizeLinear(%" + last + ", %ys" + (c.zero_point ? ", %yz" : "") + ") : u8[" +
+             dims(c.y) + "]\n";
+    };
+    const std::string conv = "ConvInteger(%x, %w, %zx) " + c.attrs + " : i32[" + dims(c.y) + "]\n";
+    text += "  %acc = " + conv + chain("acc", "s", "y") + "  %acc2 = " + conv + chain("acc2", "run", "r") +
+            "  return %y, %r\n}";
+    Model m = parse_model(text);
+    Tensor x(DType::kUInt8, c.x);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<uint8_t>()[i] = static_cast<uint8_t>(i % 7 == 0 ? 255 : rng() % 256);
+    const std::vector<RtValue> feeds = {RtValue(x), RtValue(Tensor::scalar(DType::kFloat32, 0.002f))};
+    Interpreter interp(m);
+    CompiledOptions opts;
+    opts.threads = 2;
+    CompiledExecutor exec(m, opts);
+    const std::vector<RtValue> want = interp.run(feeds), got = exec.run(feeds);
+    for (size_t o = 0; o < 2; ++o) {
+      const Tensor &w = want[o].tensor, &g = got[o].tensor;
+      ASSERT_EQ(g.dtype(), DType::kUInt8);
+      ASSERT_EQ(g.dims(), w.dims());
+      int low = 0, high = 0;
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        ASSERT_EQ(g.data<uint8_t>()[i], w.data<uint8_t>()[i]) << "output " << o << " element " << i << "\n" << text.substr(0, 300);
+        low += w.data<uint8_t>()[i] == 0;
+        high += w.data<uint8_t>()[i] == 255;
+      }
+      if (!(c.relu && c.zero_point)) EXPECT_GT(low, 0) << "no output saturates at 0";  // (Relu: y >= zero point)
+      EXPECT_GT(high, 0) << "no output saturates at 255";
+    }
+    // Output y: ConvInteger + its chain in one step with VNNI; r (Mul by a run-time value) never.
+    const int chain_nodes = 3 + c.bias + c.relu;
+    const int want_gemm = kernels::s8_gemm_kernel_name() == std::string("portable") ? 0
+                          : kernels::s8_gemm_has_vnni()                             ? 2 + chain_nodes
+                                                                                    : 2;
+    EXPECT_EQ(exec.stats().gemm_nodes, want_gemm) << text.substr(0, 300);
+  }
+}
+
 }  // namespace
 }  // namespace kiln

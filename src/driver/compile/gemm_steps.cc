@@ -6,7 +6,9 @@
 //     activation, all applied in the microkernel's store;
 //   - the input scale (kiln.input_scale_of): Conv(Mul(x, s)) scales the conv's packed weights per
 //     run, where gemm_ops::input_scale_pays says that costs less than the Mul (bound dims);
-//   - the stem's MaxPool (kiln.epilogue = "max_pool"), pooled in the conv's step where its op can.
+//   - the stem's MaxPool (kiln.epilogue = "max_pool"), pooled in the conv's step where its op can;
+//   - after integer GEMMs (MatMulInteger, ConvInteger), the requantization chain qdq-to-integer
+//     leaves (Cast, Mul by the scales, bias Add, Relu, QuantizeLinear), matched here by structure.
 // A mark is followed only when the op the step makes takes it; otherwise the marked nodes run as
 // usual. KILN_DISABLE_PASSES=fuse-epilogues turns the fusions off (A/B measurements).
 #include "driver/compile/plan_builder.h"
@@ -76,7 +78,8 @@ bool PlanBuilder::add_gemm_step(int i) {
   if (desc && !gemm_ops::recurrent(desc->kind)) {
     gemm_ops::GemmDesc fused = *desc;
     std::vector<int32_t> fused_inputs = step_inputs;
-    const Value* end = absorb_epilogue(i, fused, fused_inputs, chain);
+    const Value* end = gemm_ops::integer_kind(fused.kind) ? absorb_requantize(i, fused, fused_inputs, chain)
+                                                         : absorb_epilogue(i, fused, fused_inputs, chain);
     if (!chain.empty()) op = gemm_ops::make_gemm_op(fused);
     if (op) {
       desc = std::move(fused);
@@ -209,6 +212,77 @@ const Value* PlanBuilder::absorb_epilogue(int i, gemm_ops::GemmDesc& d, std::vec
     chain.push_back(c);
     cur = cn.outputs[0];
   }
+  return cur;
+}
+
+// The Cast -> Mul -> [Add] -> [Relu] -> QuantizeLinear (uint8) after integer GEMM node i, each
+// node the only consumer of the one before and its other operand a constant: `d` gets the
+// requantizing epilogue (GemmDesc::requant_*), `chain` the nodes, and the QuantizeLinear's output
+// is returned. Anything else leaves both as they were and returns the node's output. Whether the
+// constants fit (per channel, scalar scale and zero point) is make_gemm_op's check.
+const Value* PlanBuilder::absorb_requantize(int i, gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs,
+                                            std::vector<int>& chain) {
+  const Value* const start = g.nodes[static_cast<size_t>(i)]->outputs[0];
+  const Value* cur = start;
+  // cur's one consumer when it is a `op` node not yet placed and cur no graph output, else -1.
+  auto next = [&](const char* op) -> int {
+    auto cit = consumers.find(cur);
+    if (!cur || graph_outputs.count(cur) || cit == consumers.end() || cit->second.size() != 1) return -1;
+    const int c = cit->second[0];
+    const Node& cn = *g.nodes[static_cast<size_t>(c)];
+    if (cn.op_type != op || !cn.domain.empty() || absorbed.count(c) || folded_nodes.count(c) || cn.outputs.size() != 1 ||
+        !cn.outputs[0])
+      return -1;
+    return c;
+  };
+  // The input of binary node c that is not cur, when it is a constant.
+  auto constant_other = [&](int c) -> const Value* {
+    const Node& cn = *g.nodes[static_cast<size_t>(c)];
+    if (cn.inputs.size() != 2 || !cn.inputs[0] || !cn.inputs[1]) return nullptr;
+    const Value* other = cn.inputs[0] == cur ? cn.inputs[1] : cn.inputs[0];
+    return constant_of(other) ? other : nullptr;
+  };
+  gemm_ops::GemmDesc fused = d;
+  std::vector<int32_t> fused_inputs = inputs;
+  std::vector<int> nodes;
+  auto take = [&](int c) {
+    nodes.push_back(c);
+    cur = g.nodes[static_cast<size_t>(c)]->outputs[0];
+  };
+  int c = next("Cast");
+  const Attribute* to = c >= 0 ? g.nodes[static_cast<size_t>(c)]->attr("to") : nullptr;
+  if (!to || to->i != static_cast<int64_t>(DType::kFloat32)) return start;
+  take(c);
+  c = next("Mul");
+  const Value* scale = c >= 0 ? constant_other(c) : nullptr;
+  if (!scale) return start;
+  fused.requant_scale = add_operand(fused, fused_inputs, scale);
+  take(c);
+  if (c = next("Add"); c >= 0) {
+    const Value* bias = constant_other(c);
+    if (!bias) return start;
+    fused.epilogue_bias = add_operand(fused, fused_inputs, bias);
+    take(c);
+  }
+  if (c = next("Relu"); c >= 0) {
+    fused.clamp_lo = 0.0f;
+    take(c);
+  }
+  c = next("QuantizeLinear");
+  if (c < 0) return start;
+  const Node& q = *g.nodes[static_cast<size_t>(c)];
+  if (q.inputs.size() < 2 || q.inputs[0] != cur || !q.inputs[1] || !constant_of(q.inputs[1]) ||
+      (q.inputs.size() > 2 && q.inputs[2] && !constant_of(q.inputs[2])) || q.attr("precision"))
+    return start;
+  fused.requant_y_scale = add_operand(fused, fused_inputs, q.inputs[1]);
+  if (q.inputs.size() > 2 && q.inputs[2]) fused.requant_y_zero_point = add_operand(fused, fused_inputs, q.inputs[2]);
+  take(c);
+  const PlanSlot& os = ex.slots[static_cast<size_t>(slot_of.at(cur))];
+  if (!os.tensor || os.dtype != DType::kUInt8 || os.dims != d.out_dims) return start;
+  fused.out_dtype = DType::kUInt8;
+  d = std::move(fused);
+  inputs = std::move(fused_inputs);
+  chain.insert(chain.end(), nodes.begin(), nodes.end());
   return cur;
 }
 

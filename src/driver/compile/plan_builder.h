@@ -162,6 +162,7 @@ class PlanBuilder {
   gemm_ops::Operand operand_of(const Value* v, bool& known);
   int32_t add_operand(gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs, const Value* v);
   const Value* absorb_epilogue(int i, gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs, std::vector<int>& chain);
+  const Value* absorb_requantize(int i, gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs, std::vector<int>& chain);
   std::string epilogue_role(int c, const std::string& into);
   int max_pool_after(const Value* v, int i);
   // The outputs of node n that are used (graph outputs or consumed; a single output always).

@@ -4,6 +4,7 @@
 #include "kernels/x86/s8_gemm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -18,6 +19,8 @@ void s8_gemm_ukernel_14x32_rows__avx512vnni(int64_t mr, int64_t nr, int64_t kq, 
                                             const int8_t* b, int32_t* c, int64_t ldc, bool accumulate);
 void s8_gemm_ukernel_14x32_wx__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const int8_t* w, const uint8_t* x,
                                           int64_t x_quad_stride, int32_t* c, int64_t ldc, bool accumulate);
+void requantize_tile_u8__avx512vnni(int64_t mr, int64_t nr, const int32_t* acc, int64_t ldacc, const Requantize& rq,
+                                    int64_t row0, uint8_t* y, int64_t ldy);
 void s8_gemm_ukernel_14x32__avx2(int64_t mr, int64_t nr, int64_t kq, const int16_t* a, const int16_t* b, int32_t* c,
                                  int64_t ldc, bool accumulate);
 void s8_gemm_ukernel_rows_x32__avx2_7bit(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, int64_t lda,
@@ -198,13 +201,14 @@ PackedW8 pack_w_s8(int64_t M, int64_t K, const int8_t* W, int64_t ldw) {
   return p;
 }
 
-void s8u8_gemm_quads(const PackedW8& W, int64_t P, const uint8_t* X, int64_t x_quad_stride, int32_t* Y, int64_t ldy,
-                     const ParallelFor& parallel) {
+namespace {
+// The weight-stationary GEMM's tasks: up to 4 pixel panels (128 columns, their quads about 128 * K
+// bytes, in L2) x a chunk of the weight panels; small planes (7x7: 2 pixel panels) split the
+// weight panels so that there are at least 8 tasks to share out. tile(wp, xp) runs one 14x32 tile.
+template <typename Tile>
+void run_quad_tiles(const PackedW8& W, int64_t P, const ParallelFor& parallel, const Tile& tile) {
   if (!s8_gemm_has_vnni()) throw Error(ErrorKind::kInternal, "s8u8_gemm_quads: needs AVX-512 VNNI");
-  const int64_t kq = ceil_div(W.k, 4), wpanels = ceil_div(W.m, kMr), xpanels = ceil_div(P, kNr);
-  // Tasks of up to 4 pixel panels (128 columns, their quads about 128 * K bytes, in L2) x a chunk
-  // of the weight panels; small planes (7x7: 2 pixel panels) split the weight panels so that
-  // there are at least 8 tasks to share out.
+  const int64_t wpanels = ceil_div(W.m, kMr), xpanels = ceil_div(P, kNr);
   constexpr int64_t kPanelsPerTask = 4;
   const int64_t xtasks = ceil_div(xpanels, kPanelsPerTask);
   const int64_t wchunks = std::min(wpanels, std::max<int64_t>(1, ceil_div(8, xtasks)));
@@ -212,11 +216,39 @@ void s8u8_gemm_quads(const PackedW8& W, int64_t P, const uint8_t* X, int64_t x_q
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t xt = t / wchunks, wc = t % wchunks;
       for (int64_t wp = wc * wpanels / wchunks; wp < (wc + 1) * wpanels / wchunks; ++wp)
-        for (int64_t xp = xt * kPanelsPerTask; xp < std::min(xpanels, (xt + 1) * kPanelsPerTask); ++xp)
-          s8_gemm_ukernel_14x32_wx__avx512vnni(std::min(kMr, W.m - wp * kMr), std::min(kNr, P - xp * kNr), kq,
-                                               W.data.data() + wp * kq * kMr * 4, X + xp * kNr * 4, x_quad_stride,
-                                               Y + wp * kMr * ldy + xp * kNr, ldy, false);
+        for (int64_t xp = xt * kPanelsPerTask; xp < std::min(xpanels, (xt + 1) * kPanelsPerTask); ++xp) tile(wp, xp);
     }
+  });
+}
+}  // namespace
+
+void s8u8_gemm_quads(const PackedW8& W, int64_t P, const uint8_t* X, int64_t x_quad_stride, int32_t* Y, int64_t ldy,
+                     const ParallelFor& parallel) {
+  const int64_t kq = ceil_div(W.k, 4);
+  run_quad_tiles(W, P, parallel, [&](int64_t wp, int64_t xp) {
+    s8_gemm_ukernel_14x32_wx__avx512vnni(std::min(kMr, W.m - wp * kMr), std::min(kNr, P - xp * kNr), kq,
+                                         W.data.data() + wp * kq * kMr * 4, X + xp * kNr * 4, x_quad_stride,
+                                         Y + wp * kMr * ldy + xp * kNr, ldy, false);
+  });
+}
+
+uint8_t requantize_value(const Requantize& rq, int64_t m, int32_t sum) {
+  float v = static_cast<float>(sum - (rq.correction ? rq.correction[m] : 0)) * rq.scale[m];
+  if (rq.bias) v = v + rq.bias[m];
+  if (rq.relu) v = std::max(v, 0.0f);
+  const float q = std::nearbyint(v / rq.y_scale) + static_cast<float>(rq.y_zero_point);
+  return static_cast<uint8_t>(std::clamp(q, 0.0f, 255.0f));
+}
+
+void s8u8_gemm_quads_requantize(const PackedW8& W, int64_t P, const uint8_t* X, int64_t x_quad_stride,
+                                const Requantize& rq, uint8_t* Y, int64_t ldy, const ParallelFor& parallel) {
+  const int64_t kq = ceil_div(W.k, 4);
+  run_quad_tiles(W, P, parallel, [&](int64_t wp, int64_t xp) {
+    alignas(64) int32_t acc[kMr * kNr];
+    const int64_t mr = std::min(kMr, W.m - wp * kMr), nr = std::min(kNr, P - xp * kNr);
+    s8_gemm_ukernel_14x32_wx__avx512vnni(mr, nr, kq, W.data.data() + wp * kq * kMr * 4, X + xp * kNr * 4,
+                                         x_quad_stride, acc, kNr, false);
+    requantize_tile_u8__avx512vnni(mr, nr, acc, kNr, rq, wp * kMr, Y + wp * kMr * ldy + xp * kNr, ldy);
   });
 }
 

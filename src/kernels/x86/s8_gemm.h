@@ -47,6 +47,24 @@ PackedW8 pack_w_s8(int64_t M, int64_t K, const int8_t* W, int64_t ldw);
 // columns up to the next multiple of 32 are read, their results dropped).
 void s8u8_gemm_quads(const PackedW8& W, int64_t P, const uint8_t* X, int64_t x_quad_stride, int32_t* Y, int64_t ldy,
                      const ParallelFor& parallel = nullptr);
+// The requantizing epilogue of the weight-stationary GEMM (ConvInteger followed by Cast, Mul,
+// Add, Relu and QuantizeLinear): row m's int32 sum s becomes the uint8
+//   saturate(round_half_even(relu(float(s - correction[m]) * scale[m] + bias[m]) / y_scale) + y_zero_point),
+// each float step rounded as those nodes round it (no fused multiply-add), so bit for bit theirs.
+struct Requantize {
+  const int32_t* correction = nullptr;  // per row (null: none)
+  const float* scale = nullptr;         // per row
+  const float* bias = nullptr;          // per row (null: none)
+  bool relu = false;
+  float y_scale = 1.0f;
+  uint8_t y_zero_point = 0;
+};
+// One value as Requantize computes it (row m), for tests and scalar tails.
+uint8_t requantize_value(const Requantize& rq, int64_t m, int32_t sum);
+// Y (uint8, leading dim ldy) = requantized W x X: s8u8_gemm_quads with each 14x32 int32 tile kept
+// in L1 and requantized there (never written out as int32).
+void s8u8_gemm_quads_requantize(const PackedW8& W, int64_t P, const uint8_t* X, int64_t x_quad_stride,
+                                const Requantize& rq, uint8_t* Y, int64_t ldy, const ParallelFor& parallel = nullptr);
 // dst[4p + t] = rows[t][p] for p < n: the quad-major layout of four rows of X. Needs AVX2 (every
 // CPU with VNNI has it).
 void interleave_quads_u8__avx2(const uint8_t* const rows[4], int64_t n, uint8_t* dst);

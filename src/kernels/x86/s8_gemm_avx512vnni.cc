@@ -1,12 +1,14 @@
 // u8 x s8 -> s32 GEMM microkernel for AVX-512 VNNI (compiled with -mavx512f -mavx512vnni;
 // called only when the CPU has them): 14 rows x 32 columns of int32 accumulators, A from packed
-// micro-panels or read in place from its rows.
+// micro-panels or read in place from its rows; the requantizing tile epilogue (s8_gemm.h).
+// Compiled with -ffp-contract=off: the epilogue's multiply and add must round separately.
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/x86/lane_mask.h"
+#include "kernels/x86/s8_gemm.h"
 
 namespace kiln::kernels {
 
@@ -98,6 +100,30 @@ void s8_gemm_ukernel_14x32_wx__avx512vnni(int64_t mr, int64_t nr, int64_t kq, co
                                           int64_t x_quad_stride, int32_t* c, int64_t ldc, bool accumulate) {
   s8_tile_rows<true>(mr, nr, kq, reinterpret_cast<const uint8_t*>(w), kPacked, 4 * kMr, x, x_quad_stride, c, ldc,
                      accumulate);
+}
+
+// Rows [row0, row0 + mr) x nr (<= 32) columns of int32 sums (acc, leading dim ldacc) requantized
+// into y (leading dim ldy), 16 columns per step.
+void requantize_tile_u8__avx512vnni(int64_t mr, int64_t nr, const int32_t* acc, int64_t ldacc, const Requantize& rq,
+                                    int64_t row0, uint8_t* y, int64_t ldy) {
+  const __m512 y_scale = _mm512_set1_ps(rq.y_scale), zp = _mm512_set1_ps(static_cast<float>(rq.y_zero_point));
+  const __m512 zero = _mm512_setzero_ps(), top = _mm512_set1_ps(255.0f);
+  for (int64_t i = 0; i < mr; ++i) {
+    const int64_t m = row0 + i;
+    const __m512i corr = _mm512_set1_epi32(rq.correction ? rq.correction[m] : 0);
+    const __m512 scale = _mm512_set1_ps(rq.scale[m]);
+    const __m512 bias = _mm512_set1_ps(rq.bias ? rq.bias[m] : 0.0f);
+    for (int64_t j = 0; j < nr; j += 16) {
+      const __mmask16 mask = F32x16::first(nr - j);
+      const __m512i s = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(mask, acc + i * ldacc + j), corr);
+      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(s), scale);
+      if (rq.bias) v = _mm512_add_ps(v, bias);
+      if (rq.relu) v = _mm512_max_ps(v, zero);
+      v = _mm512_roundscale_ps(_mm512_div_ps(v, y_scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, zp), zero), top);
+      _mm512_mask_cvtepi32_storeu_epi8(y + i * ldy + j, mask, _mm512_cvtps_epi32(v));
+    }
+  }
 }
 
 }  // namespace kiln::kernels
