@@ -47,6 +47,10 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
     colsum_.assign(static_cast<size_t>(g.co), 0);
     for (int64_t m = 0; m < g.co; ++m)
       for (int64_t k = 0; k < k_; ++k) colsum_[static_cast<size_t>(m)] += pw[m * k_ + k];
+    if (kernels::s8_gemm_has_vnni() && implicit_fits(g)) {
+      plan_implicit(pw);
+      return;
+    }
     if (kernels::s8_gemm_has_vnni()) {
       w8_ = kernels::pack_w_s8(g.co, k_, pw, k_);
       return;
@@ -74,10 +78,15 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
     const uint8_t zx = ins.size() > 2 && ins[2] && ins[2]->is_tensor() ? static_cast<uint8_t>(ins[2]->tensor.get_int(0)) : 0;
     if (requant_) {
       Tensor y = output_tensor(DType::kUInt8, {g.n, g.co, g.ho, g.wo});
-      run_weight_stationary(ins[0]->tensor.data<uint8_t>(), zx, y.data<uint8_t>());
+      if (implicit_) run_implicit(ins[0]->tensor.data<uint8_t>(), zx, y.data<uint8_t>());
+      else run_weight_stationary(ins[0]->tensor.data<uint8_t>(), zx, y.data<uint8_t>());
       return y;
     }
     Tensor y = output_tensor(DType::kInt32, {g.n, g.co, g.ho, g.wo});
+    if (implicit_) {
+      run_implicit(ins[0]->tensor.data<uint8_t>(), zx, y.data<int32_t>());
+      return y;
+    }
     if (!w8_.data.empty()) run_weight_stationary(ins[0]->tensor.data<uint8_t>(), zx, y.data<int32_t>());
     else run_channels_last(ins[0]->tensor.data<uint8_t>(), zx, y.data<int32_t>());
     return y;
@@ -129,9 +138,10 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
   void run_weight_stationary(const uint8_t* x, uint8_t zx, Out* y) {
     const ConvGeom& g = g_;
     const int64_t plane = g.ho * g.wo, kq = kernels::ceil_div(k_, 4);
-    const int64_t quad_stride = 4 * kernels::ceil_div(plane, 32) * 32;
+    // Panel-major columns: the 32 columns of a microkernel tile are one contiguous run of K bytes.
+    const int64_t panel_stride = 128 * kq;
     thread_local std::vector<uint8_t> quads_scratch;
-    quads_scratch.resize(static_cast<size_t>(kq * quad_stride));
+    quads_scratch.resize(static_cast<size_t>(kernels::ceil_div(plane, 32) * panel_stride));
     uint8_t* const quads = quads_scratch.data();
     ThreadPool& pool = current_thread_pool();
     for (int64_t n = 0; n < g.n; ++n) {
@@ -139,14 +149,105 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
       pool.parallel_for(kq, [&](int64_t q0, int64_t q1) {
         thread_local std::vector<uint8_t> rows;  // this worker's four column rows
         rows.resize(static_cast<size_t>(4 * plane));
-        for (int64_t q = q0; q < q1; ++q) quad_of_columns(image, zx, q, rows.data(), quads + q * quad_stride);
+        for (int64_t q = q0; q < q1; ++q) quad_of_columns(image, zx, q, rows.data(), quads + 128 * q, panel_stride);
       });
       Out* out = y + n * g.co * plane;
       if constexpr (std::is_same_v<Out, uint8_t>) {
-        kernels::s8u8_gemm_quads_requantize(w8_, plane, quads, quad_stride, requant_->bind(zx, colsum_), out, plane,
+        kernels::s8u8_gemm_quads_requantize(w8_, plane, {quads, 128, panel_stride}, {}, requant_->bind(zx, colsum_),
+                                            out, plane, gemm_ops::pool_parallel());
+      } else {
+        kernels::s8u8_gemm_quads(w8_, plane, {quads, 128, panel_stride}, {}, out, plane, gemm_ops::pool_parallel());
+        subtract_zero_point(zx, out);
+      }
+    }
+  }
+
+  // The implicit convolution (VNNI, no dilation, channels a multiple of 4, not a 1x1 stride-1
+  // conv, which reads the image in place): no column matrix. Each image is interleaved once into
+  // padded images of channel quads, one per stride phase (a, b) that a tap reads: phase pixel
+  // (r, c) is padded pixel (r * sh + a, c * sw + b), laid out [phase][C/4][rows][pitch][4] with zx
+  // around the image. Tap (i, j) of output pixel (oy, ox) then reads phase (i % sh, j % sw) at
+  // (oy + i / sh, ox + j / sw): column oy * pitch + ox of the GEMM, at an offset fixed per tap and
+  // channel quad (K's quads, in (tap, channel quad) order). The GEMM computes whole phase rows
+  // (pitch columns of which wo are output pixels) and drops the rest as it stores.
+  static bool implicit_fits(const ConvGeom& g) {
+    return g.dh == 1 && g.dw == 1 && g.c % 4 == 0 && (g.kh * g.kw > 1 || g.sh * g.sw > 1);
+  }
+
+  // W [M, C, kh, kw] packed with K in (tap, channel) order, the phase images' geometry and the
+  // offset of every K quad in them.
+  void plan_implicit(const int8_t* pw) {
+    const ConvGeom& g = g_;
+    const int64_t taps = g.kh * g.kw, cq = g.c / 4;
+    std::vector<int8_t> wt(static_cast<size_t>(g.co * k_));
+    for (int64_t m = 0; m < g.co; ++m)
+      for (int64_t c = 0; c < g.c; ++c)
+        for (int64_t t = 0; t < taps; ++t) wt[static_cast<size_t>(m * k_ + t * g.c + c)] = pw[(m * g.c + c) * taps + t];
+    w8_ = kernels::pack_w_s8(g.co, k_, wt.data(), k_);
+    pitch_ = g.wo + (g.kw - 1) / g.sw;
+    rows_ = g.ho + (g.kh - 1) / g.sh;
+    // Quads a plane holds: the rows, then what the last 32-column panel reads past them.
+    cq_stride_ = 4 * (kernels::ceil_div(g.ho * pitch_, 32) * 32 + (g.kh - 1) / g.sh * pitch_ + (g.kw - 1) / g.sw);
+    phases_.clear();
+    tap_offsets_.resize(static_cast<size_t>(taps * cq));
+    for (int64_t t = 0; t < taps; ++t) {
+      const int64_t i = t / g.kw, j = t % g.kw, phase = i % g.sh * g.sw + j % g.sw;
+      auto at = std::find(phases_.begin(), phases_.end(), phase);
+      if (at == phases_.end()) at = phases_.insert(phases_.end(), phase);
+      const int64_t base = (at - phases_.begin()) * cq * cq_stride_ + 4 * (i / g.sh * pitch_ + j / g.sw);
+      for (int64_t q = 0; q < cq; ++q) tap_offsets_[static_cast<size_t>(t * cq + q)] = base + q * cq_stride_;
+    }
+    implicit_ = true;
+  }
+
+  // Channel quad q of one image as phase image `phase` (of phases_) at dst: zx, then the rows.
+  void build_phase(const uint8_t* image, uint8_t zx, int64_t phase, int64_t q, uint8_t* dst) const {
+    const ConvGeom& g = g_;
+    const int64_t a = phase / g.sw, b = phase % g.sw, in_plane = g.h * g.w;
+    std::memset(dst, zx, static_cast<size_t>(cq_stride_));
+    // Phase columns c whose padded column c * sw + b - pl lies in the image: [c0, c1).
+    const int64_t c0 = std::min(pitch_, kernels::ceil_div(std::max<int64_t>(0, g.pl - b), g.sw));
+    const int64_t c1 = std::max(c0, std::min(pitch_, kernels::ceil_div(g.w + g.pl - b, g.sw)));
+    thread_local std::vector<uint8_t> strided;  // four rows' phase columns (sw > 1)
+    strided.resize(static_cast<size_t>(4 * pitch_));
+    for (int64_t r = 0; r < rows_; ++r) {
+      const int64_t iy = r * g.sh + a - g.pt;
+      if (iy < 0 || iy >= g.h || c1 == c0) continue;
+      const uint8_t* rows[4];
+      for (int64_t t = 0; t < 4; ++t) {
+        const uint8_t* src = image + (4 * q + t) * in_plane + iy * g.w + c0 * g.sw + b - g.pl;
+        rows[t] = src;
+        if (g.sw == 1) continue;
+        uint8_t* row = strided.data() + t * pitch_;
+        for (int64_t c = 0; c < c1 - c0; ++c) row[c] = src[c * g.sw];
+        rows[t] = row;
+      }
+      kernels::interleave_quads_u8__avx2(rows, c1 - c0, dst + 4 * (r * pitch_ + c0), 128);
+    }
+  }
+
+  template <typename Out>
+  void run_implicit(const uint8_t* x, uint8_t zx, Out* y) {
+    const ConvGeom& g = g_;
+    const int64_t plane = g.ho * g.wo, cq = g.c / 4, nphases = static_cast<int64_t>(phases_.size());
+    thread_local std::vector<uint8_t> padded_scratch;
+    padded_scratch.resize(static_cast<size_t>(nphases * cq * cq_stride_));
+    uint8_t* const padded = padded_scratch.data();
+    const kernels::QuadColumns cols{padded, 0, 128, tap_offsets_.data()};
+    const kernels::ColumnGrid grid{pitch_, g.wo};
+    ThreadPool& pool = current_thread_pool();
+    for (int64_t n = 0; n < g.n; ++n) {
+      const uint8_t* image = x + n * g.c * g.h * g.w;
+      pool.parallel_for(nphases * cq, [&](int64_t k0, int64_t k1) {
+        for (int64_t k = k0; k < k1; ++k)
+          build_phase(image, zx, phases_[static_cast<size_t>(k / cq)], k % cq, padded + k * cq_stride_);
+      });
+      Out* out = y + n * g.co * plane;
+      if constexpr (std::is_same_v<Out, uint8_t>) {
+        kernels::s8u8_gemm_quads_requantize(w8_, g.ho * pitch_, cols, grid, requant_->bind(zx, colsum_), out, plane,
                                             gemm_ops::pool_parallel());
       } else {
-        kernels::s8u8_gemm_quads(w8_, plane, quads, quad_stride, out, plane, gemm_ops::pool_parallel());
+        kernels::s8u8_gemm_quads(w8_, g.ho * pitch_, cols, grid, out, plane, gemm_ops::pool_parallel());
         subtract_zero_point(zx, out);
       }
     }
@@ -166,8 +267,10 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
   }
 
   // Column-matrix rows 4q..4q+3 (row k = (c, i, j): x[c, oy*sh - pt + i*dh, ox*sw - pl + j*dw]
-  // per output pixel, zx outside the image; rows past K are 0) interleaved into dst[4p + t].
-  void quad_of_columns(const uint8_t* image, uint8_t zx, int64_t q, uint8_t* rows, uint8_t* dst) const {
+  // per output pixel, zx outside the image; rows past K are 0) interleaved into quads at dst,
+  // 32 pixels per panel_stride.
+  void quad_of_columns(const uint8_t* image, uint8_t zx, int64_t q, uint8_t* rows, uint8_t* dst,
+                       int64_t panel_stride) const {
     const ConvGeom& g = g_;
     const int64_t plane = g.ho * g.wo;
     const bool direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && plane == g.h * g.w;
@@ -204,7 +307,7 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
         std::memset(d + ox_hi, zx, static_cast<size_t>(g.wo - ox_hi));
       }
     }
-    kernels::interleave_quads_u8__avx2(row, plane, dst);
+    kernels::interleave_quads_u8__avx2(row, plane, dst, panel_stride);
   }
 
   // Output rows [y0, y1) of the column matrix [P, (i, j, c)] from the channels-last image: one
@@ -231,6 +334,12 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
   kernels::PackedW8 w8_;  // weight-stationary path (VNNI)
   std::vector<int32_t> colsum_;
   std::optional<gemm_ops::RequantConstants> requant_;
+  // The implicit convolution (implicit_fits): the phase images' row pitch and rows (pixels), the
+  // bytes between their channel-quad planes, the phases the taps read (a * sw + b) and each K
+  // quad's offset.
+  bool implicit_ = false;
+  int64_t pitch_ = 0, rows_ = 0, cq_stride_ = 0;
+  std::vector<int64_t> phases_, tap_offsets_;
 };
 
 bool absent_or_zero(const gemm_ops::Operand& o) {

@@ -179,8 +179,9 @@ TEST(CompiledExecutorGemm, MatMulIntegerMatchesTheReferenceExactly) {
 
 // ConvInteger (uint8 NCHW input, constant int8 weight) on the int8 GEMM
 // (runtime/conv_integer.h) against the reference kernel, exactly: 1x1 read in place, padded
-// (the padding is the input's zero point), strided and dilated windows, batch 2, channel counts
-// around the 32-column panels and 4-deep K groups, full-range values.
+// (the padding is the input's zero point), strided and dilated windows, the implicit
+// convolution, batch 2, channel counts around the 32-column panels and 4-deep K groups,
+// full-range values.
 TEST(CompiledExecutorGemm, ConvIntegerMatchesTheReferenceExactly) {
   std::mt19937_64 rng(12);
   struct Case {
@@ -193,7 +194,18 @@ TEST(CompiledExecutorGemm, ConvIntegerMatchesTheReferenceExactly) {
                         Case{{2, 3, 6, 5}, 16, 3, 3, "{pads=[1, 1, 1, 1]}", {2, 16, 6, 5}},
                         Case{{1, 7, 9, 8}, 31, 3, 3, "{pads=[1, 0, 1, 2], strides=[2, 2]}", {1, 31, 5, 4}},
                         Case{{1, 4, 8, 8}, 8, 3, 2, "{dilations=[2, 1]}", {1, 8, 4, 7}},
-                        Case{{1, 64, 3, 3}, 65, 1, 1, "{strides=[2, 2]}", {1, 65, 2, 2}}}) {
+                        Case{{1, 64, 3, 3}, 65, 1, 1, "{strides=[2, 2]}", {1, 65, 2, 2}},
+                        // Implicit convolution (stride 1, channels a multiple of 4): padded rows
+                        // wider than the output, asymmetric pads, a 1x3 and a 5x5 window, batch 2.
+                        Case{{2, 8, 6, 7}, 20, 3, 3, "{pads=[1, 1, 1, 1]}", {2, 20, 6, 7}},
+                        Case{{1, 12, 5, 9}, 15, 1, 3, "{pads=[0, 1, 0, 1]}", {1, 15, 5, 9}},
+                        Case{{1, 16, 10, 10}, 33, 3, 3, "{pads=[0, 2, 1, 0]}", {1, 33, 9, 10}},
+                        Case{{1, 4, 7, 7}, 9, 5, 5, "{pads=[2, 2, 2, 2]}", {1, 9, 7, 7}},
+                        // ... with stride phases: 3x3 / 2, 1x1 / 2, 3x3 / (2, 1), 3x3 / 3 with one pad.
+                        Case{{2, 8, 9, 8}, 17, 3, 3, "{pads=[1, 1, 1, 1], strides=[2, 2]}", {2, 17, 5, 4}},
+                        Case{{1, 12, 7, 6}, 30, 1, 1, "{strides=[2, 2]}", {1, 30, 4, 3}},
+                        Case{{1, 8, 6, 5}, 14, 3, 3, "{pads=[1, 0, 1, 1], strides=[2, 1]}", {1, 14, 3, 4}},
+                        Case{{1, 4, 10, 11}, 6, 3, 3, "{pads=[0, 1, 0, 0], strides=[3, 3]}", {1, 6, 3, 4}}}) {
     auto dims = [](const std::vector<int64_t>& d) {
       std::string s;
       for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);

@@ -19,6 +19,8 @@ void s8_gemm_ukernel_14x32_rows__avx512vnni(int64_t mr, int64_t nr, int64_t kq, 
                                             const int8_t* b, int32_t* c, int64_t ldc, bool accumulate);
 void s8_gemm_ukernel_14x32_wx__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const int8_t* w, const uint8_t* x,
                                           int64_t x_quad_stride, int32_t* c, int64_t ldc, bool accumulate);
+void s8_gemm_ukernel_14x32_wxo__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const int8_t* w, const uint8_t* x,
+                                           const int64_t* x_offsets, int32_t* c, int64_t ldc);
 void requantize_tile_u8__avx512vnni(int64_t mr, int64_t nr, const int32_t* acc, int64_t ldacc, const Requantize& rq,
                                     int64_t row0, uint8_t* y, int64_t ldy);
 void s8_gemm_ukernel_14x32__avx2(int64_t mr, int64_t nr, int64_t kq, const int16_t* a, const int16_t* b, int32_t* c,
@@ -222,13 +224,47 @@ void run_quad_tiles(const PackedW8& W, int64_t P, const ParallelFor& parallel, c
 }
 }  // namespace
 
-void s8u8_gemm_quads(const PackedW8& W, int64_t P, const uint8_t* X, int64_t x_quad_stride, int32_t* Y, int64_t ldy,
-                     const ParallelFor& parallel) {
-  const int64_t kq = ceil_div(W.k, 4);
+namespace {
+// One 14x32 tile of the weight-stationary GEMM into `acc` (leading dim kNr).
+void quad_tile(const PackedW8& W, int64_t P, const QuadColumns& X, int64_t wp, int64_t xp, int32_t* acc) {
+  const int64_t kq = ceil_div(W.k, 4), mr = std::min(kMr, W.m - wp * kMr), nr = std::min(kNr, P - xp * kNr);
+  const int8_t* w = W.data.data() + wp * kq * kMr * 4;
+  const uint8_t* x = X.x + xp * X.panel_stride;
+  if (X.quad_offsets) s8_gemm_ukernel_14x32_wxo__avx512vnni(mr, nr, kq, w, x, X.quad_offsets, acc, kNr);
+  else s8_gemm_ukernel_14x32_wx__avx512vnni(mr, nr, kq, w, x, X.quad_stride, acc, kNr, false);
+}
+
+// Rows x columns [p0, p0 + nr) of a tile (leading dim kNr) into Y on the grid: each run of
+// columns that lands on one output row is one copy.
+template <typename T>
+void scatter_tile(int64_t rows, int64_t p0, int64_t nr, const T* tile, const ColumnGrid& grid, T* Y, int64_t ldy) {
+  for (int64_t p = p0; p < p0 + nr;) {
+    const int64_t oy = p / grid.pitch, ox = p % grid.pitch;
+    const int64_t end = std::min(p0 + nr, oy * grid.pitch + grid.width);
+    if (ox < grid.width)
+      for (int64_t i = 0; i < rows; ++i)
+        std::memcpy(Y + i * ldy + oy * grid.width + ox, tile + i * kNr + (p - p0), static_cast<size_t>(end - p) * sizeof(T));
+    p = (oy + 1) * grid.pitch;
+  }
+}
+}  // namespace
+
+void s8u8_gemm_quads(const PackedW8& W, int64_t P, const QuadColumns& X, const ColumnGrid& grid, int32_t* Y,
+                     int64_t ldy, const ParallelFor& parallel) {
   run_quad_tiles(W, P, parallel, [&](int64_t wp, int64_t xp) {
-    s8_gemm_ukernel_14x32_wx__avx512vnni(std::min(kMr, W.m - wp * kMr), std::min(kNr, P - xp * kNr), kq,
-                                         W.data.data() + wp * kq * kMr * 4, X + xp * kNr * 4, x_quad_stride,
-                                         Y + wp * kMr * ldy + xp * kNr, ldy, false);
+    const int64_t mr = std::min(kMr, W.m - wp * kMr), nr = std::min(kNr, P - xp * kNr);
+    int32_t* y = Y + wp * kMr * ldy;
+    if (!grid.pitch && !X.quad_offsets) {  // straight into Y
+      const int64_t kq = ceil_div(W.k, 4);
+      s8_gemm_ukernel_14x32_wx__avx512vnni(mr, nr, kq, W.data.data() + wp * kq * kMr * 4, X.x + xp * X.panel_stride,
+                                           X.quad_stride, y + xp * kNr, ldy, false);
+      return;
+    }
+    alignas(64) int32_t acc[kMr * kNr];
+    quad_tile(W, P, X, wp, xp, acc);
+    if (grid.pitch) scatter_tile(mr, xp * kNr, nr, acc, grid, y, ldy);
+    else
+      for (int64_t i = 0; i < mr; ++i) std::memcpy(y + i * ldy + xp * kNr, acc + i * kNr, static_cast<size_t>(nr) * 4);
   });
 }
 
@@ -240,15 +276,20 @@ uint8_t requantize_value(const Requantize& rq, int64_t m, int32_t sum) {
   return static_cast<uint8_t>(std::clamp(q, 0.0f, 255.0f));
 }
 
-void s8u8_gemm_quads_requantize(const PackedW8& W, int64_t P, const uint8_t* X, int64_t x_quad_stride,
+void s8u8_gemm_quads_requantize(const PackedW8& W, int64_t P, const QuadColumns& X, const ColumnGrid& grid,
                                 const Requantize& rq, uint8_t* Y, int64_t ldy, const ParallelFor& parallel) {
-  const int64_t kq = ceil_div(W.k, 4);
   run_quad_tiles(W, P, parallel, [&](int64_t wp, int64_t xp) {
     alignas(64) int32_t acc[kMr * kNr];
     const int64_t mr = std::min(kMr, W.m - wp * kMr), nr = std::min(kNr, P - xp * kNr);
-    s8_gemm_ukernel_14x32_wx__avx512vnni(mr, nr, kq, W.data.data() + wp * kq * kMr * 4, X + xp * kNr * 4,
-                                         x_quad_stride, acc, kNr, false);
-    requantize_tile_u8__avx512vnni(mr, nr, acc, kNr, rq, wp * kMr, Y + wp * kMr * ldy + xp * kNr, ldy);
+    quad_tile(W, P, X, wp, xp, acc);
+    uint8_t* y = Y + wp * kMr * ldy;
+    if (!grid.pitch) {
+      requantize_tile_u8__avx512vnni(mr, nr, acc, kNr, rq, wp * kMr, y + xp * kNr, ldy);
+      return;
+    }
+    alignas(64) uint8_t q[kMr * kNr];
+    requantize_tile_u8__avx512vnni(mr, nr, acc, kNr, rq, wp * kMr, q, kNr);
+    scatter_tile(mr, xp * kNr, nr, q, grid, y, ldy);
   });
 }
 

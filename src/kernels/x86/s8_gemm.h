@@ -36,17 +36,32 @@ void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& 
                       const ParallelFor& parallel = nullptr);
 // Weight-stationary int8 GEMM for NCHW convolutions (VNNI only: s8_gemm_has_vnni()): the int8
 // weights W [M, K] packed once in 14-row panels (K in groups of 4, zero-padded), the uint8
-// activations X [K, P] in quad-major layout (quad q, rows 4q..4q+3, of column p at
-// X + q * x_quad_stride + 4 * p), so that Y [M, P] comes out row-major: NCHW for a conv.
+// activations X [K, P] in quads (rows 4q..4q+3 of a column interleaved), so that Y [M, P] comes
+// out row-major: NCHW for a conv.
 struct PackedW8 {
   int64_t m = 0, k = 0;
   LargeVector<int8_t> data;  // [panel][k/4][14][4]
 };
 PackedW8 pack_w_s8(int64_t M, int64_t K, const int8_t* W, int64_t ldw);
-// Y (int32, leading dim ldy) = W x X over P columns; x_quad_stride >= 4 * round_up(P, 32) (the
-// columns up to the next multiple of 32 are read, their results dropped).
-void s8u8_gemm_quads(const PackedW8& W, int64_t P, const uint8_t* X, int64_t x_quad_stride, int32_t* Y, int64_t ldy,
-                     const ParallelFor& parallel = nullptr);
+// Where the GEMM reads X: quad q of column p at x + (p / 32) * panel_stride + q * quad_stride +
+// 4 * (p % 32), or with quad_offsets at x + (p / 32) * panel_stride + quad_offsets[q] + 4 * (p % 32)
+// (an implicit convolution: the taps of a padded quad-interleaved image). Panel-major
+// (quad_stride 128, panel_stride 128 * K/4) keeps the columns one microkernel tile reads
+// contiguous; the columns up to the next multiple of 32 are read, their results dropped.
+struct QuadColumns {
+  const uint8_t* x = nullptr;
+  int64_t quad_stride = 0, panel_stride = 0;
+  const int64_t* quad_offsets = nullptr;  // K/4 entries, or null
+};
+// Columns on a padded grid (an implicit convolution computes rows of `pitch` columns of which the
+// first `width` are output pixels): column p is Y's column (p / pitch) * width + p % pitch,
+// dropped when p % pitch >= width. pitch 0: column p is Y's column p.
+struct ColumnGrid {
+  int64_t pitch = 0, width = 0;
+};
+// Y (int32, leading dim ldy) = W x X over P columns (of the grid).
+void s8u8_gemm_quads(const PackedW8& W, int64_t P, const QuadColumns& X, const ColumnGrid& grid, int32_t* Y,
+                     int64_t ldy, const ParallelFor& parallel = nullptr);
 // The requantizing epilogue of the weight-stationary GEMM (ConvInteger followed by Cast, Mul,
 // Add, Relu and QuantizeLinear): row m's int32 sum s becomes the uint8
 //   saturate(round_half_even(relu(float(s - correction[m]) * scale[m] + bias[m]) / y_scale) + y_zero_point),
@@ -63,11 +78,11 @@ struct Requantize {
 uint8_t requantize_value(const Requantize& rq, int64_t m, int32_t sum);
 // Y (uint8, leading dim ldy) = requantized W x X: s8u8_gemm_quads with each 14x32 int32 tile kept
 // in L1 and requantized there (never written out as int32).
-void s8u8_gemm_quads_requantize(const PackedW8& W, int64_t P, const uint8_t* X, int64_t x_quad_stride,
+void s8u8_gemm_quads_requantize(const PackedW8& W, int64_t P, const QuadColumns& X, const ColumnGrid& grid,
                                 const Requantize& rq, uint8_t* Y, int64_t ldy, const ParallelFor& parallel = nullptr);
-// dst[4p + t] = rows[t][p] for p < n: the quad-major layout of four rows of X. Needs AVX2 (every
-// CPU with VNNI has it).
-void interleave_quads_u8__avx2(const uint8_t* const rows[4], int64_t n, uint8_t* dst);
+// Four rows of X interleaved into quads: pixel p's (rows[0..3][p]) at dst + (p / 32) * panel_stride
+// + 4 * (p % 32), p < n. Needs AVX2 (every CPU with VNNI has it).
+void interleave_quads_u8__avx2(const uint8_t* const rows[4], int64_t n, uint8_t* dst, int64_t panel_stride);
 // Packs B and runs u8s8_gemm_packed.
 void u8s8_gemm(int64_t M, int64_t N, int64_t K, const uint8_t* A, int64_t lda, const int8_t* B, int64_t ldb,
                int32_t* C, int64_t ldc, const ParallelFor& parallel = nullptr);

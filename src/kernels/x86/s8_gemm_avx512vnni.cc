@@ -17,18 +17,19 @@ namespace {
 constexpr int kMr = 14;
 
 // MR rows of the tile; row i's quad q of A at a + row[i] + q * a_quad_stride, B's 32 columns of
-// quad q at b + q * b_quad_stride. kSignedRows: A holds the int8 values (broadcast) and B the
+// quad q at b + q * b_quad_stride (kOffsets: at b + b_offsets[q], an implicit convolution's taps). kSignedRows: A holds the int8 values (broadcast) and B the
 // uint8 ones (vpdpbusd's unsigned operand is the vector then), as the weight-stationary NCHW conv
 // has them; else A uint8, B int8.
-template <int MR, bool kSignedRows>
+template <int MR, bool kSignedRows, bool kOffsets = false>
 void s8_tile(int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64_t a_quad_stride, const uint8_t* b,
-             int64_t b_quad_stride, int32_t* c, int64_t ldc, bool accumulate) {
+             int64_t b_quad_stride, const int64_t* b_offsets, int32_t* c, int64_t ldc, bool accumulate) {
   __m512i acc0[MR], acc1[MR];
 #pragma GCC unroll 14
   for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm512_setzero_si512();
   for (int64_t q = 0; q < kq; ++q) {
-    const __m512i b0 = _mm512_loadu_si512(b);
-    const __m512i b1 = _mm512_loadu_si512(b + 64);
+    const uint8_t* bq = kOffsets ? b + b_offsets[q] : b;
+    const __m512i b0 = _mm512_loadu_si512(bq);
+    const __m512i b1 = _mm512_loadu_si512(bq + 64);
 #pragma GCC unroll 14
     for (int i = 0; i < MR; ++i) {
       int32_t quad;
@@ -61,17 +62,22 @@ void s8_tile(int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64
 
 // The instance for mr rows (1..14): a partial micro-panel (M = 128 leaves 2 rows after nine
 // full ones) computes only its rows.
-template <bool kSignedRows>
+template <bool kSignedRows, bool kOffsets = false>
 void s8_tile_rows(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64_t a_quad_stride,
-                  const uint8_t* b, int64_t b_quad_stride, int32_t* c, int64_t ldc, bool accumulate) {
+                  const uint8_t* b, int64_t b_quad_stride, const int64_t* b_offsets, int32_t* c, int64_t ldc,
+                  bool accumulate) {
   switch (mr) {
-#define KILN_S8_TILE_CASE(MR) \
-  case MR: return s8_tile<MR, kSignedRows>(nr, kq, a, row, a_quad_stride, b, b_quad_stride, c, ldc, accumulate);
+#define KILN_S8_TILE_CASE(MR)                                                                                      \
+  case MR:                                                                                                         \
+    return s8_tile<MR, kSignedRows, kOffsets>(nr, kq, a, row, a_quad_stride, b, b_quad_stride, b_offsets, c, ldc, \
+                                              accumulate);
     KILN_S8_TILE_CASE(1) KILN_S8_TILE_CASE(2) KILN_S8_TILE_CASE(3) KILN_S8_TILE_CASE(4) KILN_S8_TILE_CASE(5)
     KILN_S8_TILE_CASE(6) KILN_S8_TILE_CASE(7) KILN_S8_TILE_CASE(8) KILN_S8_TILE_CASE(9) KILN_S8_TILE_CASE(10)
     KILN_S8_TILE_CASE(11) KILN_S8_TILE_CASE(12) KILN_S8_TILE_CASE(13)
 #undef KILN_S8_TILE_CASE
-    default: return s8_tile<kMr, kSignedRows>(nr, kq, a, row, a_quad_stride, b, b_quad_stride, c, ldc, accumulate);
+    default:
+      return s8_tile<kMr, kSignedRows, kOffsets>(nr, kq, a, row, a_quad_stride, b, b_quad_stride, b_offsets, c, ldc,
+                                                 accumulate);
   }
 }
 
@@ -83,7 +89,8 @@ constexpr int64_t kPacked[kMr] = {0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 4
 // Writes (accumulate: adds to) the mr x nr tile of C.
 void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int8_t* b,
                                        int32_t* c, int64_t ldc, bool accumulate) {
-  s8_tile_rows<false>(mr, nr, kq, a, kPacked, 4 * kMr, reinterpret_cast<const uint8_t*>(b), 128, c, ldc, accumulate);
+  s8_tile_rows<false>(mr, nr, kq, a, kPacked, 4 * kMr, reinterpret_cast<const uint8_t*>(b), 128, nullptr, c, ldc,
+                      accumulate);
 }
 
 // The same with A read in place: row i at a + i * lda (mr rows), 4 * kq bytes each.
@@ -91,15 +98,22 @@ void s8_gemm_ukernel_14x32_rows__avx512vnni(int64_t mr, int64_t nr, int64_t kq, 
                                             const int8_t* b, int32_t* c, int64_t ldc, bool accumulate) {
   int64_t row[kMr];
   for (int i = 0; i < kMr; ++i) row[i] = i * lda;
-  s8_tile_rows<false>(mr, nr, kq, a, row, 4, reinterpret_cast<const uint8_t*>(b), 128, c, ldc, accumulate);
+  s8_tile_rows<false>(mr, nr, kq, a, row, 4, reinterpret_cast<const uint8_t*>(b), 128, nullptr, c, ldc, accumulate);
 }
 
 // Weight-stationary: w one packed int8 panel of MR output channels ([kq][14][4]), x 32 pixels of
 // uint8 activations in quad-major layout (quad q of pixel j at x + q * x_quad_stride + 4 * j).
 void s8_gemm_ukernel_14x32_wx__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const int8_t* w, const uint8_t* x,
                                           int64_t x_quad_stride, int32_t* c, int64_t ldc, bool accumulate) {
-  s8_tile_rows<true>(mr, nr, kq, reinterpret_cast<const uint8_t*>(w), kPacked, 4 * kMr, x, x_quad_stride, c, ldc,
-                     accumulate);
+  s8_tile_rows<true>(mr, nr, kq, reinterpret_cast<const uint8_t*>(w), kPacked, 4 * kMr, x, x_quad_stride, nullptr, c,
+                     ldc, accumulate);
+}
+
+// The same with quad q of the 32 pixels at x + x_offsets[q] (an implicit convolution's taps).
+void s8_gemm_ukernel_14x32_wxo__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const int8_t* w, const uint8_t* x,
+                                           const int64_t* x_offsets, int32_t* c, int64_t ldc) {
+  s8_tile_rows<true, true>(mr, nr, kq, reinterpret_cast<const uint8_t*>(w), kPacked, 4 * kMr, x, 0, x_offsets, c, ldc,
+                           false);
 }
 
 // Rows [row0, row0 + mr) x nr (<= 32) columns of int32 sums (acc, leading dim ldacc) requantized
