@@ -52,5 +52,55 @@ TEST(U8S8Gemm, SevenBitWeightsMatchExactReference) {
   check(15, 33, 100, true, false, 63, 63);
 }
 
+// The weight-stationary GEMM's requantizing epilogue (VNNI) against requantize_value, the scalar
+// definition with a true division: per-row and scalar scales, bias, Relu, zero points, a
+// correction, and scales that put many quotients on or next to .5 ties (y_scale = 2 * scale), tiny
+// and huge y_scales (those divide with vdivps). Also checks the int32 sums the epilogue starts
+// from against s8u8_gemm_quads.
+TEST(S8U8GemmQuads, RequantizeMatchesTheScalarDefinition) {
+  if (!s8_gemm_has_vnni()) GTEST_SKIP() << "needs AVX-512 VNNI";
+  std::mt19937 rng(5);
+  const int64_t m = 31, k = 12, p = 200, kq = 3;
+  std::vector<int8_t> w(m * k);
+  for (auto& v : w) v = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
+  const PackedW8 packed = pack_w_s8(m, k, w.data(), k);
+  std::vector<uint8_t> x(static_cast<size_t>(7 * 32 * kq * 128 / 32));  // panel-major, 7 panels
+  for (auto& v : x) v = static_cast<uint8_t>(rng() % 256);
+  const QuadColumns cols{x.data(), 128, 128 * kq};
+  std::vector<int32_t> sums(m * p);
+  s8u8_gemm_quads(packed, p, cols, {}, sums.data(), p);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < p; ++j) {
+      int32_t want = 0;
+      for (int64_t q = 0; q < k; ++q) want += int32_t(w[i * k + q]) * int32_t(x[(j / 32) * 128 * kq + q / 4 * 128 + 4 * (j % 32) + q % 4]);
+      ASSERT_EQ(sums[i * p + j], want) << i << "," << j;
+    }
+  std::vector<float> scale(m), bias(m);
+  std::vector<int32_t> correction(m);
+  for (const float y_scale : {0.1f, 0.0037f, 1.0f / 3.0f, 7.5f, 1e-30f, 1e30f}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      for (int64_t i = 0; i < m; ++i) {
+        // variant 0: quotients at ties (scale = y_scale / 2); others spread around.
+        scale[i] = variant == 0 ? y_scale / 2 : y_scale * (0.001f + static_cast<float>(rng() % 1000) / 50000.0f);
+        bias[i] = y_scale * (static_cast<float>(rng() % 2001) / 10.0f - 100.0f);
+        correction[i] = static_cast<int32_t>(rng() % 2001) - 1000;
+      }
+      Requantize rq;
+      rq.scale = scale.data();
+      rq.bias = variant % 2 ? bias.data() : nullptr;
+      rq.correction = variant >= 2 ? correction.data() : nullptr;
+      rq.relu = variant == 3;
+      rq.y_scale = y_scale;
+      rq.y_zero_point = static_cast<uint8_t>(variant * 60);
+      std::vector<uint8_t> y(m * p, 7);
+      s8u8_gemm_quads_requantize(packed, p, cols, {}, rq, y.data(), p, testing::two_threads());
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < p; ++j)
+          ASSERT_EQ(y[i * p + j], requantize_value(rq, i, sums[i * p + j]))
+              << "y_scale " << y_scale << " variant " << variant << " at " << i << "," << j;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::kernels
