@@ -162,28 +162,29 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
     }
   }
 
-  // The implicit convolution (VNNI, no dilation, channels a multiple of 4, not a 1x1 stride-1
-  // conv, which reads the image in place): no column matrix. Each image is interleaved once into
+  // The implicit convolution (VNNI, no dilation, not a 1x1 stride-1 conv, which reads the image
+  // in place): no column matrix. Each image is interleaved once into
   // padded images of channel quads, one per stride phase (a, b) that a tap reads: phase pixel
   // (r, c) is padded pixel (r * sh + a, c * sw + b), laid out [phase][C/4][rows][pitch][4] with zx
   // around the image. Tap (i, j) of output pixel (oy, ox) then reads phase (i % sh, j % sw) at
   // (oy + i / sh, ox + j / sw): column oy * pitch + ox of the GEMM, at an offset fixed per tap and
   // channel quad (K's quads, in (tap, channel quad) order). The GEMM computes whole phase rows
-  // (pitch columns of which wo are output pixels) and drops the rest as it stores.
+  // (pitch columns of which wo are output pixels) and drops the rest as it stores. Channels are
+  // padded to whole quads with zero weights (an RGB stem reads 3 of 4 bytes).
   static bool implicit_fits(const ConvGeom& g) {
-    return g.dh == 1 && g.dw == 1 && g.c % 4 == 0 && (g.kh * g.kw > 1 || g.sh * g.sw > 1);
+    return g.dh == 1 && g.dw == 1 && (g.kh * g.kw > 1 || g.sh * g.sw > 1);
   }
 
-  // W [M, C, kh, kw] packed with K in (tap, channel) order, the phase images' geometry and the
-  // offset of every K quad in them.
+  // W [M, C, kh, kw] packed with K in (tap, channel) order (channels padded to whole quads), the
+  // phase images' geometry and the offset of every K quad in them.
   void plan_implicit(const int8_t* pw) {
     const ConvGeom& g = g_;
-    const int64_t taps = g.kh * g.kw, cq = g.c / 4;
-    std::vector<int8_t> wt(static_cast<size_t>(g.co * k_));
+    const int64_t taps = g.kh * g.kw, cq = kernels::ceil_div(g.c, 4), k = taps * 4 * cq;
+    std::vector<int8_t> wt(static_cast<size_t>(g.co * k), 0);
     for (int64_t m = 0; m < g.co; ++m)
       for (int64_t c = 0; c < g.c; ++c)
-        for (int64_t t = 0; t < taps; ++t) wt[static_cast<size_t>(m * k_ + t * g.c + c)] = pw[(m * g.c + c) * taps + t];
-    w8_ = kernels::pack_w_s8(g.co, k_, wt.data(), k_);
+        for (int64_t t = 0; t < taps; ++t) wt[static_cast<size_t>(m * k + t * 4 * cq + c)] = pw[(m * g.c + c) * taps + t];
+    w8_ = kernels::pack_w_s8(g.co, k, wt.data(), k);
     pitch_ = g.wo + (g.kw - 1) / g.sw;
     rows_ = g.ho + (g.kh - 1) / g.sh;
     // Quads a plane holds: the rows, then what the last 32-column panel reads past them.
@@ -215,7 +216,8 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
       if (iy < 0 || iy >= g.h || c1 == c0) continue;
       const uint8_t* rows[4];
       for (int64_t t = 0; t < 4; ++t) {
-        const uint8_t* src = image + (4 * q + t) * in_plane + iy * g.w + c0 * g.sw + b - g.pl;
+        // (A padding channel's weights are 0: any row of the image does.)
+        const uint8_t* src = image + std::min(4 * q + t, g.c - 1) * in_plane + iy * g.w + c0 * g.sw + b - g.pl;
         rows[t] = src;
         if (g.sw == 1) continue;
         uint8_t* row = strided.data() + t * pitch_;
@@ -229,7 +231,7 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
   template <typename Out>
   void run_implicit(const uint8_t* x, uint8_t zx, Out* y) {
     const ConvGeom& g = g_;
-    const int64_t plane = g.ho * g.wo, cq = g.c / 4, nphases = static_cast<int64_t>(phases_.size());
+    const int64_t plane = g.ho * g.wo, cq = kernels::ceil_div(g.c, 4), nphases = static_cast<int64_t>(phases_.size());
     thread_local std::vector<uint8_t> padded_scratch;
     padded_scratch.resize(static_cast<size_t>(nphases * cq * cq_stride_));
     uint8_t* const padded = padded_scratch.data();

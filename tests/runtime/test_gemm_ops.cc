@@ -205,7 +205,9 @@ TEST(CompiledExecutorGemm, ConvIntegerMatchesTheReferenceExactly) {
                         Case{{2, 8, 9, 8}, 17, 3, 3, "{pads=[1, 1, 1, 1], strides=[2, 2]}", {2, 17, 5, 4}},
                         Case{{1, 12, 7, 6}, 30, 1, 1, "{strides=[2, 2]}", {1, 30, 4, 3}},
                         Case{{1, 8, 6, 5}, 14, 3, 3, "{pads=[1, 0, 1, 1], strides=[2, 1]}", {1, 14, 3, 4}},
-                        Case{{1, 4, 10, 11}, 6, 3, 3, "{pads=[0, 1, 0, 0], strides=[3, 3]}", {1, 6, 3, 4}}}) {
+                        Case{{1, 4, 10, 11}, 6, 3, 3, "{pads=[0, 1, 0, 0], strides=[3, 3]}", {1, 6, 3, 4}},
+                        // ... an RGB stem (channels padded to a quad with zero weights).
+                        Case{{1, 3, 20, 18}, 10, 7, 7, "{pads=[3, 3, 3, 3], strides=[2, 2]}", {1, 10, 10, 9}}}) {
     auto dims = [](const std::vector<int64_t>& d) {
       std::string s;
       for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
