@@ -18,11 +18,10 @@ void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const
 void s8_gemm_ukernel_14x32_rows__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, int64_t lda,
                                             const int8_t* b, int32_t* c, int64_t ldc, bool accumulate);
 void s8_gemm_ukernel_14x32_wx__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const int8_t* w, const uint8_t* x,
-                                          int64_t x_quad_stride, int32_t* c, int64_t ldc, bool accumulate);
-void s8_gemm_ukernel_14x32_wxo__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const int8_t* w, const uint8_t* x,
-                                           const int64_t* x_offsets, int32_t* c, int64_t ldc);
-void requantize_tile_u8__avx512vnni(int64_t mr, int64_t nr, const int32_t* acc, int64_t ldacc, const Requantize& rq,
-                                    int64_t row0, uint8_t* y, int64_t ldy);
+                                          int64_t x_quad_stride, const int64_t* x_offsets, int32_t* c, int64_t ldc);
+void s8_gemm_ukernel_14x32_wx_requantize__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const int8_t* w,
+                                                     const uint8_t* x, int64_t x_quad_stride, const int64_t* x_offsets,
+                                                     const Requantize& rq, int64_t row0, uint8_t* y, int64_t ldy);
 void s8_gemm_ukernel_14x32__avx2(int64_t mr, int64_t nr, int64_t kq, const int16_t* a, const int16_t* b, int32_t* c,
                                  int64_t ldc, bool accumulate);
 void s8_gemm_ukernel_rows_x32__avx2_7bit(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, int64_t lda,
@@ -225,15 +224,6 @@ void run_quad_tiles(const PackedW8& W, int64_t P, const ParallelFor& parallel, c
 }  // namespace
 
 namespace {
-// One 14x32 tile of the weight-stationary GEMM into `acc` (leading dim kNr).
-void quad_tile(const PackedW8& W, int64_t P, const QuadColumns& X, int64_t wp, int64_t xp, int32_t* acc) {
-  const int64_t kq = ceil_div(W.k, 4), mr = std::min(kMr, W.m - wp * kMr), nr = std::min(kNr, P - xp * kNr);
-  const int8_t* w = W.data.data() + wp * kq * kMr * 4;
-  const uint8_t* x = X.x + xp * X.panel_stride;
-  if (X.quad_offsets) s8_gemm_ukernel_14x32_wxo__avx512vnni(mr, nr, kq, w, x, X.quad_offsets, acc, kNr);
-  else s8_gemm_ukernel_14x32_wx__avx512vnni(mr, nr, kq, w, x, X.quad_stride, acc, kNr, false);
-}
-
 // Rows x columns [p0, p0 + nr) of a tile (leading dim kNr) into Y on the grid: each run of
 // columns that lands on one output row is one copy.
 template <typename T>
@@ -247,25 +237,36 @@ void scatter_tile(int64_t rows, int64_t p0, int64_t nr, const T* tile, const Col
     p = (oy + 1) * grid.pitch;
   }
 }
+
+// Runs every tile of the weight-stationary GEMM: tile(mr, nr, kq, w, x, out_row0, out_col0)
+// writes rows [out_row0, +mr) x columns [out_col0, +nr) into `out` (leading dim ldout) straight,
+// or, on a grid, into a staging tile that is then scattered into Y.
+template <typename T, typename Tile>
+void quad_gemm(const PackedW8& W, int64_t P, const QuadColumns& X, const ColumnGrid& grid, T* Y, int64_t ldy,
+               const ParallelFor& parallel, const Tile& tile) {
+  const int64_t kq = ceil_div(W.k, 4);
+  run_quad_tiles(W, P, parallel, [&](int64_t wp, int64_t xp) {
+    const int64_t mr = std::min(kMr, W.m - wp * kMr), nr = std::min(kNr, P - xp * kNr);
+    const int8_t* w = W.data.data() + wp * kq * kMr * 4;
+    const uint8_t* x = X.x + xp * X.panel_stride;
+    T* y = Y + wp * kMr * ldy;
+    if (!grid.pitch) {
+      tile(mr, nr, kq, w, x, wp * kMr, y + xp * kNr, ldy);
+      return;
+    }
+    alignas(64) T staging[kMr * kNr];
+    tile(mr, nr, kq, w, x, wp * kMr, staging, kNr);
+    scatter_tile(mr, xp * kNr, nr, staging, grid, y, ldy);
+  });
+}
 }  // namespace
 
 void s8u8_gemm_quads(const PackedW8& W, int64_t P, const QuadColumns& X, const ColumnGrid& grid, int32_t* Y,
                      int64_t ldy, const ParallelFor& parallel) {
-  run_quad_tiles(W, P, parallel, [&](int64_t wp, int64_t xp) {
-    const int64_t mr = std::min(kMr, W.m - wp * kMr), nr = std::min(kNr, P - xp * kNr);
-    int32_t* y = Y + wp * kMr * ldy;
-    if (!grid.pitch && !X.quad_offsets) {  // straight into Y
-      const int64_t kq = ceil_div(W.k, 4);
-      s8_gemm_ukernel_14x32_wx__avx512vnni(mr, nr, kq, W.data.data() + wp * kq * kMr * 4, X.x + xp * X.panel_stride,
-                                           X.quad_stride, y + xp * kNr, ldy, false);
-      return;
-    }
-    alignas(64) int32_t acc[kMr * kNr];
-    quad_tile(W, P, X, wp, xp, acc);
-    if (grid.pitch) scatter_tile(mr, xp * kNr, nr, acc, grid, y, ldy);
-    else
-      for (int64_t i = 0; i < mr; ++i) std::memcpy(y + i * ldy + xp * kNr, acc + i * kNr, static_cast<size_t>(nr) * 4);
-  });
+  quad_gemm(W, P, X, grid, Y, ldy, parallel,
+            [&](int64_t mr, int64_t nr, int64_t kq, const int8_t* w, const uint8_t* x, int64_t, int32_t* out, int64_t ld) {
+              s8_gemm_ukernel_14x32_wx__avx512vnni(mr, nr, kq, w, x, X.quad_stride, X.quad_offsets, out, ld);
+            });
 }
 
 uint8_t requantize_value(const Requantize& rq, int64_t m, int32_t sum) {
@@ -278,19 +279,12 @@ uint8_t requantize_value(const Requantize& rq, int64_t m, int32_t sum) {
 
 void s8u8_gemm_quads_requantize(const PackedW8& W, int64_t P, const QuadColumns& X, const ColumnGrid& grid,
                                 const Requantize& rq, uint8_t* Y, int64_t ldy, const ParallelFor& parallel) {
-  run_quad_tiles(W, P, parallel, [&](int64_t wp, int64_t xp) {
-    alignas(64) int32_t acc[kMr * kNr];
-    const int64_t mr = std::min(kMr, W.m - wp * kMr), nr = std::min(kNr, P - xp * kNr);
-    quad_tile(W, P, X, wp, xp, acc);
-    uint8_t* y = Y + wp * kMr * ldy;
-    if (!grid.pitch) {
-      requantize_tile_u8__avx512vnni(mr, nr, acc, kNr, rq, wp * kMr, y + xp * kNr, ldy);
-      return;
-    }
-    alignas(64) uint8_t q[kMr * kNr];
-    requantize_tile_u8__avx512vnni(mr, nr, acc, kNr, rq, wp * kMr, q, kNr);
-    scatter_tile(mr, xp * kNr, nr, q, grid, y, ldy);
-  });
+  quad_gemm(W, P, X, grid, Y, ldy, parallel,
+            [&](int64_t mr, int64_t nr, int64_t kq, const int8_t* w, const uint8_t* x, int64_t row0, uint8_t* out,
+                int64_t ld) {
+              s8_gemm_ukernel_14x32_wx_requantize__avx512vnni(mr, nr, kq, w, x, X.quad_stride, X.quad_offsets, rq,
+                                                              row0, out, ld);
+            });
 }
 
 void u8s8_gemm(int64_t M, int64_t N, int64_t K, const uint8_t* A, int64_t lda, const int8_t* B, int64_t ldb,
