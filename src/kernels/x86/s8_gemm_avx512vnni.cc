@@ -4,6 +4,10 @@
 // accumulators in registers (Requantize, s8_gemm.h) instead of storing int32.
 // Compiled with -ffp-contract=off: the requantization's multiply and add must round separately
 // (its fused multiply-adds are explicit).
+// GCC 12's AVX-512 conversion intrinsics pass a deliberately undefined vector (__Y) as the
+// merge source; -Wuninitialized flags it once they are inlined here.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <cmath>
