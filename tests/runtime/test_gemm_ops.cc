@@ -308,5 +308,51 @@ TEST(CompiledExecutorGemm, ConvIntegerRequantizeEpilogueMatchesTheNodes) {
   }
 }
 
+// A quantized residual block's tail: the requantized ConvInteger, then DequantizeLinear of its
+// output and of the shortcut (a node earlier than the conv), Add, Relu, QuantizeLinear. Fusion
+// puts the shortcut's DequantizeLinear in the conv's group; the plan runs the group's GEMM step
+// first, so that it joins the kernel of the Add instead of making a kernel of its own before the
+// step. One kernel, the same bytes as the interpreter.
+TEST(CompiledExecutorGemm, QuantizedResidualIsOneKernelAfterTheGemmStep) {
+  std::mt19937_64 rng(14);
+  const std::string text = "graph @g(%x: u8[1,8,6,6], %r: u8[1,16,6,6]) -> (%y: u8[1,16,6,6]) {\n"
+                           "  %rs = const f32[] [0.05]\n  %rz = const u8[] [120]\n"
+                           "  %rd = DequantizeLinear(%r, %rs, %rz) : f32[1,16,6,6]\n"
+                           "  %w = " + int_const("i8", {16, 8, 1, 1}, -128, 127, rng) + "\n"
+                           "  %zx = const u8[] [100]\n  %s = const f32[16,1,1] [" +
+                           [] {
+                             std::string v;
+                             for (int i = 0; i < 16; ++i) v += (i ? ", " : "") + std::to_string(0.0004 + 0.00003 * i);
+                             return v;
+                           }() + "]\n"
+                           "  %ys = const f32[] [0.07]\n  %yz = const u8[] [128]\n"
+                           "  %acc = ConvInteger(%x, %w, %zx) : i32[1,16,6,6]\n"
+                           "  %c = Cast(%acc) {to=1} : f32[1,16,6,6]\n"
+                           "  %m = Mul(%c, %s) : f32[1,16,6,6]\n"
+                           "  %q1 = QuantizeLinear(%m, %ys, %yz) : u8[1,16,6,6]\n"
+                           "  %d1 = DequantizeLinear(%q1, %ys, %yz) : f32[1,16,6,6]\n"
+                           "  %a = Add(%d1, %rd) : f32[1,16,6,6]\n"
+                           "  %rl = Relu(%a) : f32[1,16,6,6]\n"
+                           "  %y = QuantizeLinear(%rl, %ys, %yz) : u8[1,16,6,6]\n"
+                           "  return %y\n}";
+  Model m = parse_model(text), passed = parse_model(text);
+  PassContext ctx;
+  run_passes(passed, default_pipeline(), ctx);  // fusion groups, as every entry point runs it
+  Tensor x(DType::kUInt8, {1, 8, 6, 6}), r(DType::kUInt8, {1, 16, 6, 6});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<uint8_t>()[i] = static_cast<uint8_t>(rng() % 256);
+  for (int64_t i = 0; i < r.numel(); ++i) r.data<uint8_t>()[i] = static_cast<uint8_t>(rng() % 256);
+  const std::vector<RtValue> feeds = {RtValue(x), RtValue(r)};
+  Interpreter interp(m);
+  CompiledOptions opts;
+  opts.threads = 2;
+  CompiledExecutor exec(passed, opts);
+  const Tensor want = interp.run(feeds)[0].tensor, got = exec.run(feeds)[0].tensor;
+  ASSERT_EQ(got.dims(), want.dims());
+  for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.data<uint8_t>()[i], want.data<uint8_t>()[i]) << i;
+  if (!kernels::s8_gemm_has_vnni()) GTEST_SKIP() << "the requantizing GEMM step needs AVX-512 VNNI";
+  EXPECT_EQ(exec.stats().gemm_nodes, 4);  // ConvInteger, Cast, Mul, QuantizeLinear
+  EXPECT_EQ(exec.stats().kernels, 1);     // both DequantizeLinear, Add, Relu, QuantizeLinear
+}
+
 }  // namespace
 }  // namespace kiln

@@ -138,10 +138,35 @@ void PlanBuilder::index_graph() {
   for (int i = 0; i < nnodes; ++i) order[static_cast<size_t>(i)] = i;
   grouped = true;
   for (int i = 0; i < nnodes; ++i) grouped &= group_of(i) >= 0;
-  if (grouped)
+  if (grouped) {
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return group_of(a) < group_of(b); });
+    anchors_first();
+  }
   pos_in_order.resize(static_cast<size_t>(nnodes));
   for (size_t k = 0; k < order.size(); ++k) pos_in_order[static_cast<size_t>(order[k])] = k;
+}
+
+// A group's one GEMM-like node (its anchor) goes first among the group's nodes when no node of
+// the group feeds it (then the order stays topological): the epilogue's other producers (a
+// quantized residual's DequantizeLinear, earlier in node order) then join the kernel after the
+// GEMM step instead of making a kernel of their own before it.
+void PlanBuilder::anchors_first() {
+  for (size_t begin = 0; begin < order.size();) {
+    size_t end = begin;
+    while (end < order.size() && group_of(order[end]) == group_of(order[begin])) ++end;
+    const auto first = order.begin() + static_cast<std::ptrdiff_t>(begin);
+    const auto last = order.begin() + static_cast<std::ptrdiff_t>(end);
+    const auto anchor = [&](int i) { return gemm_ops::gemm_like(*g.nodes[static_cast<size_t>(i)]); };
+    const auto it = std::find_if(first, last, anchor);
+    bool fed_inside = false;
+    if (it != last)
+      for (const Value* v : g.nodes[static_cast<size_t>(*it)]->inputs) {
+        auto p = v ? producer.find(v) : producer.end();
+        fed_inside |= p != producer.end() && group_of(p->second) == group_of(*it);
+      }
+    if (it != last && !fed_inside && std::count_if(first, last, anchor) == 1) std::stable_partition(first, last, anchor);
+    begin = end;
+  }
 }
 
 // ---- S2: steps --------------------------------------------------------------------------------

@@ -151,6 +151,7 @@ class PlanBuilder {
   std::vector<int64_t> kernel_scalars(tir::PrimFunc& f);
   // Consumers, producers, execution order (plan_builder.cc).
   void index_graph();
+  void anchors_first();
   int64_t group_of(int i);
   // S2 (plan_builder.cc: the walk; gemm_steps.cc; lower_kernels.cc)
   void plan_steps();
