@@ -6,6 +6,8 @@
 // rounding: the integer sum is exact, the scales apply once instead of per operand.
 // In the engine's pipeline before fold-dequantize (which would turn the weight to float); not in
 // `kiln optimize`'s output, which keeps the QDQ form other runtimes' int8 kernels match.
+// A MaxPool between a DequantizeLinear and a QuantizeLinear of the same parameters pools the
+// integers instead (rewrite_max_pool).
 // Tests: tests/pass/golden/qdq-to-integer/*.kir, tests/pass/test_qdq_to_integer.cc (values).
 #include <algorithm>
 #include <optional>
@@ -197,6 +199,45 @@ bool rewrite(GraphEditor& ed, Node& n, Int8Gemm gemm) {
   return true;
 }
 
+// One-element constant equal to `b`'s (both absent counts as equal: zero point 0).
+bool same_constant(const Value* a, const Value* b) {
+  if (!a || !b) return a == b;
+  if (!one_element(a) || !one_element(b) || a->initializer.dtype() != b->initializer.dtype()) return false;
+  return a->initializer.get_double(0) == b->initializer.get_double(0);
+}
+
+// DequantizeLinear(x) -> MaxPool -> QuantizeLinear with the same scale and zero point (QDQ
+// quantizers give a pool its input's parameters) is a MaxPool of the integers x: the max commutes
+// with the increasing DequantizeLinear (a positive scale), and quantizing a dequantized value
+// gives it back. The pool's float output, if anything else reads it, becomes a DequantizeLinear of
+// the integer pool. Opset 12+ (MaxPool on 8-bit integers).
+bool rewrite_max_pool(GraphEditor& ed, Node& n, const UseMap& uses) {
+  Value* out = n.outputs[0];
+  if (n.outputs.size() > 1 && n.outputs[1]) return false;  // Indices
+  const Node* dq = dequantize_producer(n.inputs.empty() ? nullptr : n.inputs[0]);
+  if (!dq || uses.count(out) != 1) return false;
+  Value* x = dq->inputs[0];
+  const Value* scale = dq->inputs[1];
+  if ((x->type.dtype != DType::kUInt8 && x->type.dtype != DType::kInt8) || !one_element(scale) ||
+      scale->initializer.dtype() != DType::kFloat32 || !(scale->initializer.data<float>()[0] > 0))
+    return false;
+  Node* q = uses.of(out)[0];
+  if (q->op_type != "QuantizeLinear" || !q->domain.empty() || q->inputs.size() < 2 || q->inputs[0] != out ||
+      q->outputs.size() != 1 || q->outputs[0]->type.dtype != x->type.dtype || !same_constant(q->inputs[1], scale) ||
+      !same_constant(q->inputs.size() > 2 ? q->inputs[2] : nullptr, zero_point_of(*dq)) || q->attr("precision"))
+    return false;
+  Node* pool = ed.add_node("MaxPool", {x}, q->outputs[0]->type, out->name + "_integer");
+  for (const auto& [k, a] : n.attrs) pool->attrs[k] = a;
+  pool->name = pool->outputs[0]->name;
+  std::vector<Value*> dq_ins = {pool->outputs[0], const_cast<Value*>(scale)};
+  if (const Value* z = zero_point_of(*dq)) dq_ins.push_back(const_cast<Value*>(z));
+  Node* back = ed.add_node("DequantizeLinear", dq_ins, out->type, out->name + "_dequantized");
+  back->name = back->outputs[0]->name;
+  ed.replace_all_uses(q->outputs[0], pool->outputs[0]);
+  ed.replace_all_uses(out, back->outputs[0]);
+  return true;
+}
+
 bool run(Model& m, PassContext& ctx) {
   if (m.opset("") < 10) return false;  // no MatMulInteger
   GraphEditor ed(*m.graph);
@@ -205,7 +246,10 @@ bool run(Model& m, PassContext& ctx) {
   const bool matmuls = ed.rewrite_nodes("MatMul", [&](Node& n) { return rewrite(ed, n, gemm); });
   const bool gemms = ed.rewrite_nodes("Gemm", [&](Node& n) { return rewrite(ed, n, gemm); });
   const bool convs = ed.rewrite_nodes("Conv", [&](Node& n) { return rewrite_conv(ed, n, gemm); });
-  return matmuls || gemms || convs;
+  const UseMap uses = compute_uses(*m.graph);
+  const bool pools = m.opset("") >= 12 &&
+                     ed.rewrite_nodes("MaxPool", [&](Node& n) { return rewrite_max_pool(ed, n, uses); });
+  return matmuls || gemms || convs || pools;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // Tests: tests/te/test_te.cc.
 #include "te/te.h"
 
+#include <cstdint>
 #include <limits>
 #include <mutex>
 
@@ -82,6 +83,23 @@ ReduceOp reduce_op_of(const Expr& e) {
   return ReduceOp::kMin;
 }
 
+namespace {
+// The least (or, `top`, the greatest) value of an integer dtype, as the int64 immediate that
+// holds its bit pattern (uint64's greatest is -1).
+int64_t int_limit(DType d, bool top) {
+  switch (d) {
+    case DType::kInt8: return top ? INT8_MAX : INT8_MIN;
+    case DType::kInt16: return top ? INT16_MAX : INT16_MIN;
+    case DType::kInt32: return top ? INT32_MAX : INT32_MIN;
+    case DType::kUInt8: return top ? UINT8_MAX : 0;
+    case DType::kUInt16: return top ? UINT16_MAX : 0;
+    case DType::kUInt32: return top ? int64_t{UINT32_MAX} : 0;
+    case DType::kUInt64: return top ? -1 : 0;
+    default: return top ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  }
+}
+}  // namespace
+
 Expr reduce_identity(ReduceOp op, tir::DataType t) {
   const bool f = t.is_float();
   switch (op) {
@@ -89,12 +107,10 @@ Expr reduce_identity(ReduceOp op, tir::DataType t) {
     case ReduceOp::kProd: return f ? tir::float_imm(1.0, t) : tir::int_imm(1, t);
     case ReduceOp::kMax:
       if (f) return tir::float_imm(-std::numeric_limits<double>::infinity(), t);
-      return tir::int_imm(t.dtype == DType::kInt32 ? std::numeric_limits<int32_t>::min()
-                                                    : std::numeric_limits<int64_t>::min(), t);
+      return tir::int_imm(int_limit(t.dtype, false), t);
     case ReduceOp::kMin:
       if (f) return tir::float_imm(std::numeric_limits<double>::infinity(), t);
-      return tir::int_imm(t.dtype == DType::kInt32 ? std::numeric_limits<int32_t>::max()
-                                                    : std::numeric_limits<int64_t>::max(), t);
+      return tir::int_imm(int_limit(t.dtype, true), t);
   }
   return nullptr;
 }

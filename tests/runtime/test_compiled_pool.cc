@@ -1,5 +1,5 @@
 // Compiled executor vs the interpreter for the sliding-window lowerings of ops/lower/pool.cc:
-// MaxPool, AveragePool and depthwise Conv on odd sizes, strides 1 and 2, pads, auto_pad,
+// MaxPool (float and bytes), AveragePool and depthwise Conv on odd sizes, strides 1 and 2, pads, auto_pad,
 // ceil_mode and dilations (allclose rtol 1e-4, atol 1e-5), plus the configurations that decline.
 #include <gtest/gtest.h>
 
@@ -76,6 +76,31 @@ TEST(CompiledPool, MaxPoolVariants) {
     EXPECT_EQ(s.fallback_nodes, 0) << a;
     EXPECT_EQ(s.generated_nodes, 1) << a;
   }
+}
+
+// MaxPool on uint8 / int8 (a quantized model's pool, qdq-to-integer) is a generated kernel too:
+// exact over the whole byte range, pads never winning (the dtype's least value, not -inf).
+TEST(CompiledPool, MaxPoolOnBytes) {
+  for (const char* type : {"u8", "i8"})
+    for (const char* a : {"kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]", "kernel_shape=[2, 3], pads=[1, 1, 0, 2]"}) {
+      const std::string t = type;
+      Model m = prepare_pool("model ir=8 opsets={\"\": 13}\ngraph @g(%x: " + t + "[2,3,11,9]) -> (%y: " + t +
+                             "[...]) {\n  %y = MaxPool(%x) {" + a + "} : " + t + "[...]\n  return %y\n}");
+      Tensor x(t == "u8" ? DType::kUInt8 : DType::kInt8, {2, 3, 11, 9});
+      std::mt19937_64 rng(3);
+      for (int64_t i = 0; i < x.numel(); ++i) x.set_double(i, t == "u8" ? double(rng() % 256) : double(int(rng() % 256) - 128));
+      // int8: the first plane's top rows all negative, so that its border windows' max is below
+      // 0 (a pad read as 0 would win there).
+      if (t == "i8")
+        for (int64_t i = 0; i < 3 * 9; ++i) x.set_double(i, -100.0 - double(i % 20));
+      Interpreter interp(m);
+      CompiledExecutor exec(m, CompiledOptions{});
+      const Tensor want = interp.run({RtValue(x)})[0].tensor, got = exec.run({RtValue(x)})[0].tensor;
+      ASSERT_EQ(got.dims(), want.dims()) << a;
+      ASSERT_EQ(got.dtype(), want.dtype()) << a;
+      for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(got.get_double(i), want.get_double(i)) << type << " " << a << " at " << i;
+      EXPECT_EQ(exec.stats().fallback_nodes, 0) << a;
+    }
 }
 
 TEST(CompiledPool, AveragePoolVariants) {

@@ -1,8 +1,9 @@
 // TE lowerings of 2-D sliding-window ops: MaxPool (output 0 only), AveragePool (both
 // count_include_pad modes) and depthwise Conv (group == C_in == C_out, weight [C,1,kh,kw]).
 // Each output element is a reduction over the kernel window; taps outside the input read a
-// clamped (always valid) index and are masked by a select on in-bounds. Float32 only; anything
-// else declines (the reference kernel runs).
+// clamped (always valid) index and are masked by a select on in-bounds. Float32 only, but
+// MaxPool also on int8 / uint8 (a quantized model's pool between QDQ pairs, pass qdq-to-integer);
+// anything else declines (the reference kernel runs).
 #include <algorithm>
 #include <limits>
 
@@ -31,9 +32,12 @@ Expr in_range(const Expr& c, int64_t n) {
 }
 Expr clamp(const Expr& c, int64_t n) { return tir::max(i64(0), tir::min(c, i64(n - 1))); }
 
-// Common checks: 4-D float32 input with positive spatial dims and a known 4-D float32 output.
-bool plain_2d(const LowerContext& ctx) {
-  if (!ctx.has_input(0) || ctx.in_dtype(0) != DType::kFloat32 || ctx.out_dtype() != DType::kFloat32) return false;
+// Common checks: 4-D input of dtype `dtype` (float32, or int8/uint8 where `bytes`) with positive
+// spatial dims and a known 4-D output of the same dtype.
+bool plain_2d(const LowerContext& ctx, bool bytes = false) {
+  if (!ctx.has_input(0) || ctx.in_dtype(0) != ctx.out_dtype()) return false;
+  const DType t = ctx.in_dtype(0);
+  if (t != DType::kFloat32 && !(bytes && (t == DType::kUInt8 || t == DType::kInt8))) return false;
   const auto& in = ctx.in_shape(0);
   if (in.size() != 4 || ctx.out_shape().size() != 4) return false;
   for (int64_t d : in)
@@ -67,7 +71,7 @@ te::Tensor tap_count(const LowerContext& ctx, const Window& w, bool include_pad)
 
 template <bool kMax>
 LowerResult pool_lower(const LowerContext& ctx) {
-  if (!plain_2d(ctx)) return std::nullopt;
+  if (!plain_2d(ctx, kMax)) return std::nullopt;
   // MaxPool's Indices output: the reference kernel computes it.
   for (size_t k = 1; k < ctx.output_dtypes.size(); ++k)
     if (ctx.output_dtypes[k] != DType::kUndefined) return std::nullopt;
@@ -79,12 +83,17 @@ LowerResult pool_lower(const LowerContext& ctx) {
   const te::Tensor& x = ctx.input(0);
   te::IterVar kh = te::reduce_axis(i64(w.kernel[0]), ctx.name("kh"));
   te::IterVar kw = te::reduce_axis(i64(w.kernel[1]), ctx.name("kw"));
-  const double pad_value = kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+  // Taps outside the input never win a max: the dtype's least value (-inf for floats).
+  const DType dt = ctx.in_dtype(0);
+  const double pad_value = !kMax ? 0.0
+                           : dt == DType::kUInt8 ? 0.0
+                           : dt == DType::kInt8  ? -128.0
+                                                 : -std::numeric_limits<double>::infinity();
   te::Tensor acc = te::compute(ctx.name(kMax ? "out" : "sum"), ctx.out_dims(),
                                [&](const std::vector<Expr>& i) {
     Expr h = coord(w, 0, i[2], kh->var), c = coord(w, 1, i[3], kw->var);
     Expr v = te::access(x, {i[0], i[1], clamp(h, w.in[0]), clamp(c, w.in[1])});
-    Expr masked = tir::select(both(in_range(h, w.in[0]), in_range(c, w.in[1])), v, f32(pad_value));
+    Expr masked = tir::select(both(in_range(h, w.in[0]), in_range(c, w.in[1])), v, lower::constant(dt, pad_value));
     return te::reduce(kMax ? ReduceOp::kMax : ReduceOp::kSum, masked, {kh, kw});
   });
   if (kMax) return std::vector<te::Tensor>{acc};
