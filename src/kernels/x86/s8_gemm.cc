@@ -238,8 +238,8 @@ void scatter_tile(int64_t rows, int64_t p0, int64_t nr, const T* tile, const Col
   }
 }
 
-// Runs every tile of the weight-stationary GEMM: tile(mr, nr, kq, w, x, out_row0, out_col0)
-// writes rows [out_row0, +mr) x columns [out_col0, +nr) into `out` (leading dim ldout) straight,
+// Runs every tile of the weight-stationary GEMM: tile(mr, nr, kq, w, x, row0, out, ld) computes
+// W's rows [row0, row0 + mr) times nr columns of X into `out` (leading dim ld): straight into Y,
 // or, on a grid, into a staging tile that is then scattered into Y.
 template <typename T, typename Tile>
 void quad_gemm(const PackedW8& W, int64_t P, const QuadColumns& X, const ColumnGrid& grid, T* Y, int64_t ldy,
