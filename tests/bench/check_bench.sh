@@ -15,6 +15,7 @@ r = json.load(sys.stdin)["results"][0]
 assert r["outputs_match"] is True, r
 assert r["kiln_ms"]["runs"] >= 6 and r["ort_ms"]["runs"] >= 6, r
 assert r["ratio"] > 0 and abs(r["ratio"] - r["kiln_ms"]["median"] / r["ort_ms"]["median"]) < 1e-3, r
+assert r["sqnr_db"] is None, r  # a float model: checked by rtol/atol
 ' || exit 1
 # A runner that cannot start: exit 1 with the reason, no hang or crash.
 out=$(KILN_PYTHON=/bin/false "$kiln" bench "$model" --compare onnxruntime --min-time 0.1 2>&1)

@@ -41,6 +41,14 @@ q=$tmp/q.onnx
 grep -q "quantized: 1 activations (u8), 1 weights" "$tmp/out" || fail "quantize output: $(cat "$tmp/out")"
 grep -q "<td>Relu</td><td>1</td>" "$tmp/r.html" || fail "report: the float Relu is not listed"
 grep -q "<h2>Quantized activations</h2>" "$tmp/r.html" || fail "no report"
+# kiln bench --compare onnxruntime checks a quantized model by SQNR (JSON sqnr_db; 300 = identical).
+out=$(KILN_PYTHON="$python" "$kiln" bench "$q" --compare onnxruntime --min-time 0.1 --min-runs 2 --rounds 1 --json) ||
+  fail "bench of the quantized model: $out"
+echo "$out" | "$python" -c '
+import json, sys
+r = json.load(sys.stdin)["results"][0]
+assert r["outputs_match"] is True and r["sqnr_db"] is not None and r["sqnr_db"] >= 20, r
+' || fail "bench of the quantized model: $out"
 expect_error 4 "no .npy, .pb or image files" "$tmp/mm.onnx" -o "$q" --calibration "$tmp/empty"
 expect_error 4 "x" "$tmp/mm.onnx" -o "$q" --calibration "$tmp/wrong"
 expect_error 2 "calibration samples" "$tmp/mm.onnx" -o "$q"
