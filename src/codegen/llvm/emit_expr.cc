@@ -5,6 +5,10 @@
 // lane count padded to the next variant), else one call per lane; float32 vector exp (and sigmoid)
 // is inline code (inline_exp); a vector divided by a broadcast value multiplies by its reciprocal.
 // bf16 and other narrow floats are rejected.
+#include <cmath>
+#include <optional>
+#include <string>
+
 #include <llvm/Analysis/VectorUtils.h>
 #include <llvm/IR/Intrinsics.h>
 
@@ -206,6 +210,30 @@ llvm::Value* Emitter::emit_compare(const ExprNode& n) {
   }
 }
 
+namespace {
+// The constant of e (a float immediate, or a broadcast of one), if it is one.
+std::optional<double> float_constant(const Expr& e) {
+  const Expr& c = e->kind == ExprKind::kBroadcast ? e->operands[0] : e;
+  if (c->kind == ExprKind::kFloatImm) return c->float_value;
+  return std::nullopt;
+}
+
+// True when float expression e is max(lo, min(hi, x)) or min(hi, max(lo, x)) (either operand
+// order) with constants inside the int32 range: its conversion to int32 cannot overflow.
+bool clamped_to_int32(const Expr& e) {
+  if (e->kind != ExprKind::kMax && e->kind != ExprKind::kMin) return false;
+  const ExprKind inner_kind = e->kind == ExprKind::kMax ? ExprKind::kMin : ExprKind::kMax;
+  auto in_range = [](std::optional<double> c) { return c && *c >= -2147483648.0 && *c <= 2147483520.0; };
+  for (int k = 0; k < 2; ++k) {
+    const Expr& bound = e->operands[static_cast<size_t>(k)];
+    const Expr& inner = e->operands[static_cast<size_t>(1 - k)];
+    if (!in_range(float_constant(bound)) || inner->kind != inner_kind) continue;
+    if (in_range(float_constant(inner->operands[0])) || in_range(float_constant(inner->operands[1]))) return true;
+  }
+  return false;
+}
+}  // namespace
+
 llvm::Value* Emitter::emit_cast(DataType to, const Expr& value) {
   const DataType from = value->type;
   llvm::Value* v = emit(value);
@@ -222,8 +250,12 @@ llvm::Value* Emitter::emit_cast(DataType to, const Expr& value) {
     r = b_.CreateFPCast(v, t);
   } else if (from.is_float()) {
     // Like a C++ cast on x86: narrow integers go through i64 and wrap; only u64 converts unsigned.
+    // A value clamped into the int32 range by constants (a quantizer's saturation) converts
+    // through i32, one vcvttps2dq instead of two 64-bit conversions and a quadword pack.
     if (to.dtype == DType::kUInt64) {
       r = b_.CreateFPToUI(v, t);
+    } else if (clamped_to_int32(value) && to.dtype != DType::kInt64) {
+      r = b_.CreateIntCast(b_.CreateFPToSI(v, llvm_type({DType::kInt32, from.lanes})), t, true);
     } else {
       llvm::Value* wide = b_.CreateFPToSI(v, llvm_type({DType::kInt64, from.lanes}));
       r = b_.CreateTrunc(wide, t);
@@ -350,6 +382,45 @@ llvm::Value* Emitter::call_libmvec(const std::string& name, const std::vector<ll
 // clamped to [-104, 89], whose ends underflow to 0 and overflow to inf in the multiplies; NaN
 // passes through. As a call the vector ABI spills every live vector register; inline, LLVM
 // interleaves it with the loads and reductions around it (Softmax, sigmoid).
+namespace {
+// Whether the comma-separated LLVM feature list enables `name` (its last +name/-name wins).
+bool feature_on(const std::string& features, const std::string& name) {
+  bool on = false;
+  size_t at = 0;
+  while (at <= features.size()) {
+    const size_t end = std::min(features.find(',', at), features.size());
+    const std::string f = features.substr(at, end - at);
+    if (f == "+" + name) on = true;
+    if (f == "-" + name) on = false;
+    at = end + 1;
+  }
+  return on;
+}
+}  // namespace
+
+// a / b for a float32 constant b (a QuantizeLinear's scale), correctly rounded like the
+// division but without one (vdivps is the costliest step of a quantizing kernel): q = a * inv
+// with inv = RN(1 / b), then one correction with the exact residual a - q * b, fused
+// multiply-adds (Markstein: with inv the correctly rounded reciprocal and q within an ulp of the
+// quotient, q + r * inv rounds to the correctly rounded quotient). Only with hardware FMA and
+// |b| within 2^-60..2^60 (the reciprocal and quotients stay normal; an a that overflows keeps
+// the product, whose residual is NaN); else null and the caller divides.
+llvm::Value* Emitter::divide_by_constant_exactly(llvm::Value* a, llvm::Value* b) {
+  auto* k = llvm::dyn_cast<llvm::Constant>(b);
+  if (!k || !a->getType()->getScalarType()->isFloatTy() || !feature_on(target_.features, "fma")) return nullptr;
+  auto* c = llvm::dyn_cast_or_null<llvm::ConstantFP>(k->getType()->isVectorTy() ? k->getSplatValue() : k);
+  if (!c) return nullptr;
+  const float d = c->getValueAPF().convertToFloat();
+  if (!(std::fabs(d) >= 0x1p-60f && std::fabs(d) <= 0x1p60f)) return nullptr;
+  llvm::Type* t = a->getType();
+  llvm::Value* inv = llvm::ConstantFP::get(t, 1.0f / d);
+  llvm::Value* divisor = llvm::ConstantFP::get(t, d);
+  llvm::Value* q = b_.CreateFMul(a, inv);
+  llvm::Value* r = b_.CreateIntrinsic(llvm::Intrinsic::fma, {t}, {b_.CreateFNeg(q), divisor, a});
+  llvm::Value* corrected = b_.CreateIntrinsic(llvm::Intrinsic::fma, {t}, {r, inv, q});
+  return b_.CreateSelect(b_.CreateFCmpUNO(corrected, corrected), q, corrected);
+}
+
 llvm::Value* Emitter::inline_exp(llvm::Value* x) {
   auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(x->getType());
   if (!vt || !vt->getElementType()->isFloatTy()) return nullptr;
@@ -430,6 +501,7 @@ llvm::Value* Emitter::emit_call(const ExprNode& n) {
   }
   if (name == "div_exact") {  // a / b as IEEE division: never the reciprocal multiply of emit_binary
     arity(2);
+    if (llvm::Value* q = divide_by_constant_exactly(args[0], args[1])) return q;
     return b_.CreateFDiv(args[0], args[1]);
   }
   if (name == "sigmoid") {  // 1 / (1 + exp(-x))

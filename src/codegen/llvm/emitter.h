@@ -36,6 +36,7 @@ class Emitter {
 
  private:
   llvm::Value* emit_binary(const tir::ExprNode& e);
+  llvm::Value* divide_by_constant_exactly(llvm::Value* a, llvm::Value* b);
   llvm::Value* emit_compare(const tir::ExprNode& e);
   llvm::Value* emit_cast(tir::DataType to, const tir::Expr& value);
   llvm::Value* emit_call(const tir::ExprNode& e);
