@@ -3,7 +3,8 @@
 // math calls map to LLVM intrinsics where LLVM has one and to libm (expf, tanhf, erff, ...)
 // otherwise; vector math calls glibc's libmvec (vector_math.h) when the target allows it (an odd
 // lane count padded to the next variant), else one call per lane; float32 vector exp (and sigmoid)
-// is inline code (inline_exp); a vector divided by a broadcast value multiplies by its reciprocal.
+// is inline code (inline_exp); a vector divided by a broadcast value multiplies by its reciprocal,
+// and div_exact by a constant multiplies with a correction that rounds like the division.
 // bf16 and other narrow floats are rejected.
 #include <cmath>
 #include <optional>
