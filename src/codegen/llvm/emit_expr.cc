@@ -220,11 +220,14 @@ std::optional<double> float_constant(const Expr& e) {
 }
 
 // True when float expression e is max(lo, min(hi, x)) or min(hi, max(lo, x)) (either operand
-// order) with constants inside the int32 range: its conversion to int32 cannot overflow.
+// order) with constants inside the int32 range, a constant in it, or a select of two such (a NaN
+// guard): its conversion to int32 cannot overflow.
 bool clamped_to_int32(const Expr& e) {
+  auto in_range = [](std::optional<double> c) { return c && *c >= -2147483648.0 && *c <= 2147483520.0; };
+  if (in_range(float_constant(e))) return true;
+  if (e->kind == ExprKind::kSelect) return clamped_to_int32(e->operands[1]) && clamped_to_int32(e->operands[2]);
   if (e->kind != ExprKind::kMax && e->kind != ExprKind::kMin) return false;
   const ExprKind inner_kind = e->kind == ExprKind::kMax ? ExprKind::kMin : ExprKind::kMax;
-  auto in_range = [](std::optional<double> c) { return c && *c >= -2147483648.0 && *c <= 2147483520.0; };
   for (int k = 0; k < 2; ++k) {
     const Expr& bound = e->operands[static_cast<size_t>(k)];
     const Expr& inner = e->operands[static_cast<size_t>(1 - k)];
