@@ -1,5 +1,6 @@
 // ConvInteger on the int8 GEMM (kernels/x86/s8_gemm.h), exact: with VNNI weight-stationary
-// (NCHW in and out), else channels-last inside the step (run_channels_last). Padding holds the
+// (NCHW in and out; implicit for every conv but 1x1 stride 1, run_implicit), else channels-last
+// inside the step (run_channels_last). Padding holds the
 // input's zero point, so (x - zx) . w = x . w - zx * sum(w) for every output. With VNNI the op
 // also takes a requantizing epilogue (GemmDesc::requant_*): uint8 out, no int32 tensor.
 // Tests: tests/runtime/test_gemm_ops.cc (ConvInteger against the reference kernel).

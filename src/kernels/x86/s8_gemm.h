@@ -1,8 +1,8 @@
 // int8 GEMM for quantized inference: C[M,N] (int32) = A[M,K] (uint8) x B[K,N] (int8), exact.
 // AVX-512 VNNI microkernel (vpdpbusd: four u8*s8 products summed into each int32 lane) over
 // panels packed once; on AVX2 an exact microkernel on int16-widened operands (vpmaddwd); a
-// portable loop elsewhere. Zero points and requantization are the caller's (MatMulInteger's
-// reference kernel, ops/matmul.cc).
+// portable loop elsewhere. Zero points are the caller's; the weight-stationary conv GEMM (VNNI)
+// can requantize to uint8 in its microkernel (Requantize).
 // Tests: tests/kernels/test_s8_gemm.cc. Benchmark: bench/peak_flops.cc (int8 line).
 #pragma once
 
