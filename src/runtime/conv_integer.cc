@@ -1,6 +1,6 @@
-// ConvInteger on the int8 GEMM (kernels/x86/s8_gemm.h), exact: with VNNI weight-stationary
-// (NCHW in and out; implicit for every conv but 1x1 stride 1, run_implicit), else channels-last
-// inside the step (run_channels_last). Padding holds the
+// ConvInteger on the int8 GEMM (kernels/x86/s8_gemm.h), exact: with VNNI a weight-stationary
+// implicit convolution (NCHW in and out, run_implicit), else channels-last inside the step
+// (run_channels_last). Padding holds the
 // input's zero point, so (x - zx) . w = x . w - zx * sum(w) for every output. With VNNI the op
 // also takes a requantizing epilogue (GemmDesc::requant_*): uint8 out, no int32 tensor.
 // Tests: tests/runtime/test_gemm_ops.cc (ConvInteger against the reference kernel).
@@ -48,12 +48,8 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
     colsum_.assign(static_cast<size_t>(g.co), 0);
     for (int64_t m = 0; m < g.co; ++m)
       for (int64_t k = 0; k < k_; ++k) colsum_[static_cast<size_t>(m)] += pw[m * k_ + k];
-    if (kernels::s8_gemm_has_vnni() && implicit_fits(g)) {
-      plan_implicit(pw);
-      return;
-    }
     if (kernels::s8_gemm_has_vnni()) {
-      w8_ = kernels::pack_w_s8(g.co, k_, pw, k_);
+      plan_implicit(pw);
       return;
     }
     // W [M, C, kh, kw] -> B [(i, j, c), M]: K in the order the channels-last columns have it.
@@ -77,19 +73,15 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
   Tensor run(const std::vector<const RtValue*>& ins) override {
     const ConvGeom& g = g_;
     const uint8_t zx = ins.size() > 2 && ins[2] && ins[2]->is_tensor() ? static_cast<uint8_t>(ins[2]->tensor.get_int(0)) : 0;
+    const uint8_t* x = ins[0]->tensor.data<uint8_t>();
     if (requant_) {
       Tensor y = output_tensor(DType::kUInt8, {g.n, g.co, g.ho, g.wo});
-      if (implicit_) run_implicit(ins[0]->tensor.data<uint8_t>(), zx, y.data<uint8_t>());
-      else run_weight_stationary(ins[0]->tensor.data<uint8_t>(), zx, y.data<uint8_t>());
+      run_implicit(x, zx, y.data<uint8_t>());
       return y;
     }
     Tensor y = output_tensor(DType::kInt32, {g.n, g.co, g.ho, g.wo});
-    if (implicit_) {
-      run_implicit(ins[0]->tensor.data<uint8_t>(), zx, y.data<int32_t>());
-      return y;
-    }
-    if (!w8_.data.empty()) run_weight_stationary(ins[0]->tensor.data<uint8_t>(), zx, y.data<int32_t>());
-    else run_channels_last(ins[0]->tensor.data<uint8_t>(), zx, y.data<int32_t>());
+    if (!w8_.data.empty()) run_implicit(x, zx, y.data<int32_t>());
+    else run_channels_last(x, zx, y.data<int32_t>());
     return y;
   }
 
@@ -131,51 +123,16 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
     }
   }
 
-  // VNNI: per image, the columns in quad-major layout straight from NCHW (quad q = rows
-  // 4q..4q+3 of the (c, i, j) column matrix, interleaved per pixel), Y = W x columns row-major,
-  // which is NCHW: no transposes.
-  // Out: int32 sums, or uint8 through the requantizing epilogue (requant_).
-  template <typename Out>
-  void run_weight_stationary(const uint8_t* x, uint8_t zx, Out* y) {
-    const ConvGeom& g = g_;
-    const int64_t plane = g.ho * g.wo, kq = kernels::ceil_div(k_, 4);
-    // Panel-major columns: the 32 columns of a microkernel tile are one contiguous run of K bytes.
-    const int64_t panel_stride = 128 * kq;
-    thread_local std::vector<uint8_t> quads_scratch;
-    quads_scratch.resize(static_cast<size_t>(kernels::ceil_div(plane, 32) * panel_stride));
-    uint8_t* const quads = quads_scratch.data();
-    ThreadPool& pool = current_thread_pool();
-    for (int64_t n = 0; n < g.n; ++n) {
-      const uint8_t* image = x + n * g.c * g.h * g.w;
-      pool.parallel_for(kq, [&](int64_t q0, int64_t q1) {
-        thread_local std::vector<uint8_t> rows;  // this worker's four column rows
-        rows.resize(static_cast<size_t>(4 * plane));
-        for (int64_t q = q0; q < q1; ++q) quad_of_columns(image, zx, q, rows.data(), quads + 128 * q, panel_stride);
-      });
-      Out* out = y + n * g.co * plane;
-      if constexpr (std::is_same_v<Out, uint8_t>) {
-        kernels::s8u8_gemm_quads_requantize(w8_, plane, {quads, 128, panel_stride}, {}, requant_->bind(zx, colsum_),
-                                            out, plane, gemm_ops::pool_parallel());
-      } else {
-        kernels::s8u8_gemm_quads(w8_, plane, {quads, 128, panel_stride}, {}, out, plane, gemm_ops::pool_parallel());
-        subtract_zero_point(zx, out);
-      }
-    }
-  }
-
-  // The implicit convolution (VNNI, no dilation, not a 1x1 stride-1 conv, which reads the image
-  // in place): no column matrix. Each image is interleaved once into
-  // padded images of channel quads, one per stride phase (a, b) that a tap reads: phase pixel
-  // (r, c) is padded pixel (r * sh + a, c * sw + b), laid out [phase][C/4][rows][pitch][4] with zx
-  // around the image. Tap (i, j) of output pixel (oy, ox) then reads phase (i % sh, j % sw) at
-  // (oy + i / sh, ox + j / sw): column oy * pitch + ox of the GEMM, at an offset fixed per tap and
-  // channel quad (K's quads, in (tap, channel quad) order). The GEMM computes whole phase rows
-  // (pitch columns of which wo are output pixels) and drops the rest as it stores. Channels are
-  // padded to whole quads with zero weights (an RGB stem reads 3 of 4 bytes).
-  static bool implicit_fits(const ConvGeom& g) {
-    return g.dh == 1 && g.dw == 1 && (g.kh * g.kw > 1 || g.sh * g.sw > 1);
-  }
-
+  // VNNI: the implicit convolution, no column matrix. Each image is interleaved once into padded
+  // images of channel quads, one per stride phase (a, b) that a tap reads: phase pixel (r, c) is
+  // padded pixel (r * sh + a, c * sw + b), laid out [phase][C/4][rows][pitch][4] with zx around
+  // the image. Tap (i, j) of output pixel (oy, ox) reads padded pixel (oy * sh + i * dh,
+  // ox * sw + j * dw): phase ((i * dh) % sh, (j * dw) % sw) at (oy + i * dh / sh, ox + j * dw / sw),
+  // column oy * pitch + ox of the GEMM at an offset fixed per tap and channel quad (K's quads, in
+  // (tap, channel quad) order). The GEMM computes whole phase rows (pitch columns of which wo are
+  // output pixels) and drops the rest as it stores; Y = W x columns comes out NCHW. Channels are
+  // padded to whole quads with zero weights (an RGB stem reads 3 of 4 bytes). A 1x1 stride-1
+  // conv is the plain case: one phase, pitch = width, the image interleaved as it is.
   // W [M, C, kh, kw] packed with K in (tap, channel) order (channels padded to whole quads), the
   // phase images' geometry and the offset of every K quad in them.
   void plan_implicit(const int8_t* pw) {
@@ -186,46 +143,66 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
       for (int64_t c = 0; c < g.c; ++c)
         for (int64_t t = 0; t < taps; ++t) wt[static_cast<size_t>(m * k + t * 4 * cq + c)] = pw[(m * g.c + c) * taps + t];
     w8_ = kernels::pack_w_s8(g.co, k, wt.data(), k);
-    pitch_ = g.wo + (g.kw - 1) / g.sw;
-    rows_ = g.ho + (g.kh - 1) / g.sh;
+    const int64_t last_row = (g.kh - 1) * g.dh / g.sh, last_col = (g.kw - 1) * g.dw / g.sw;
+    pitch_ = g.wo + last_col;
+    rows_ = g.ho + last_row;
     // Quads a plane holds: the rows, then what the last 32-column panel reads past them.
-    cq_stride_ = 4 * (kernels::ceil_div(g.ho * pitch_, 32) * 32 + (g.kh - 1) / g.sh * pitch_ + (g.kw - 1) / g.sw);
+    cq_stride_ = 4 * (kernels::ceil_div(g.ho * pitch_, 32) * 32 + last_row * pitch_ + last_col);
     phases_.clear();
     tap_offsets_.resize(static_cast<size_t>(taps * cq));
     for (int64_t t = 0; t < taps; ++t) {
-      const int64_t i = t / g.kw, j = t % g.kw, phase = i % g.sh * g.sw + j % g.sw;
+      const int64_t i = t / g.kw * g.dh, j = t % g.kw * g.dw, phase = i % g.sh * g.sw + j % g.sw;
       auto at = std::find(phases_.begin(), phases_.end(), phase);
       if (at == phases_.end()) at = phases_.insert(phases_.end(), phase);
       const int64_t base = (at - phases_.begin()) * cq * cq_stride_ + 4 * (i / g.sh * pitch_ + j / g.sw);
       for (int64_t q = 0; q < cq; ++q) tap_offsets_[static_cast<size_t>(t * cq + q)] = base + q * cq_stride_;
     }
-    implicit_ = true;
   }
 
-  // Channel quad q of one image as phase image `phase` (of phases_) at dst: zx, then the rows.
+  // Channel quad q of one image as phase image `phase` (of phases_) at dst: the image's pixels,
+  // zx everywhere else.
   void build_phase(const uint8_t* image, uint8_t zx, int64_t phase, int64_t q, uint8_t* dst) const {
     const ConvGeom& g = g_;
     const int64_t a = phase / g.sw, b = phase % g.sw, in_plane = g.h * g.w;
-    std::memset(dst, zx, static_cast<size_t>(cq_stride_));
-    // Phase columns c whose padded column c * sw + b - pl lies in the image: [c0, c1).
-    const int64_t c0 = std::min(pitch_, kernels::ceil_div(std::max<int64_t>(0, g.pl - b), g.sw));
-    const int64_t c1 = std::max(c0, std::min(pitch_, kernels::ceil_div(g.w + g.pl - b, g.sw)));
+    // Phase rows r and columns c whose padded row r * sh + a - pt / column c * sw + b - pl lies in
+    // the image: [r0, r1) x [c0, c1).
+    auto first_inside = [](int64_t pad, int64_t stride, int64_t limit) {
+      return std::min(limit, pad > 0 ? kernels::ceil_div(pad, stride) : 0);
+    };
+    const int64_t r0 = first_inside(g.pt - a, g.sh, rows_), c0 = first_inside(g.pl - b, g.sw, pitch_);
+    const int64_t r1 = std::max(r0, first_inside(g.h + g.pt - a, g.sh, rows_));
+    const int64_t c1 = std::max(c0, first_inside(g.w + g.pl - b, g.sw, pitch_));
+    // zx where no pixel lands: all of it, or with whole rows copied only above and below them.
+    const bool whole_rows = c0 == 0 && c1 == pitch_;
+    if (!whole_rows || r1 == r0) {
+      std::memset(dst, zx, static_cast<size_t>(cq_stride_));
+    } else {
+      std::memset(dst, zx, static_cast<size_t>(4 * r0 * pitch_));
+      std::memset(dst + 4 * r1 * pitch_, zx, static_cast<size_t>(cq_stride_ - 4 * r1 * pitch_));
+    }
+    if (c1 == c0) return;
+    // (A padding channel's weights are 0: any row of the image does.)
+    const uint8_t* planes[4];
+    for (int64_t t = 0; t < 4; ++t) planes[t] = image + std::min(4 * q + t, g.c - 1) * in_plane;
+    const uint8_t* rows[4];
+    if (whole_rows && g.sh == 1 && g.sw == 1 && pitch_ == g.w) {  // the rows are one run in both
+      for (int64_t t = 0; t < 4; ++t) rows[t] = planes[t] + (r0 + a - g.pt) * g.w;
+      kernels::interleave_quads_u8__avx2(rows, (r1 - r0) * pitch_, dst + 4 * r0 * pitch_);
+      return;
+    }
     thread_local std::vector<uint8_t> strided;  // four rows' phase columns (sw > 1)
     strided.resize(static_cast<size_t>(4 * pitch_));
-    for (int64_t r = 0; r < rows_; ++r) {
+    for (int64_t r = r0; r < r1; ++r) {
       const int64_t iy = r * g.sh + a - g.pt;
-      if (iy < 0 || iy >= g.h || c1 == c0) continue;
-      const uint8_t* rows[4];
       for (int64_t t = 0; t < 4; ++t) {
-        // (A padding channel's weights are 0: any row of the image does.)
-        const uint8_t* src = image + std::min(4 * q + t, g.c - 1) * in_plane + iy * g.w + c0 * g.sw + b - g.pl;
+        const uint8_t* src = planes[t] + iy * g.w + c0 * g.sw + b - g.pl;
         rows[t] = src;
         if (g.sw == 1) continue;
         uint8_t* row = strided.data() + t * pitch_;
         for (int64_t c = 0; c < c1 - c0; ++c) row[c] = src[c * g.sw];
         rows[t] = row;
       }
-      kernels::interleave_quads_u8__avx2(rows, c1 - c0, dst + 4 * (r * pitch_ + c0), 128);
+      kernels::interleave_quads_u8__avx2(rows, c1 - c0, dst + 4 * (r * pitch_ + c0));
     }
   }
 
@@ -236,8 +213,9 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
     thread_local std::vector<uint8_t> padded_scratch;
     padded_scratch.resize(static_cast<size_t>(nphases * cq * cq_stride_));
     uint8_t* const padded = padded_scratch.data();
-    const kernels::QuadColumns cols{padded, 0, 128, tap_offsets_.data()};
-    const kernels::ColumnGrid grid{pitch_, g.wo};
+    const kernels::QuadColumns cols{padded, tap_offsets_.data()};
+    // (Rows without padding columns map straight to the output.)
+    const kernels::ColumnGrid grid = pitch_ == g.wo ? kernels::ColumnGrid{} : kernels::ColumnGrid{pitch_, g.wo};
     ThreadPool& pool = current_thread_pool();
     for (int64_t n = 0; n < g.n; ++n) {
       const uint8_t* image = x + n * g.c * g.h * g.w;
@@ -269,50 +247,6 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
     });
   }
 
-  // Column-matrix rows 4q..4q+3 (row k = (c, i, j): x[c, oy*sh - pt + i*dh, ox*sw - pl + j*dw]
-  // per output pixel, zx outside the image; rows past K are 0) interleaved into quads at dst,
-  // 32 pixels per panel_stride.
-  void quad_of_columns(const uint8_t* image, uint8_t zx, int64_t q, uint8_t* rows, uint8_t* dst,
-                       int64_t panel_stride) const {
-    const ConvGeom& g = g_;
-    const int64_t plane = g.ho * g.wo;
-    const bool direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && plane == g.h * g.w;
-    const uint8_t* row[4];
-    for (int64_t t = 0; t < 4; ++t) {
-      const int64_t k = 4 * q + t;
-      uint8_t* r = rows + t * plane;
-      row[t] = r;
-      if (k >= k_) {
-        std::memset(r, 0, static_cast<size_t>(plane));
-        continue;
-      }
-      const int64_t c = k / (g.kh * g.kw), i = k / g.kw % g.kh, j = k % g.kw;
-      if (direct) {
-        row[t] = image + c * plane;
-        continue;
-      }
-      // Output columns whose tap lands inside the image: [ox_lo, ox_hi).
-      const int64_t shift = j * g.dw - g.pl;
-      const int64_t ox_lo = std::min(g.wo, shift >= 0 ? 0 : kernels::ceil_div(-shift, g.sw));
-      const int64_t ox_hi = std::max(ox_lo, std::min(g.wo, g.w - 1 - shift >= 0 ? (g.w - 1 - shift) / g.sw + 1 : 0));
-      for (int64_t oy = 0; oy < g.ho; ++oy) {
-        const int64_t iy = oy * g.sh - g.pt + i * g.dh;
-        uint8_t* d = r + oy * g.wo;
-        if (iy < 0 || iy >= g.h) {
-          std::memset(d, zx, static_cast<size_t>(g.wo));
-          continue;
-        }
-        const uint8_t* src = image + (c * g.h + iy) * g.w + shift;
-        std::memset(d, zx, static_cast<size_t>(ox_lo));
-        if (g.sw == 1) std::memcpy(d + ox_lo, src + ox_lo, static_cast<size_t>(ox_hi - ox_lo));
-        else
-          for (int64_t ox = ox_lo; ox < ox_hi; ++ox) d[ox] = src[ox * g.sw];
-        std::memset(d + ox_hi, zx, static_cast<size_t>(g.wo - ox_hi));
-      }
-    }
-    kernels::interleave_quads_u8__avx2(row, plane, dst, panel_stride);
-  }
-
   // Output rows [y0, y1) of the column matrix [P, (i, j, c)] from the channels-last image: one
   // run of C bytes per pixel and tap, zx outside the image.
   void im2col(const uint8_t* nhwc, uint8_t zx, int64_t y0, int64_t y1, uint8_t* cols) const {
@@ -334,13 +268,11 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
   ConvGeom g_;
   int64_t k_;
   kernels::PackedB8 b_;   // channels-last path (no VNNI)
-  kernels::PackedW8 w8_;  // weight-stationary path (VNNI)
+  kernels::PackedW8 w8_;  // implicit weight-stationary path (VNNI)
   std::vector<int32_t> colsum_;
   std::optional<gemm_ops::RequantConstants> requant_;
-  // The implicit convolution (implicit_fits): the phase images' row pitch and rows (pixels), the
-  // bytes between their channel-quad planes, the phases the taps read (a * sw + b) and each K
-  // quad's offset.
-  bool implicit_ = false;
+  // The implicit convolution: the phase images' row pitch and rows (pixels), the bytes between
+  // their channel-quad planes, the phases the taps read (a * sw + b) and each K quad's offset.
   int64_t pitch_ = 0, rows_ = 0, cq_stride_ = 0;
   std::vector<int64_t> phases_, tap_offsets_;
 };

@@ -64,15 +64,19 @@ TEST(S8U8GemmQuads, RequantizeMatchesTheScalarDefinition) {
   std::vector<int8_t> w(m * k);
   for (auto& v : w) v = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
   const PackedW8 packed = pack_w_s8(m, k, w.data(), k);
-  std::vector<uint8_t> x(static_cast<size_t>(7 * 32 * kq * 128 / 32));  // panel-major, 7 panels
+  // Quad q of column j at q * stride + 4 * j (columns up to 7 panels of 32 are read).
+  const int64_t stride = 4 * 7 * 32;
+  std::vector<uint8_t> x(static_cast<size_t>(kq * stride));
   for (auto& v : x) v = static_cast<uint8_t>(rng() % 256);
-  const QuadColumns cols{x.data(), 128, 128 * kq};
+  std::vector<int64_t> offsets;
+  for (int64_t q = 0; q < kq; ++q) offsets.push_back(q * stride);
+  const QuadColumns cols{x.data(), offsets.data()};
   std::vector<int32_t> sums(m * p);
   s8u8_gemm_quads(packed, p, cols, {}, sums.data(), p);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < p; ++j) {
       int32_t want = 0;
-      for (int64_t q = 0; q < k; ++q) want += int32_t(w[i * k + q]) * int32_t(x[(j / 32) * 128 * kq + q / 4 * 128 + 4 * (j % 32) + q % 4]);
+      for (int64_t q = 0; q < k; ++q) want += int32_t(w[i * k + q]) * int32_t(x[q / 4 * stride + 4 * j + q % 4]);
       ASSERT_EQ(sums[i * p + j], want) << i << "," << j;
     }
   std::vector<float> scale(m), bias(m);

@@ -206,8 +206,11 @@ TEST(CompiledExecutorGemm, ConvIntegerMatchesTheReferenceExactly) {
                         Case{{1, 12, 7, 6}, 30, 1, 1, "{strides=[2, 2]}", {1, 30, 4, 3}},
                         Case{{1, 8, 6, 5}, 14, 3, 3, "{pads=[1, 0, 1, 1], strides=[2, 1]}", {1, 14, 3, 4}},
                         Case{{1, 4, 10, 11}, 6, 3, 3, "{pads=[0, 1, 0, 0], strides=[3, 3]}", {1, 6, 3, 4}},
-                        // ... an RGB stem (channels padded to a quad with zero weights).
-                        Case{{1, 3, 20, 18}, 10, 7, 7, "{pads=[3, 3, 3, 3], strides=[2, 2]}", {1, 10, 10, 9}}}) {
+                        // ... an RGB stem (channels padded to a quad with zero weights), and
+                        // dilation with stride (taps of one phase, rows apart by dh / sh).
+                        Case{{1, 3, 20, 18}, 10, 7, 7, "{pads=[3, 3, 3, 3], strides=[2, 2]}", {1, 10, 10, 9}},
+                        Case{{1, 8, 11, 10}, 9, 3, 3, "{dilations=[2, 3], pads=[2, 2, 2, 2], strides=[2, 2]}",
+                             {1, 9, 6, 4}}}) {
     auto dims = [](const std::vector<int64_t>& d) {
       std::string s;
       for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
@@ -296,7 +299,9 @@ TEST(CompiledExecutorGemm, ConvIntegerRequantizeEpilogueMatchesTheNodes) {
         low += w.data<uint8_t>()[i] == 0;
         high += w.data<uint8_t>()[i] == 255;
       }
-      if (!(c.relu && c.zero_point)) EXPECT_GT(low, 0) << "no output saturates at 0";  // (Relu: y >= zero point)
+      if (!(c.relu && c.zero_point)) {  // (with Relu, y >= zero point)
+        EXPECT_GT(low, 0) << "no output saturates at 0";
+      }
       EXPECT_GT(high, 0) << "no output saturates at 255";
     }
     // Output y: ConvInteger + its chain in one step with VNNI; r (Mul by a run-time value) never.

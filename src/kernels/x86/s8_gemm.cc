@@ -18,10 +18,10 @@ void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const
 void s8_gemm_ukernel_14x32_rows__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, int64_t lda,
                                             const int8_t* b, int32_t* c, int64_t ldc, bool accumulate);
 void s8_gemm_ukernel_14x32_wx__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const int8_t* w, const uint8_t* x,
-                                          int64_t x_quad_stride, const int64_t* x_offsets, int32_t* c, int64_t ldc);
+                                          const int64_t* x_offsets, int32_t* c, int64_t ldc);
 void s8_gemm_ukernel_14x32_wx_requantize__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const int8_t* w,
-                                                     const uint8_t* x, int64_t x_quad_stride, const int64_t* x_offsets,
-                                                     const Requantize& rq, int64_t row0, uint8_t* y, int64_t ldy);
+                                                     const uint8_t* x, const int64_t* x_offsets, const Requantize& rq,
+                                                     int64_t row0, uint8_t* y, int64_t ldy);
 void s8_gemm_ukernel_14x32__avx2(int64_t mr, int64_t nr, int64_t kq, const int16_t* a, const int16_t* b, int32_t* c,
                                  int64_t ldc, bool accumulate);
 void s8_gemm_ukernel_rows_x32__avx2_7bit(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, int64_t lda,
@@ -248,7 +248,7 @@ void quad_gemm(const PackedW8& W, int64_t P, const QuadColumns& X, const ColumnG
   run_quad_tiles(W, P, parallel, [&](int64_t wp, int64_t xp) {
     const int64_t mr = std::min(kMr, W.m - wp * kMr), nr = std::min(kNr, P - xp * kNr);
     const int8_t* w = W.data.data() + wp * kq * kMr * 4;
-    const uint8_t* x = X.x + xp * X.panel_stride;
+    const uint8_t* x = X.x + xp * kNr * 4;
     T* y = Y + wp * kMr * ldy;
     if (!grid.pitch) {
       tile(mr, nr, kq, w, x, wp * kMr, y + xp * kNr, ldy);
@@ -265,7 +265,7 @@ void s8u8_gemm_quads(const PackedW8& W, int64_t P, const QuadColumns& X, const C
                      int64_t ldy, const ParallelFor& parallel) {
   quad_gemm(W, P, X, grid, Y, ldy, parallel,
             [&](int64_t mr, int64_t nr, int64_t kq, const int8_t* w, const uint8_t* x, int64_t, int32_t* out, int64_t ld) {
-              s8_gemm_ukernel_14x32_wx__avx512vnni(mr, nr, kq, w, x, X.quad_stride, X.quad_offsets, out, ld);
+              s8_gemm_ukernel_14x32_wx__avx512vnni(mr, nr, kq, w, x, X.quad_offsets, out, ld);
             });
 }
 
@@ -282,8 +282,7 @@ void s8u8_gemm_quads_requantize(const PackedW8& W, int64_t P, const QuadColumns&
   quad_gemm(W, P, X, grid, Y, ldy, parallel,
             [&](int64_t mr, int64_t nr, int64_t kq, const int8_t* w, const uint8_t* x, int64_t row0, uint8_t* out,
                 int64_t ld) {
-              s8_gemm_ukernel_14x32_wx_requantize__avx512vnni(mr, nr, kq, w, x, X.quad_stride, X.quad_offsets, rq,
-                                                              row0, out, ld);
+              s8_gemm_ukernel_14x32_wx_requantize__avx512vnni(mr, nr, kq, w, x, X.quad_offsets, rq, row0, out, ld);
             });
 }
 

@@ -43,15 +43,12 @@ struct PackedW8 {
   LargeVector<int8_t> data;  // [panel][k/4][14][4]
 };
 PackedW8 pack_w_s8(int64_t M, int64_t K, const int8_t* W, int64_t ldw);
-// Where the GEMM reads X: quad q of column p at x + (p / 32) * panel_stride + q * quad_stride +
-// 4 * (p % 32), or with quad_offsets at x + (p / 32) * panel_stride + quad_offsets[q] + 4 * (p % 32)
-// (an implicit convolution: the taps of a padded quad-interleaved image). Panel-major
-// (quad_stride 128, panel_stride 128 * K/4) keeps the columns one microkernel tile reads
-// contiguous; the columns up to the next multiple of 32 are read, their results dropped.
+// Where the GEMM reads X: quad q (rows 4q..4q+3) of column p at x + quad_offsets[q] + 4 * p —
+// for an implicit convolution, the taps of padded quad-interleaved images. The columns up to the
+// next multiple of 32 are read, their results dropped.
 struct QuadColumns {
   const uint8_t* x = nullptr;
-  int64_t quad_stride = 0, panel_stride = 0;
-  const int64_t* quad_offsets = nullptr;  // K/4 entries, or null
+  const int64_t* quad_offsets = nullptr;  // K/4 entries
 };
 // Columns on a padded grid (an implicit convolution computes rows of `pitch` columns of which the
 // first `width` are output pixels): column p is Y's column (p / pitch) * width + p % pitch,
@@ -74,15 +71,15 @@ struct Requantize {
   float y_scale = 1.0f;
   uint8_t y_zero_point = 0;
 };
-// One value as Requantize computes it (row m), for tests and scalar tails.
+// One value as Requantize computes it (row m): the scalar definition the tests check against.
 uint8_t requantize_value(const Requantize& rq, int64_t m, int32_t sum);
 // Y (uint8, leading dim ldy) = requantized W x X: s8u8_gemm_quads with each 14x32 int32 tile kept
 // in L1 and requantized there (never written out as int32).
 void s8u8_gemm_quads_requantize(const PackedW8& W, int64_t P, const QuadColumns& X, const ColumnGrid& grid,
                                 const Requantize& rq, uint8_t* Y, int64_t ldy, const ParallelFor& parallel = nullptr);
-// Four rows of X interleaved into quads: pixel p's (rows[0..3][p]) at dst + (p / 32) * panel_stride
-// + 4 * (p % 32), p < n. Needs AVX2 (every CPU with VNNI has it).
-void interleave_quads_u8__avx2(const uint8_t* const rows[4], int64_t n, uint8_t* dst, int64_t panel_stride);
+// Four rows of X interleaved into quads: dst[4p + t] = rows[t][p], p < n. Needs AVX2 (every CPU
+// with VNNI has it).
+void interleave_quads_u8__avx2(const uint8_t* const rows[4], int64_t n, uint8_t* dst);
 // Packs B and runs u8s8_gemm_packed.
 void u8s8_gemm(int64_t M, int64_t N, int64_t K, const uint8_t* A, int64_t lda, const int8_t* B, int64_t ldb,
                int32_t* C, int64_t ldc, const ParallelFor& parallel = nullptr);

@@ -137,9 +137,9 @@ void s8_gemm_ukernel_rows_x32__avx2_7bit(int64_t mr, int64_t nr, int64_t kq, con
                    mr, nr, c, ldc, accumulate);
 }
 
-// Four uint8 rows interleaved into quads (the columns of kernels::s8u8_gemm_quads): pixel p's
-// quad at dst + (p / 32) * panel_stride + 4 * (p % 32), 32 pixels per step with byte and word unpacks.
-void interleave_quads_u8__avx2(const uint8_t* const rows[4], int64_t n, uint8_t* dst, int64_t panel_stride) {
+// dst[4p + t] = rows[t][p] for p < n: four uint8 rows interleaved into quads (the columns of
+// kernels::s8u8_gemm_quads), 32 pixels per step with byte and word unpacks.
+void interleave_quads_u8__avx2(const uint8_t* const rows[4], int64_t n, uint8_t* dst) {
   int64_t p = 0;
   for (; p + 32 <= n; p += 32) {
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[0] + p));
@@ -151,14 +151,14 @@ void interleave_quads_u8__avx2(const uint8_t* const rows[4], int64_t n, uint8_t*
     // Per 128-bit lane: q0 pixels 0-3 (16-19), q1 4-7 (20-23), q2 8-11 (24-27), q3 12-15 (28-31).
     const __m256i q0 = _mm256_unpacklo_epi16(ab_lo, cd_lo), q1 = _mm256_unpackhi_epi16(ab_lo, cd_lo);
     const __m256i q2 = _mm256_unpacklo_epi16(ab_hi, cd_hi), q3 = _mm256_unpackhi_epi16(ab_hi, cd_hi);
-    __m256i* out = reinterpret_cast<__m256i*>(dst + p / 32 * panel_stride);
+    __m256i* out = reinterpret_cast<__m256i*>(dst + 4 * p);
     _mm256_storeu_si256(out, _mm256_permute2x128_si256(q0, q1, 0x20));
     _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(q2, q3, 0x20));
     _mm256_storeu_si256(out + 2, _mm256_permute2x128_si256(q0, q1, 0x31));
     _mm256_storeu_si256(out + 3, _mm256_permute2x128_si256(q2, q3, 0x31));
   }
   for (; p < n; ++p)
-    for (int t = 0; t < 4; ++t) dst[p / 32 * panel_stride + 4 * (p % 32) + t] = rows[t][p];
+    for (int t = 0; t < 4; ++t) dst[4 * p + t] = rows[t][p];
 }
 
 }  // namespace kiln::kernels

@@ -103,19 +103,19 @@ class RequantStore {
   bool reciprocal_ok_ = false, relu_in_clamp_ = false;
 };
 
-// MR rows of the tile; row i's quad q of A at a + row[i] + q * a_quad_stride, B's 32 columns of
-// quad q at b + q * b_quad_stride (kOffsets: at b + b_offsets[q], an implicit convolution's
-// taps). kSignedRows: A holds the int8 values (broadcast) and B the uint8 ones (vpdpbusd's
-// unsigned operand is the vector then), as the weight-stationary NCHW conv has them; else A
-// uint8, B int8. store(i, ...) takes row i's two accumulators.
-template <int MR, bool kSignedRows, bool kOffsets, typename Store>
+// MR rows of the tile; row i's quad q of A at a + row[i] + q * a_quad_stride. Without
+// kWeightStationary A holds uint8 values and B's 32 int8 columns of quad q are at b + 128 * q (a
+// packed panel); with it (the NCHW conv) A holds the int8 weights and B's 32 uint8 columns of
+// quad q are at b + b_offsets[q] (an implicit convolution's taps), vpdpbusd's unsigned operand
+// then being the vector. store(i, ...) takes row i's two accumulators.
+template <int MR, bool kWeightStationary, typename Store>
 void s8_tile(int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64_t a_quad_stride, const uint8_t* b,
-             int64_t b_quad_stride, const int64_t* b_offsets, const Store& store) {
+             const int64_t* b_offsets, const Store& store) {
   __m512i acc0[MR], acc1[MR];
 #pragma GCC unroll 14
   for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm512_setzero_si512();
   for (int64_t q = 0; q < kq; ++q) {
-    const uint8_t* bq = kOffsets ? b + b_offsets[q] : b;
+    const uint8_t* bq = kWeightStationary ? b + b_offsets[q] : b + 128 * q;
     const __m512i b0 = _mm512_loadu_si512(bq);
     const __m512i b1 = _mm512_loadu_si512(bq + 64);
 #pragma GCC unroll 14
@@ -123,7 +123,7 @@ void s8_tile(int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64
       int32_t quad;
       std::memcpy(&quad, a + row[i], 4);
       const __m512i ai = _mm512_set1_epi32(quad);
-      if constexpr (kSignedRows) {
+      if constexpr (kWeightStationary) {
         acc0[i] = _mm512_dpbusd_epi32(acc0[i], b0, ai);
         acc1[i] = _mm512_dpbusd_epi32(acc1[i], b1, ai);
       } else {
@@ -132,7 +132,6 @@ void s8_tile(int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64
       }
     }
     a += a_quad_stride;
-    b += b_quad_stride;
   }
   const __mmask16 m0 = F32x16::first(nr), m1 = F32x16::first(nr - 16);
 #pragma GCC unroll 14
@@ -141,31 +140,27 @@ void s8_tile(int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64
 
 // The instance for mr rows (1..14): a partial micro-panel (M = 128 leaves 2 rows after nine
 // full ones) computes only its rows.
-template <bool kSignedRows, bool kOffsets, typename Store>
+template <bool kWeightStationary, typename Store>
 void s8_tile_rows(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64_t a_quad_stride,
-                  const uint8_t* b, int64_t b_quad_stride, const int64_t* b_offsets, const Store& store) {
+                  const uint8_t* b, const int64_t* b_offsets, const Store& store) {
   switch (mr) {
 #define KILN_S8_TILE_CASE(MR) \
-  case MR:                    \
-    return s8_tile<MR, kSignedRows, kOffsets>(nr, kq, a, row, a_quad_stride, b, b_quad_stride, b_offsets, store);
+  case MR: return s8_tile<MR, kWeightStationary>(nr, kq, a, row, a_quad_stride, b, b_offsets, store);
     KILN_S8_TILE_CASE(1) KILN_S8_TILE_CASE(2) KILN_S8_TILE_CASE(3) KILN_S8_TILE_CASE(4) KILN_S8_TILE_CASE(5)
     KILN_S8_TILE_CASE(6) KILN_S8_TILE_CASE(7) KILN_S8_TILE_CASE(8) KILN_S8_TILE_CASE(9) KILN_S8_TILE_CASE(10)
     KILN_S8_TILE_CASE(11) KILN_S8_TILE_CASE(12) KILN_S8_TILE_CASE(13)
 #undef KILN_S8_TILE_CASE
-    default:
-      return s8_tile<kMr, kSignedRows, kOffsets>(nr, kq, a, row, a_quad_stride, b, b_quad_stride, b_offsets, store);
+    default: return s8_tile<kMr, kWeightStationary>(nr, kq, a, row, a_quad_stride, b, b_offsets, store);
   }
 }
 
 constexpr int64_t kPacked[kMr] = {0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52};
 
-// The weight-stationary tile: x's quads at a uniform stride or at x_offsets.
+// The weight-stationary tile: the int8 weights broadcast, x's quads at x_offsets.
 template <typename Store>
 void weight_stationary_tile(int64_t mr, int64_t nr, int64_t kq, const int8_t* w, const uint8_t* x,
-                            int64_t x_quad_stride, const int64_t* x_offsets, const Store& store) {
-  const auto* wb = reinterpret_cast<const uint8_t*>(w);
-  if (x_offsets) s8_tile_rows<true, true>(mr, nr, kq, wb, kPacked, 4 * kMr, x, 0, x_offsets, store);
-  else s8_tile_rows<true, false>(mr, nr, kq, wb, kPacked, 4 * kMr, x, x_quad_stride, nullptr, store);
+                            const int64_t* x_offsets, const Store& store) {
+  s8_tile_rows<true>(mr, nr, kq, reinterpret_cast<const uint8_t*>(w), kPacked, 4 * kMr, x, x_offsets, store);
 }
 
 }  // namespace
@@ -174,8 +169,8 @@ void weight_stationary_tile(int64_t mr, int64_t nr, int64_t kq, const int8_t* w,
 // Writes (accumulate: adds to) the mr x nr tile of C.
 void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int8_t* b,
                                        int32_t* c, int64_t ldc, bool accumulate) {
-  s8_tile_rows<false, false>(mr, nr, kq, a, kPacked, 4 * kMr, reinterpret_cast<const uint8_t*>(b), 128, nullptr,
-                             Int32Store{c, ldc, accumulate});
+  s8_tile_rows<false>(mr, nr, kq, a, kPacked, 4 * kMr, reinterpret_cast<const uint8_t*>(b), nullptr,
+                      Int32Store{c, ldc, accumulate});
 }
 
 // The same with A read in place: row i at a + i * lda (mr rows), 4 * kq bytes each.
@@ -183,23 +178,23 @@ void s8_gemm_ukernel_14x32_rows__avx512vnni(int64_t mr, int64_t nr, int64_t kq, 
                                             const int8_t* b, int32_t* c, int64_t ldc, bool accumulate) {
   int64_t row[kMr];
   for (int i = 0; i < kMr; ++i) row[i] = i * lda;
-  s8_tile_rows<false, false>(mr, nr, kq, a, row, 4, reinterpret_cast<const uint8_t*>(b), 128, nullptr,
-                             Int32Store{c, ldc, accumulate});
+  s8_tile_rows<false>(mr, nr, kq, a, row, 4, reinterpret_cast<const uint8_t*>(b), nullptr,
+                      Int32Store{c, ldc, accumulate});
 }
 
 // Weight-stationary: w one packed int8 panel of MR output channels ([kq][14][4]), x 32 pixels of
-// uint8 activations, quad q of pixel j at x + q * x_quad_stride + 4 * j, or with x_offsets at
-// x + x_offsets[q] + 4 * j (an implicit convolution's taps). Int32 out.
+// uint8 activations, quad q of pixel j at x + x_offsets[q] + 4 * j (an implicit convolution's
+// taps). Int32 out.
 void s8_gemm_ukernel_14x32_wx__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const int8_t* w, const uint8_t* x,
-                                          int64_t x_quad_stride, const int64_t* x_offsets, int32_t* c, int64_t ldc) {
-  weight_stationary_tile(mr, nr, kq, w, x, x_quad_stride, x_offsets, Int32Store{c, ldc, false});
+                                          const int64_t* x_offsets, int32_t* c, int64_t ldc) {
+  weight_stationary_tile(mr, nr, kq, w, x, x_offsets, Int32Store{c, ldc, false});
 }
 
 // The same requantized (rows row0 + i of rq) into uint8 y.
 void s8_gemm_ukernel_14x32_wx_requantize__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const int8_t* w,
-                                                     const uint8_t* x, int64_t x_quad_stride, const int64_t* x_offsets,
-                                                     const Requantize& rq, int64_t row0, uint8_t* y, int64_t ldy) {
-  weight_stationary_tile(mr, nr, kq, w, x, x_quad_stride, x_offsets, RequantStore(rq, row0, y, ldy));
+                                                     const uint8_t* x, const int64_t* x_offsets, const Requantize& rq,
+                                                     int64_t row0, uint8_t* y, int64_t ldy) {
+  weight_stationary_tile(mr, nr, kq, w, x, x_offsets, RequantStore(rq, row0, y, ldy));
 }
 
 }  // namespace kiln::kernels
