@@ -287,6 +287,8 @@ bool absent_or_zero(const gemm_ops::Operand& o) {
 
 }  // namespace
 
+bool conv_integer_requantizes() { return kernels::s8_gemm_has_vnni(); }
+
 std::unique_ptr<gemm_ops::GemmOp> make_conv_integer_op(const gemm_ops::GemmDesc& d) {
   // The portable loop (no AVX2) is no faster than the reference kernel.
   if (std::string(kernels::s8_gemm_kernel_name()) == "portable") return nullptr;

@@ -13,5 +13,7 @@ namespace kiln::conv_ops {
 // ONNX Runtime's quantizer write them), x_zero_point absent or a uint8 scalar; null for anything
 // else (the reference kernel runs it).
 std::unique_ptr<gemm_ops::GemmOp> make_conv_integer_op(const gemm_ops::GemmDesc& d);
+// True when its ops take a requantizing epilogue (GemmDesc::requant_*) on this CPU: with VNNI.
+bool conv_integer_requantizes();
 
 }  // namespace kiln::conv_ops

@@ -441,16 +441,30 @@ bool input_scale_pays(const GemmDesc& d) {
 // The op for the node alone (operands cut to the node's inputs), then its epilogue: taken by
 // the op's kernels when it can, else a pass after it. JIT and AOT plans both come here, so the
 // ops made from one descriptor are the same.
+namespace {
+// The descriptor of the node alone: operands cut to the node's inputs, no fused epilogue (an
+// integer node's requantization dropped, its output int32 again).
+GemmDesc node_alone(const GemmDesc& d) {
+  GemmDesc plain = d;
+  plain.operands.resize(std::min(plain.operands.size(), node_arity(d.kind)));
+  plain.epilogue_bias = plain.epilogue_residual = -1;
+  plain.clamp_lo = -std::numeric_limits<float>::infinity();
+  plain.clamp_hi = std::numeric_limits<float>::infinity();
+  plain.epilogue_activation = 0;
+  if (has_requant(d)) {
+    plain.requant_scale = plain.requant_y_scale = plain.requant_y_zero_point = -1;
+    plain.out_dtype = DType::kInt32;
+  }
+  return plain;
+}
+}  // namespace
+
 std::unique_ptr<GemmOp> make_gemm_op(const GemmDesc& d) {
   if (has_requant(d)) {
-    // Integer ops requantize in their own kernel or not at all (requant_constants checks the rest).
-    if (d.kind != GemmKind::kConvInteger && d.kind != GemmKind::kMatMulInteger) return nullptr;
-    GemmDesc plain = d;
-    plain.operands.resize(std::min(plain.operands.size(), node_arity(d.kind)));
-    plain.epilogue_bias = plain.requant_scale = plain.requant_y_scale = plain.requant_y_zero_point = -1;
-    plain.clamp_lo = -std::numeric_limits<float>::infinity();
-    plain.out_dtype = DType::kInt32;
-    std::unique_ptr<GemmOp> op = make_plain_gemm_op(plain);
+    // Only ConvInteger requantizes, in its own kernel where it can (checked before its weights are
+    // packed); requant_constants checks the rest.
+    if (d.kind != GemmKind::kConvInteger || !conv_ops::conv_integer_requantizes()) return nullptr;
+    std::unique_ptr<GemmOp> op = make_plain_gemm_op(node_alone(d));
     return op && op->take_epilogue(d) ? std::move(op) : nullptr;
   }
   if (d.epilogue_max_pool) {
@@ -472,13 +486,7 @@ std::unique_ptr<GemmOp> make_gemm_op(const GemmDesc& d) {
   }
   if (!has_epilogue(d)) return make_plain_gemm_op(d);
   if (d.out_dtype != DType::kFloat32 || !all_f32(d.operands) || !epilogue_valid(d)) return nullptr;
-  GemmDesc plain = d;
-  plain.operands.resize(std::min(plain.operands.size(), node_arity(d.kind)));
-  plain.epilogue_bias = plain.epilogue_residual = -1;
-  plain.clamp_lo = -std::numeric_limits<float>::infinity();
-  plain.clamp_hi = std::numeric_limits<float>::infinity();
-  plain.epilogue_activation = 0;
-  std::unique_ptr<GemmOp> op = make_plain_gemm_op(plain);
+  std::unique_ptr<GemmOp> op = make_plain_gemm_op(node_alone(d));
   if (!op) return nullptr;
   if (op->take_epilogue(d)) return op;
   return std::make_unique<PostEpilogueOp>(std::move(op), d);
