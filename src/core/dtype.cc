@@ -2,6 +2,7 @@
 #include "core/dtype.h"
 
 #include <array>
+#include <cstdint>
 #include <string>
 
 namespace kiln {
@@ -101,6 +102,25 @@ bool is_integer(DType t) {
       return true;
     default:
       return is_signed(t);
+  }
+}
+
+std::optional<std::pair<int64_t, int64_t>> integer_range(DType t) {
+  using R = std::pair<int64_t, int64_t>;
+  switch (t) {
+    case DType::kUInt8: return R{0, UINT8_MAX};
+    case DType::kInt8: return R{INT8_MIN, INT8_MAX};
+    case DType::kUInt16: return R{0, UINT16_MAX};
+    case DType::kInt16: return R{INT16_MIN, INT16_MAX};
+    case DType::kUInt32: return R{0, UINT32_MAX};
+    case DType::kInt32: return R{INT32_MIN, INT32_MAX};
+    case DType::kUInt64: return R{0, -1};
+    case DType::kInt64: return R{INT64_MIN, INT64_MAX};
+    case DType::kUInt4: return R{0, 15};
+    case DType::kInt4: return R{-8, 7};
+    case DType::kUInt2: return R{0, 3};
+    case DType::kInt2: return R{-2, 1};
+    default: return std::nullopt;
   }
 }
 

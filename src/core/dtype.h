@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace kiln {
 
@@ -53,5 +54,8 @@ bool dtype_is_valid(int32_t onnx_code);
 bool is_float(DType t);     // f16, bf16, f32, f64, float8 variants, float4e2m1
 bool is_integer(DType t);   // signed or unsigned, not bool
 bool is_signed(DType t);
+// The least and greatest value of an integer dtype (4- and 2-bit ones included; uint64's greatest
+// as its int64 bit pattern, -1), or nullopt for other dtypes.
+std::optional<std::pair<int64_t, int64_t>> integer_range(DType t);
 
 }  // namespace kiln

@@ -90,17 +90,9 @@ uint8_t mf_encode(const MiniFloat& f, double x, bool saturate) {
 // Saturation range of integer quantized types; nullopt for float types.
 std::optional<std::pair<int64_t, int64_t>> int_range(DType t) {
   switch (t) {
-    case DType::kUInt8: return std::pair<int64_t, int64_t>{0, 255};
-    case DType::kInt8: return std::pair<int64_t, int64_t>{-128, 127};
-    case DType::kUInt16: return std::pair<int64_t, int64_t>{0, 65535};
-    case DType::kInt16: return std::pair<int64_t, int64_t>{-32768, 32767};
-    case DType::kInt32:
-      return std::pair<int64_t, int64_t>{std::numeric_limits<int32_t>::min(),
-                                         std::numeric_limits<int32_t>::max()};
-    case DType::kUInt4: return std::pair<int64_t, int64_t>{0, 15};
-    case DType::kInt4: return std::pair<int64_t, int64_t>{-8, 7};
-    case DType::kUInt2: return std::pair<int64_t, int64_t>{0, 3};
-    case DType::kInt2: return std::pair<int64_t, int64_t>{-2, 1};
+    case DType::kUInt8: case DType::kInt8: case DType::kUInt16: case DType::kInt16: case DType::kInt32:
+    case DType::kUInt4: case DType::kInt4: case DType::kUInt2: case DType::kInt2:
+      return integer_range(t);
     default: return std::nullopt;
   }
 }

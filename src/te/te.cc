@@ -83,34 +83,20 @@ ReduceOp reduce_op_of(const Expr& e) {
   return ReduceOp::kMin;
 }
 
-namespace {
-// The least (or, `top`, the greatest) value of an integer dtype, as the int64 immediate that
-// holds its bit pattern (uint64's greatest is -1).
-int64_t int_limit(DType d, bool top) {
-  switch (d) {
-    case DType::kInt8: return top ? INT8_MAX : INT8_MIN;
-    case DType::kInt16: return top ? INT16_MAX : INT16_MIN;
-    case DType::kInt32: return top ? INT32_MAX : INT32_MIN;
-    case DType::kUInt8: return top ? UINT8_MAX : 0;
-    case DType::kUInt16: return top ? UINT16_MAX : 0;
-    case DType::kUInt32: return top ? int64_t{UINT32_MAX} : 0;
-    case DType::kUInt64: return top ? -1 : 0;
-    default: return top ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
-  }
-}
-}  // namespace
-
 Expr reduce_identity(ReduceOp op, tir::DataType t) {
   const bool f = t.is_float();
+  // The dtype's own limits (an 8-bit max starts at -128, not at int64's least truncated to 0).
+  const auto range = integer_range(t.dtype).value_or(
+      std::pair{std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()});
   switch (op) {
     case ReduceOp::kSum: return f ? tir::float_imm(0.0, t) : tir::int_imm(0, t);
     case ReduceOp::kProd: return f ? tir::float_imm(1.0, t) : tir::int_imm(1, t);
     case ReduceOp::kMax:
       if (f) return tir::float_imm(-std::numeric_limits<double>::infinity(), t);
-      return tir::int_imm(int_limit(t.dtype, false), t);
+      return tir::int_imm(range.first, t);
     case ReduceOp::kMin:
       if (f) return tir::float_imm(std::numeric_limits<double>::infinity(), t);
-      return tir::int_imm(int_limit(t.dtype, true), t);
+      return tir::int_imm(range.second, t);
   }
   return nullptr;
 }

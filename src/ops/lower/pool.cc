@@ -85,10 +85,8 @@ LowerResult pool_lower(const LowerContext& ctx) {
   te::IterVar kw = te::reduce_axis(i64(w.kernel[1]), ctx.name("kw"));
   // Taps outside the input never win a max: the dtype's least value (-inf for floats).
   const DType dt = ctx.in_dtype(0);
-  const double pad_value = !kMax ? 0.0
-                           : dt == DType::kUInt8 ? 0.0
-                           : dt == DType::kInt8  ? -128.0
-                                                 : -std::numeric_limits<double>::infinity();
+  const auto range = integer_range(dt);
+  const double pad_value = !kMax ? 0.0 : range ? static_cast<double>(range->first) : -std::numeric_limits<double>::infinity();
   te::Tensor acc = te::compute(ctx.name(kMax ? "out" : "sum"), ctx.out_dims(),
                                [&](const std::vector<Expr>& i) {
     Expr h = coord(w, 0, i[2], kh->var), c = coord(w, 1, i[3], kw->var);
