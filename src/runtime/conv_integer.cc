@@ -216,6 +216,8 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
     const kernels::QuadColumns cols{padded, tap_offsets_.data()};
     // (Rows without padding columns map straight to the output.)
     const kernels::ColumnGrid grid = pitch_ == g.wo ? kernels::ColumnGrid{} : kernels::ColumnGrid{pitch_, g.wo};
+    kernels::Requantize rq;  // (this run's zero-point correction, once for every image)
+    if constexpr (std::is_same_v<Out, uint8_t>) rq = requant_->bind(zx, colsum_);
     ThreadPool& pool = current_thread_pool();
     for (int64_t n = 0; n < g.n; ++n) {
       const uint8_t* image = x + n * g.c * g.h * g.w;
@@ -225,8 +227,7 @@ class ConvIntegerOp : public gemm_ops::GemmOp {
       });
       Out* out = y + n * g.co * plane;
       if constexpr (std::is_same_v<Out, uint8_t>) {
-        kernels::s8u8_gemm_quads_requantize(w8_, g.ho * pitch_, cols, grid, requant_->bind(zx, colsum_), out, plane,
-                                            gemm_ops::pool_parallel());
+        kernels::s8u8_gemm_quads_requantize(w8_, g.ho * pitch_, cols, grid, rq, out, plane, gemm_ops::pool_parallel());
       } else {
         kernels::s8u8_gemm_quads(w8_, g.ho * pitch_, cols, grid, out, plane, gemm_ops::pool_parallel());
         subtract_zero_point(zx, out);
