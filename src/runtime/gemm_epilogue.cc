@@ -170,6 +170,13 @@ kernels::Requantize RequantConstants::bind(uint8_t zx, const std::vector<int32_t
 }
 
 namespace {
+// Epilogue operand i (after the node's own) when it is a constant of dtype t, else null.
+const Tensor* epilogue_constant(const GemmDesc& d, int32_t i, DType t) {
+  if (i < static_cast<int32_t>(node_arity(d.kind)) || i >= static_cast<int32_t>(d.operands.size())) return nullptr;
+  const Operand& o = d.operands[static_cast<size_t>(i)];
+  return o.present && o.constant && o.dtype == t && o.constant->dtype() == t ? o.constant : nullptr;
+}
+
 // True when a constant of dims c, broadcast against the output's dims, varies at most along the
 // channel axis (one value, or one per channel).
 bool per_channel_dims(const std::vector<int64_t>& c, const std::vector<int64_t>& out, size_t axis) {
@@ -182,46 +189,73 @@ bool per_channel_dims(const std::vector<int64_t>& c, const std::vector<int64_t>&
 }
 }  // namespace
 
-std::optional<RequantConstants> requant_constants(const GemmDesc& d, int64_t channels) {
-  const int64_t first = static_cast<int64_t>(node_arity(d.kind)), n = static_cast<int64_t>(d.operands.size());
-  auto constant = [&](int32_t i, DType t) -> const Tensor* {
-    if (i < first || i >= n) return nullptr;
-    const Operand& o = d.operands[static_cast<size_t>(i)];
-    return o.present && o.constant && o.dtype == t && o.constant->dtype() == t ? o.constant : nullptr;
-  };
-  const bool relu = d.clamp_lo == 0.0f;
-  if (!has_requant(d) || d.out_dtype != DType::kUInt8 || d.epilogue_residual >= 0 || d.epilogue_activation != 0 ||
-      d.input_scale >= 0 || d.epilogue_max_pool != 0 || d.clamp_hi < std::numeric_limits<float>::infinity() ||
-      (!relu && d.clamp_lo > -std::numeric_limits<float>::infinity()))
-    return std::nullopt;
-  const Tensor* scale = constant(d.requant_scale, DType::kFloat32);
-  const Tensor* y_scale = constant(d.requant_y_scale, DType::kFloat32);
-  const Tensor* y_zero = d.requant_y_zero_point < 0 ? nullptr : constant(d.requant_y_zero_point, DType::kUInt8);
-  const Tensor* bias = d.epilogue_bias < 0 ? nullptr : constant(d.epilogue_bias, DType::kFloat32);
+namespace {
+// The scale (requant_scale) and bias (epilogue_bias) of an integer op's epilogue as `channels`
+// values each (bias empty when there is none); false when they are not f32 constants with one
+// value or one per channel.
+bool channel_constants(const GemmDesc& d, int64_t channels, std::vector<float>& scale, std::vector<float>& bias) {
+  const Tensor* s = epilogue_constant(d, d.requant_scale, DType::kFloat32);
+  const Tensor* b = d.epilogue_bias < 0 ? nullptr : epilogue_constant(d, d.epilogue_bias, DType::kFloat32);
   const size_t axis = channels_first(d.kind) ? 1 : d.out_dims.size() - 1;
   auto per_channel = [&](int32_t i) {
     return d.out_dims.size() > axis && per_channel_dims(d.operands[static_cast<size_t>(i)].dims, d.out_dims, axis);
   };
-  if (!scale || !per_channel(d.requant_scale) || (bias && !per_channel(d.epilogue_bias)) || d.out_dims.empty() ||
+  if (!s || !per_channel(d.requant_scale) || (d.epilogue_bias >= 0 && (!b || !per_channel(d.epilogue_bias))) ||
       d.out_dims[axis] != channels)
-    return std::nullopt;
-  if ((scale->numel() != 1 && scale->numel() != channels) || !y_scale || y_scale->numel() != 1 ||
-      (d.requant_y_zero_point >= 0 && (!y_zero || y_zero->numel() != 1)) ||
-      (d.epilogue_bias >= 0 && (!bias || (bias->numel() != channels && bias->numel() != 1))))
+    return false;
+  auto expand = [&](const Tensor& t, std::vector<float>& out) {
+    if (t.numel() != 1 && t.numel() != channels) return false;
+    const float* v = t.data<float>();
+    out.assign(static_cast<size_t>(channels), v[0]);
+    if (t.numel() == channels) out.assign(v, v + channels);
+    return true;
+  };
+  bias.clear();
+  return expand(*s, scale) && (!b || expand(*b, bias));
+}
+
+// True when d has no epilogue field an integer op's epilogue does not take (besides a Relu when
+// `relu_ok`).
+bool only_integer_epilogue(const GemmDesc& d, bool relu_ok) {
+  const bool relu = relu_ok && d.clamp_lo == 0.0f;
+  return d.epilogue_residual < 0 && d.epilogue_activation == 0 && d.input_scale < 0 && d.epilogue_max_pool == 0 &&
+         d.clamp_hi == std::numeric_limits<float>::infinity() &&
+         (relu || d.clamp_lo == -std::numeric_limits<float>::infinity());
+}
+}  // namespace
+
+std::optional<RequantConstants> requant_constants(const GemmDesc& d, int64_t channels) {
+  if (!has_requant(d) || has_dequant(d) || d.out_dtype != DType::kUInt8 || d.requant_scale_factor >= 0 ||
+      !only_integer_epilogue(d, true) || d.out_dims.empty())
     return std::nullopt;
   RequantConstants rq;
-  const float* s = scale->data<float>();
-  rq.scale.assign(static_cast<size_t>(channels), s[0]);
-  if (scale->numel() == channels) rq.scale.assign(s, s + channels);
-  if (bias) {
-    const float* b = bias->data<float>();
-    rq.bias.assign(static_cast<size_t>(channels), b[0]);
-    if (bias->numel() == channels) rq.bias.assign(b, b + channels);
-  }
-  rq.relu = relu;
+  const Tensor* y_scale = epilogue_constant(d, d.requant_y_scale, DType::kFloat32);
+  const Tensor* y_zero = d.requant_y_zero_point < 0 ? nullptr : epilogue_constant(d, d.requant_y_zero_point, DType::kUInt8);
+  if (!channel_constants(d, channels, rq.scale, rq.bias) || !y_scale || y_scale->numel() != 1 ||
+      (d.requant_y_zero_point >= 0 && (!y_zero || y_zero->numel() != 1)))
+    return std::nullopt;
+  rq.relu = d.clamp_lo == 0.0f;
   rq.y_scale = y_scale->data<float>()[0];
   rq.y_zero_point = y_zero ? y_zero->data<uint8_t>()[0] : 0;
   return rq;
+}
+
+std::optional<DequantConstants> dequant_constants(const GemmDesc& d, int64_t channels) {
+  if (!has_dequant(d) || d.requant_y_zero_point >= 0 || d.out_dtype != DType::kFloat32 ||
+      !only_integer_epilogue(d, false) || d.out_dims.empty())
+    return std::nullopt;
+  DequantConstants dq;
+  if (!channel_constants(d, channels, dq.scale, dq.bias)) return std::nullopt;
+  if (d.requant_scale_factor >= 0) {
+    const int32_t f = d.requant_scale_factor;
+    if (f < static_cast<int32_t>(node_arity(d.kind)) || f >= static_cast<int32_t>(d.operands.size())) return std::nullopt;
+    const Operand& o = d.operands[static_cast<size_t>(f)];
+    int64_t count = 1;
+    for (int64_t n : o.dims) count *= n;
+    if (!o.present || o.dtype != DType::kFloat32 || count != 1) return std::nullopt;
+    dq.scale_factor = f;
+  }
+  return dq;
 }
 
 }  // namespace kiln::gemm_ops

@@ -111,7 +111,19 @@ struct RequantConstants {
 // not one an op takes: constants of the documented types and sizes, no other epilogue field but
 // the bias and a Relu (clamp_lo = 0), uint8 out.
 std::optional<RequantConstants> requant_constants(const GemmDesc& d, int64_t channels);
-// True when d carries a requantizing epilogue (make_gemm_op then needs an op that takes it).
+// The constants of an integer op's dequantizing epilogue (GemmDesc: requant_scale without a
+// y_scale; float out), per channel, and the operand of the run-time factor of the scale (-1: none).
+struct DequantConstants {
+  std::vector<float> scale, bias;  // bias empty: none
+  int32_t scale_factor = -1;
+};
+// d's dequantizing epilogue with `channels` output channels, or nullopt when it has none or it is
+// not one an op takes: constants of the documented types and sizes, the factor an f32 scalar, no
+// other epilogue field but the bias, f32 out.
+std::optional<DequantConstants> dequant_constants(const GemmDesc& d, int64_t channels);
+// True when d carries a requantizing or dequantizing epilogue (make_gemm_op then needs an op that
+// takes it).
 inline bool has_requant(const GemmDesc& d) { return d.requant_scale >= 0; }
+inline bool has_dequant(const GemmDesc& d) { return has_requant(d) && d.requant_y_scale < 0; }
 
 }  // namespace kiln::gemm_ops

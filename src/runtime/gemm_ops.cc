@@ -452,7 +452,7 @@ GemmDesc node_alone(const GemmDesc& d) {
   plain.clamp_hi = std::numeric_limits<float>::infinity();
   plain.epilogue_activation = 0;
   if (has_requant(d)) {
-    plain.requant_scale = plain.requant_y_scale = plain.requant_y_zero_point = -1;
+    plain.requant_scale = plain.requant_y_scale = plain.requant_y_zero_point = plain.requant_scale_factor = -1;
     plain.out_dtype = DType::kInt32;
   }
   return plain;
@@ -461,9 +461,11 @@ GemmDesc node_alone(const GemmDesc& d) {
 
 std::unique_ptr<GemmOp> make_gemm_op(const GemmDesc& d) {
   if (has_requant(d)) {
-    // Only ConvInteger requantizes, in its own kernel where it can (checked before its weights are
-    // packed); requant_constants checks the rest.
-    if (d.kind != GemmKind::kConvInteger || !conv_ops::conv_integer_requantizes()) return nullptr;
+    // ConvInteger requantizes, in its own kernel where it can (checked before its weights are
+    // packed), MatMulInteger dequantizes; requant_constants / dequant_constants check the rest.
+    const bool takes = has_dequant(d) ? d.kind == GemmKind::kMatMulInteger
+                                      : d.kind == GemmKind::kConvInteger && conv_ops::conv_integer_requantizes();
+    if (!takes) return nullptr;
     std::unique_ptr<GemmOp> op = make_plain_gemm_op(node_alone(d));
     return op && op->take_epilogue(d) ? std::move(op) : nullptr;
   }

@@ -145,9 +145,14 @@ struct GemmDesc {
   // 1 or one value per output channel (the Mul's), epilogue_bias the Add's (per channel, as for
   // float kinds), requant_y_scale an f32 scalar constant, requant_y_zero_point a uint8 scalar
   // constant (-1: 0); clamp_lo = 0 is the Relu. -1: no requantization (int32 out).
+  // A dequantizing epilogue instead (MatMulInteger: the Cast -> Mul -> [Add] after it, float out,
+  // y = float(acc) * scale + bias): requant_scale set and requant_y_scale -1; the scale may be
+  // the product of a run-time f32 scalar, requant_scale_factor (dynamic quantization's activation
+  // scale, the Mul that makes the scale absorbed too), and the constant requant_scale.
   int32_t requant_scale = -1;
   int32_t requant_y_scale = -1;
   int32_t requant_y_zero_point = -1;
+  int32_t requant_scale_factor = -1;
 };
 
 // The number of node inputs a kind's operands are padded to before the epilogue operands.

@@ -2,16 +2,19 @@
 // B[K, N] (int8, constant, packed once) -> int32, exact. Zero points by correction terms:
 // (A - za)(B - zb) = A.B - za * colsum(B) - zb[n] * rowsum(A) + K * za * zb[n], with za a scalar
 // (DynamicQuantizeLinear's, computed per run) and zb a scalar or one per column. This is the
-// form dynamic quantization writes (kiln quantize --dynamic, onnxruntime.quantization). Other
-// type pairs and shapes run the reference kernel.
+// form dynamic quantization writes (kiln quantize --dynamic, onnxruntime.quantization). With the
+// dequantization after it absorbed (GemmDesc: requant_scale without y_scale) the output is float.
+// Other type pairs and shapes run the reference kernel.
 // Tests: tests/runtime/test_gemm_ops.cc (MatMulInteger cases against the reference kernel).
 #include "runtime/matmul_integer.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "core/error.h"
 #include "kernels/x86/s8_gemm.h"
+#include "runtime/gemm_epilogue.h"
 #include "runtime/gemm_op_util.h"
 
 namespace kiln::gemm_ops {
@@ -25,45 +28,79 @@ class MatMulIntegerOp : public GemmOp {
       : b_(std::move(b)), colsum_(std::move(colsum)), b_zero_(std::move(b_zero)), k_(k), n_(n),
         out_dims_(std::move(out_dims)) {}
 
+  // The dequantizing epilogue (the Cast -> Mul -> [Add] after the node, float out).
+  bool take_epilogue(const GemmDesc& d) override {
+    std::optional<DequantConstants> dq = dequant_constants(d, n_);
+    if (!dq) return false;
+    dequant_ = std::move(*dq);
+    return true;
+  }
+
   Tensor run(const std::vector<const RtValue*>& ins) override {
     const Tensor& a = ins[0]->tensor;
     const int32_t za = ins.size() > 2 && ins[2] && ins[2]->is_tensor() ? static_cast<int32_t>(ins[2]->tensor.get_int(0)) : 0;
     const int64_t m = a.numel() / k_;
-    Tensor y = output_tensor(DType::kInt32, out_dims_);
+    // The int32 sums are written where the output goes (a float has an int32's size); each block,
+    // once summed, is corrected and (dequantizing) converted in place while it is in cache.
+    Tensor y = output_tensor(dequant_ ? DType::kFloat32 : DType::kInt32, out_dims_);
     int32_t* c = y.data<int32_t>();
     const uint8_t* pa = a.data<uint8_t>();
-    kernels::u8s8_gemm_packed(m, pa, k_, b_, c, n_, pool_parallel());
-    const bool any_zb = !b_zero_.empty();
-    if (za == 0 && !any_zb) return y;
-    // Per column: -za * colsum(B) + K * za * zb, once per run; per element only an add (and,
-    // with B zero points, -zb * rowsum(A)). The loops vectorize: in a per-element form with the
-    // zero point looked up they took a fifth of a quantized BERT-like's time.
-    correction_.resize(static_cast<size_t>(n_));
-    for (int64_t j = 0; j < n_; ++j) {
-      const int32_t zb = any_zb ? b_zero_[static_cast<size_t>(j)] : 0;
-      correction_[static_cast<size_t>(j)] = -za * colsum_[static_cast<size_t>(j)] + static_cast<int32_t>(k_) * za * zb;
-    }
-    const int32_t* corr = correction_.data();
-    const int32_t* zb = b_zero_.data();
-    current_thread_pool().parallel_for(m, [&](int64_t r0, int64_t r1) {
-      for (int64_t i = r0; i < r1; ++i) {
-        int32_t* row = c + i * n_;
-        if (any_zb) {
-          int32_t rowsum = 0;
-          for (int64_t p = 0; p < k_; ++p) rowsum += pa[i * k_ + p];
-          for (int64_t j = 0; j < n_; ++j) row[j] += corr[j] - zb[j] * rowsum;
-        } else {
-          for (int64_t j = 0; j < n_; ++j) row[j] += corr[j];
-        }
-      }
-    });
+    const bool correct = za != 0 || !b_zero_.empty();
+    if (correct) bind_correction(za);
+    if (dequant_) bind_scale(ins);
+    kernels::S8BlockDone done;
+    if (correct || dequant_)
+      done = [&](int64_t i0, int64_t rows, int64_t j0, int64_t cols) { finish_block(pa, c, i0, rows, j0, cols, correct); };
+    kernels::u8s8_gemm_packed(m, pa, k_, b_, c, n_, pool_parallel(), done);
     return y;
   }
 
  private:
+  // Per column: -za * colsum(B) + K * za * zb, once per run; per element only an add (and, with
+  // B zero points, -zb * rowsum(A)). In a per-element form with the zero point looked up they
+  // took a fifth of a quantized BERT-like's time.
+  void bind_correction(int32_t za) {
+    correction_.resize(static_cast<size_t>(n_));
+    for (int64_t j = 0; j < n_; ++j) {
+      const int32_t zb = b_zero_.empty() ? 0 : b_zero_[static_cast<size_t>(j)];
+      correction_[static_cast<size_t>(j)] = -za * colsum_[static_cast<size_t>(j)] + static_cast<int32_t>(k_) * za * zb;
+    }
+  }
+
+  // The scale per column for this run: the factor (a run-time scalar) times the constant, as the
+  // absorbed Mul computes it.
+  void bind_scale(const std::vector<const RtValue*>& ins) {
+    scale_ = dequant_->scale;
+    if (dequant_->scale_factor < 0) return;
+    const RtValue* f = ins.at(static_cast<size_t>(dequant_->scale_factor));
+    if (!f || !f->is_tensor() || f->tensor.dtype() != DType::kFloat32 || f->tensor.numel() != 1)
+      throw Error(ErrorKind::kBadInput, "MatMulInteger: the dequantization's scale factor must be one float");
+    const float factor = f->tensor.data<float>()[0];
+    for (float& s : scale_) s = factor * s;
+  }
+
+  // Block rows [i0, i0 + rows) x columns [j0, j0 + cols) of the sums: zero points corrected, then
+  // (dequantizing) float(sum) * scale + bias stored in the sum's place (kernels::S8RowEpilogue).
+  void finish_block(const uint8_t* pa, int32_t* c, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+                    bool correct) const {
+    kernels::S8RowEpilogue e;
+    if (correct) e.corr = correction_.data() + j0;
+    if (!b_zero_.empty()) e.zb = b_zero_.data() + j0;
+    if (dequant_) e.scale = scale_.data() + j0;
+    if (dequant_ && !dequant_->bias.empty()) e.bias = dequant_->bias.data() + j0;
+    for (int64_t i = i0; i < i0 + rows; ++i) {
+      int32_t rowsum = 0;
+      if (e.zb)
+        for (int64_t p = 0; p < k_; ++p) rowsum += pa[i * k_ + p];
+      kernels::s8_finish_row__avx2(e, rowsum, c + i * n_ + j0, cols);
+    }
+  }
+
   kernels::PackedB8 b_;
   std::vector<int32_t> colsum_, b_zero_;
   std::vector<int32_t> correction_;  // per run (scratch)
+  std::optional<DequantConstants> dequant_;
+  std::vector<float> scale_;  // per run: the dequantization's scale per column
   int64_t k_, n_;
   std::vector<int64_t> out_dims_;
 };

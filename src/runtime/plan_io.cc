@@ -16,7 +16,7 @@ namespace {
 // GemmDesc or Operand must be written and read here (and kPlanBlobVersion bumped), else
 // compiled models would silently lose it. These asserts catch additions (x86-64 layout).
 // (A field can fit in tail padding: the last field's offset is checked as well as the size.)
-static_assert(sizeof(gemm_ops::GemmDesc) == 264 && offsetof(gemm_ops::GemmDesc, requant_y_zero_point) == 256 &&
+static_assert(sizeof(gemm_ops::GemmDesc) == 264 && offsetof(gemm_ops::GemmDesc, requant_scale_factor) == 260 &&
                   sizeof(gemm_ops::GemmDesc::Recurrent) == 40 &&
                   offsetof(gemm_ops::GemmDesc::Recurrent, also_states) == 32 &&
                   sizeof(gemm_ops::Operand) == 40,
@@ -187,6 +187,7 @@ void write_plan_body(Writer& w, const ExecPlan& plan, const std::vector<int32_t>
     w.pod<int32_t>(g.requant_scale);
     w.pod<int32_t>(g.requant_y_scale);
     w.pod<int32_t>(g.requant_y_zero_point);
+    w.pod<int32_t>(g.requant_scale_factor);
     w.vec<int32_t>(st.free_after);
     w.vec<int32_t>(st.branches);
     w.pod<uint32_t>(static_cast<uint32_t>(st.branch_feeds.size()));
@@ -360,12 +361,13 @@ void read_plan_body(Reader& r, ExecPlan& p) {
     g.requant_scale = r.pod<int32_t>();
     g.requant_y_scale = r.pod<int32_t>();
     g.requant_y_zero_point = r.pod<int32_t>();
+    g.requant_scale_factor = r.pod<int32_t>();
     const int32_t nops = static_cast<int32_t>(g.operands.size());
     if (g.epilogue_bias < -1 || g.epilogue_bias >= nops || g.epilogue_residual < -1 || g.epilogue_residual >= nops ||
         g.epilogue_activation < 0 || g.epilogue_activation > 4 || g.input_scale < -1 || g.input_scale >= nops ||
         g.epilogue_max_pool < 0 || g.epilogue_max_pool > 1 || g.requant_scale < -1 || g.requant_scale >= nops ||
         g.requant_y_scale < -1 || g.requant_y_scale >= nops || g.requant_y_zero_point < -1 ||
-        g.requant_y_zero_point >= nops)
+        g.requant_y_zero_point >= nops || g.requant_scale_factor < -1 || g.requant_scale_factor >= nops)
       corrupt("gemm epilogue");
     st.free_after = r.vec<int32_t>();
     for (int32_t s : st.free_after) check_slot(s, false);

@@ -3,6 +3,7 @@
 // alpha/beta and broadcast C; constant (pre-packed) and run-time weights; odd sizes.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -174,6 +175,69 @@ TEST(CompiledExecutorGemm, MatMulIntegerMatchesTheReferenceExactly) {
     for (int64_t i = 0; i < a.numel(); ++i) a.data<uint8_t>()[i] = static_cast<uint8_t>(i % 5 == 0 ? 255 : rng() % 256);
     const std::vector<RtValue> feeds = {RtValue(a), RtValue(Tensor::scalar(DType::kUInt8, 131))};
     expect_integer_op_exact(text, feeds);
+  }
+}
+
+// MatMulInteger followed by the dequantization dynamic quantization writes (Cast, Mul by the
+// activation's run-time scale times the weights' constant one, bias Add): one GEMM step with a
+// float output, equal to the interpreter's nodes bit for bit; the scale's Mul placed after the
+// MatMulInteger (as ONNX Runtime's quantizer writes it) or a constant scale (static), per column
+// or scalar, with and without bias and B zero points, columns off the 8-lane and 32-column grids.
+// A Mul by a run-time scale of the output's dims is no dequantization: those nodes run on their own.
+TEST(CompiledExecutorGemm, MatMulIntegerDequantizeEpilogueMatchesTheNodes) {
+  std::mt19937_64 rng(15);
+  struct Case {
+    int64_t m, k, n;
+    bool run_time_scale, per_column, bias, b_zero;
+  };
+  auto floats = [&](int64_t n, float lo, float hi) {
+    std::ostringstream s;
+    s << "[";
+    for (int64_t i = 0; i < n; ++i)
+      s << (i ? ", " : "") << lo + (hi - lo) * static_cast<float>(rng() % 1000) / 1000.0f;
+    s << "]";
+    return s.str();
+  };
+  for (const Case& c : {Case{128, 64, 77, true, true, true, false}, Case{5, 36, 32, true, false, false, true},
+                        Case{30, 1032, 9, false, true, true, true}, Case{14, 8, 40, false, false, true, false}}) {
+    const std::string mn = std::to_string(c.m) + "," + std::to_string(c.n), f = "f32[" + mn + "]";
+    const std::string ws = c.per_column ? std::to_string(c.n) : "";
+    std::string text = "graph @g(%a: u8[" + std::to_string(c.m) + "," + std::to_string(c.k) +
+                       "], %za: u8[], %as: f32[], %rs: " + f + ") -> (%y: " + f + ", %r: " + f + ") {\n  %b = " +
+                       int_const("i8", {c.k, c.n}, -128, 127, rng) + "\n  %ws = const f32[" + ws + "] " +
+                       floats(c.per_column ? c.n : 1, 0.001f, 0.004f) + "\n  %bias = const f32[" +
+                       std::to_string(c.n) + "] " + floats(c.n, -3.0f, 3.0f) + "\n";
+    if (c.b_zero) text += "  %zb = " + int_const("i8", {c.n}, -3, 3, rng) + "\n";
+    const std::string mm = "MatMulInteger(%a, %b, %za" + std::string(c.b_zero ? ", %zb" : "") + ") : i32[" + mn + "]\n";
+    text += "  %acc = " + mm + "  %c = Cast(%acc) {to=1} : " + f + "\n";
+    std::string scale = "ws";
+    if (c.run_time_scale) text += "  %s = Mul(%as, %ws) : f32[" + ws + "]\n", scale = "s";
+    text += "  %mul = Mul(%c, %" + scale + ") : " + f + "\n";
+    text += c.bias ? "  %y = Add(%bias, %mul) : " + f + "\n" : "  %y = Identity(%mul) : " + f + "\n";
+    text += "  %acc2 = " + mm + "  %c2 = Cast(%acc2) {to=1} : " + f + "\n  %r = Mul(%c2, %rs) : " + f +
+            "\n  return %y, %r\n}";
+    Model m = parse_model(text);
+    Tensor a(DType::kUInt8, {c.m, c.k}), rs(DType::kFloat32, {c.m, c.n});
+    for (int64_t i = 0; i < a.numel(); ++i) a.data<uint8_t>()[i] = static_cast<uint8_t>(i % 5 == 0 ? 255 : rng() % 256);
+    for (int64_t i = 0; i < rs.numel(); ++i) rs.data<float>()[i] = 0.001f * static_cast<float>(rng() % 100);
+    const std::vector<RtValue> feeds = {RtValue(a), RtValue(Tensor::scalar(DType::kUInt8, 119)),
+                                        RtValue(Tensor::scalar(DType::kFloat32, 0.0173f)), RtValue(rs)};
+    Interpreter interp(m);
+    CompiledOptions opts;
+    opts.threads = 2;
+    CompiledExecutor exec(m, opts);
+    const std::vector<RtValue> want = interp.run(feeds), got = exec.run(feeds);
+    for (size_t o = 0; o < 2; ++o) {
+      const Tensor &w = want[o].tensor, &g = got[o].tensor;
+      ASSERT_EQ(g.dtype(), DType::kFloat32);
+      ASSERT_EQ(g.dims(), w.dims());
+      for (int64_t i = 0; i < w.numel(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(g.data<float>()[i]), std::bit_cast<uint32_t>(w.data<float>()[i]))
+            << "output " << o << " element " << i << "\n" << text.substr(0, 300);
+    }
+    // y: MatMulInteger, Cast, [the scale's Mul], Mul, [Add] in one step; r: only its MatMulInteger.
+    const bool portable = kernels::s8_gemm_kernel_name() == std::string("portable");
+    EXPECT_EQ(exec.stats().gemm_nodes, portable ? 0 : 3 + c.run_time_scale + c.bias + 1) << text.substr(0, 300);
   }
 }
 

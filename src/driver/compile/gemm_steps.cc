@@ -218,8 +218,11 @@ const Value* PlanBuilder::absorb_epilogue(int i, gemm_ops::GemmDesc& d, std::vec
 // The Cast -> Mul -> [Add] -> [Relu] -> QuantizeLinear (uint8) after integer GEMM node i, each
 // node the only consumer of the one before and its other operand a constant: `d` gets the
 // requantizing epilogue (GemmDesc::requant_*), `chain` the nodes, and the QuantizeLinear's output
-// is returned. Anything else leaves both as they were and returns the node's output. Whether the
-// constants fit (per channel, scalar scale and zero point) is make_gemm_op's check.
+// is returned. After a MatMulInteger the chain is the dequantization, Cast -> Mul -> [Add] with a
+// float output, and the Mul's scale may be a Mul of a run-time scalar by a constant (dynamic
+// quantization: the activation's scale times the weights'), which is absorbed too. Anything else
+// leaves both as they were and returns the node's output. Whether the constants fit (per channel,
+// scalar scale and zero point) is make_gemm_op's check.
 const Value* PlanBuilder::absorb_requantize(int i, gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs,
                                             std::vector<int>& chain) {
   const Value* const start = g.nodes[static_cast<size_t>(i)]->outputs[0];
@@ -242,6 +245,7 @@ const Value* PlanBuilder::absorb_requantize(int i, gemm_ops::GemmDesc& d, std::v
     const Value* other = cn.inputs[0] == cur ? cn.inputs[1] : cn.inputs[0];
     return constant_of(other) ? other : nullptr;
   };
+  const bool dequantizes = d.kind == gemm_ops::GemmKind::kMatMulInteger;
   gemm_ops::GemmDesc fused = d;
   std::vector<int32_t> fused_inputs = inputs;
   std::vector<int> nodes;
@@ -254,36 +258,83 @@ const Value* PlanBuilder::absorb_requantize(int i, gemm_ops::GemmDesc& d, std::v
   if (!to || to->i != static_cast<int64_t>(DType::kFloat32)) return start;
   take(c);
   c = next("Mul");
-  const Value* scale = c >= 0 ? constant_other(c) : nullptr;
+  if (c < 0) return start;
+  const Value* scale = constant_other(c);
+  if (!scale && dequantizes) {
+    const Node& mul = *g.nodes[static_cast<size_t>(c)];
+    const Value* made = mul.inputs.size() == 2 ? (mul.inputs[0] == cur ? mul.inputs[1] : mul.inputs[0]) : nullptr;
+    if (const auto [m, factor, constant] = scale_product(made, i); m >= 0) {
+      fused.requant_scale_factor = add_operand(fused, fused_inputs, factor);
+      scale = constant;
+      nodes.push_back(m);
+    }
+  }
   if (!scale) return start;
   fused.requant_scale = add_operand(fused, fused_inputs, scale);
   take(c);
   if (c = next("Add"); c >= 0) {
     const Value* bias = constant_other(c);
-    if (!bias) return start;
-    fused.epilogue_bias = add_operand(fused, fused_inputs, bias);
-    take(c);
+    if (!bias && !dequantizes) return start;
+    if (bias) {
+      fused.epilogue_bias = add_operand(fused, fused_inputs, bias);
+      take(c);
+    }
   }
-  if (c = next("Relu"); c >= 0) {
-    fused.clamp_lo = 0.0f;
+  if (dequantizes) {
+    const PlanSlot& os = ex.slots[static_cast<size_t>(slot_of.at(cur))];
+    if (!os.tensor || os.dtype != DType::kFloat32 || os.dims != d.out_dims) return start;
+    fused.out_dtype = DType::kFloat32;
+  } else {
+    if (c = next("Relu"); c >= 0) {
+      fused.clamp_lo = 0.0f;
+      take(c);
+    }
+    c = next("QuantizeLinear");
+    if (c < 0) return start;
+    const Node& q = *g.nodes[static_cast<size_t>(c)];
+    if (q.inputs.size() < 2 || q.inputs[0] != cur || !q.inputs[1] || !constant_of(q.inputs[1]) ||
+        (q.inputs.size() > 2 && q.inputs[2] && !constant_of(q.inputs[2])) || q.attr("precision"))
+      return start;
+    fused.requant_y_scale = add_operand(fused, fused_inputs, q.inputs[1]);
+    if (q.inputs.size() > 2 && q.inputs[2]) fused.requant_y_zero_point = add_operand(fused, fused_inputs, q.inputs[2]);
     take(c);
+    const PlanSlot& os = ex.slots[static_cast<size_t>(slot_of.at(cur))];
+    if (!os.tensor || os.dtype != DType::kUInt8 || os.dims != d.out_dims) return start;
+    fused.out_dtype = DType::kUInt8;
   }
-  c = next("QuantizeLinear");
-  if (c < 0) return start;
-  const Node& q = *g.nodes[static_cast<size_t>(c)];
-  if (q.inputs.size() < 2 || q.inputs[0] != cur || !q.inputs[1] || !constant_of(q.inputs[1]) ||
-      (q.inputs.size() > 2 && q.inputs[2] && !constant_of(q.inputs[2])) || q.attr("precision"))
-    return start;
-  fused.requant_y_scale = add_operand(fused, fused_inputs, q.inputs[1]);
-  if (q.inputs.size() > 2 && q.inputs[2]) fused.requant_y_zero_point = add_operand(fused, fused_inputs, q.inputs[2]);
-  take(c);
-  const PlanSlot& os = ex.slots[static_cast<size_t>(slot_of.at(cur))];
-  if (!os.tensor || os.dtype != DType::kUInt8 || os.dims != d.out_dims) return start;
-  fused.out_dtype = DType::kUInt8;
   d = std::move(fused);
   inputs = std::move(fused_inputs);
   chain.insert(chain.end(), nodes.begin(), nodes.end());
   return cur;
+}
+
+// When v is made by a Mul of a scalar by a constant that only the dequantization reads, and that
+// scalar is ready when GEMM node i's step runs (a graph input, or made by a node placed before
+// it): the Mul, the scalar and the constant. Else m = -1.
+PlanBuilder::ScaleProduct PlanBuilder::scale_product(const Value* v, int i) {
+  auto p = v ? producer.find(v) : producer.end();
+  auto cit = v ? consumers.find(v) : consumers.end();
+  if (p == producer.end() || graph_outputs.count(v) || cit == consumers.end() || cit->second.size() != 1) return {};
+  const int m = p->second;
+  const Node& mul = *g.nodes[static_cast<size_t>(m)];
+  if (mul.op_type != "Mul" || !mul.domain.empty() || mul.inputs.size() != 2 || !mul.inputs[0] || !mul.inputs[1] ||
+      absorbed.count(m) || folded_nodes.count(m) || deferred_muls.count(m) ||
+      pos_in_order[static_cast<size_t>(m)] < pos_in_order[static_cast<size_t>(i)])  // placed already
+    return {};
+  const bool first_constant = constant_of(mul.inputs[0]) != nullptr;
+  const Value* factor = mul.inputs[first_constant ? 1 : 0];
+  const Value* constant = mul.inputs[first_constant ? 0 : 1];
+  if (!constant_of(constant) || constant_of(factor)) return {};
+  const PlanSlot& fs = ex.slots[static_cast<size_t>(slot_of.at(factor))];
+  int64_t count = 1;
+  for (int64_t n : fs.dims) count *= n;
+  if (!fs.tensor || fs.dtype != DType::kFloat32 || count != 1) return {};
+  if (auto fp = producer.find(factor); fp != producer.end()) {
+    const int f = fp->second;
+    if (pos_in_order[static_cast<size_t>(f)] >= pos_in_order[static_cast<size_t>(i)] || deferred_muls.count(f))
+      return {};
+  }
+  return {m, factor, constant};
 }
 
 // The MaxPool fuse-epilogues marked for GEMM node i's step as v's only consumer, when its output

@@ -164,6 +164,11 @@ class PlanBuilder {
   int32_t add_operand(gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs, const Value* v);
   const Value* absorb_epilogue(int i, gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs, std::vector<int>& chain);
   const Value* absorb_requantize(int i, gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs, std::vector<int>& chain);
+  struct ScaleProduct {
+    int mul = -1;
+    const Value *factor = nullptr, *constant = nullptr;
+  };
+  ScaleProduct scale_product(const Value* v, int i);
   std::string epilogue_role(int c, const std::string& into);
   int max_pool_after(const Value* v, int i);
   // The outputs of node n that are used (graph outputs or consumed; a single output always).

@@ -114,7 +114,7 @@ PackedB8 pack_b_s8(int64_t K, int64_t N, const int8_t* B, int64_t ldb) {
 }
 
 void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& B, int32_t* C, int64_t ldc,
-                      const ParallelFor& parallel) {
+                      const ParallelFor& parallel, const S8BlockDone& done) {
   const int64_t N = B.n, K = B.k;
   if (M <= 0 || N <= 0) return;
   const int64_t kq_total = ceil_div(K, 4), panels = ceil_div(N, kNr);
@@ -130,6 +130,7 @@ void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& 
           for (int64_t k = 0; k < K; ++k) s += int32_t(A[i * lda + k]) * int32_t(b_at(k, j));
           C[i * ldc + j] = s;
         }
+      if (done && r1 > r0) done(r0, r1 - r0, 0, N);
     });
     return;
   }
@@ -186,6 +187,7 @@ void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& 
           }
         }
       }
+      if (done && p1 > p0) done(i0, rows, p0 * kNr, std::min(N, p1 * kNr) - p0 * kNr);
     }
   });
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/large_alloc.h"
@@ -31,9 +32,13 @@ struct PackedB8 {
 };
 PackedB8 pack_b_s8(int64_t K, int64_t N, const int8_t* B, int64_t ldb);
 
-// C = A * B (int32, row-major, leading dims lda / ldc); B pre-packed.
+// Called by the task that finished C's block rows [i0, i0 + rows) x columns [j0, j0 + cols), all
+// of K summed: an epilogue (zero-point correction, dequantization) runs there while the block is
+// still in cache.
+using S8BlockDone = std::function<void(int64_t i0, int64_t rows, int64_t j0, int64_t cols)>;
+// C = A * B (int32, row-major, leading dims lda / ldc); B pre-packed; then done(block) per block.
 void u8s8_gemm_packed(int64_t M, const uint8_t* A, int64_t lda, const PackedB8& B, int32_t* C, int64_t ldc,
-                      const ParallelFor& parallel = nullptr);
+                      const ParallelFor& parallel = nullptr, const S8BlockDone& done = nullptr);
 // Weight-stationary int8 GEMM for NCHW convolutions (VNNI only: s8_gemm_has_vnni()): the int8
 // weights W [M, K] packed once in 14-row panels (K in groups of 4, zero-padded), the uint8
 // activations X [K, P] in quads (rows 4q..4q+3 of a column interleaved), so that Y [M, P] comes
@@ -77,6 +82,16 @@ uint8_t requantize_value(const Requantize& rq, int64_t m, int32_t sum);
 // in L1 and requantized there (never written out as int32).
 void s8u8_gemm_quads_requantize(const PackedW8& W, int64_t P, const QuadColumns& X, const ColumnGrid& grid,
                                 const Requantize& rq, uint8_t* Y, int64_t ldy, const ParallelFor& parallel = nullptr);
+// An integer GEMM's epilogue on one row of C, in place: the sum s = row[j] + corr[j] - zb[j] *
+// rowsum (corr null: s = row[j]; zb null: no rowsum term); dequantizing (scale not null), the
+// float bias[j] + float(s) * scale[j] (bias null: no add), each step rounded on its own as the
+// Cast, Mul and Add nodes round it, stored in s's place. Needs AVX2 (every CPU with a non-portable
+// int8 GEMM has it).
+struct S8RowEpilogue {
+  const int32_t *corr = nullptr, *zb = nullptr;
+  const float *scale = nullptr, *bias = nullptr;
+};
+void s8_finish_row__avx2(const S8RowEpilogue& e, int32_t rowsum, int32_t* row, int64_t cols);
 // Four rows of X interleaved into quads: dst[4p + t] = rows[t][p], p < n. Needs AVX2 (every CPU
 // with VNNI has it).
 void interleave_quads_u8__avx2(const uint8_t* const rows[4], int64_t n, uint8_t* dst);

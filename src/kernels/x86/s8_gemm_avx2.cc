@@ -5,12 +5,16 @@
 // - B within [-64, 63] (7-bit weights, kiln quantize --reduce-range): vpmaddubsw, which cannot
 //   overflow there, then vpmaddwd by ones: about twice the products per multiply uop.
 // The operands come packed as for VNNI (kernels/x86/s8_gemm.cc: A [kq][14][4], B [kq][32][4]) but
-// already widened to int16, so each load feeds vpmaddwd directly.
+// already widened to int16, so each load feeds vpmaddwd directly. Also the GEMM's row epilogue
+// (s8_finish_row__avx2: zero-point correction and dequantization; its multiply and add round
+// separately: ISO C++ mode compiles without contraction into FMA).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+
+#include "kernels/x86/s8_gemm.h"
 
 namespace kiln::kernels {
 namespace {
@@ -159,6 +163,44 @@ void interleave_quads_u8__avx2(const uint8_t* const rows[4], int64_t n, uint8_t*
   }
   for (; p < n; ++p)
     for (int t = 0; t < 4; ++t) dst[4 * p + t] = rows[t][p];
+}
+
+namespace {
+// The corrected sums of 8 columns from j.
+inline __m256i corrected(const S8RowEpilogue& e, __m256i zb_rowsum_factor, const int32_t* row, int64_t j, bool zb) {
+  __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j));
+  if (!e.corr) return v;
+  v = _mm256_add_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(e.corr + j)));
+  if (zb) v = _mm256_sub_epi32(v, _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(e.zb + j)), zb_rowsum_factor));
+  return v;
+}
+}  // namespace
+
+void s8_finish_row__avx2(const S8RowEpilogue& e, int32_t rowsum, int32_t* row, int64_t cols) {
+  const bool zb = e.corr && e.zb;
+  const __m256i rs = _mm256_set1_epi32(rowsum);
+  int64_t j = 0;
+  for (; j + 8 <= cols; j += 8) {
+    const __m256i v = corrected(e, rs, row, j, zb);
+    if (!e.scale) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + j), v);
+      continue;
+    }
+    __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_loadu_ps(e.scale + j));
+    if (e.bias) f = _mm256_add_ps(_mm256_loadu_ps(e.bias + j), f);
+    _mm256_storeu_ps(reinterpret_cast<float*>(row + j), f);
+  }
+  for (; j < cols; ++j) {
+    int32_t s = row[j];
+    if (e.corr) s += e.corr[j] - (zb ? e.zb[j] * rowsum : 0);
+    if (!e.scale) {
+      row[j] = s;
+      continue;
+    }
+    float f = static_cast<float>(s) * e.scale[j];
+    if (e.bias) f = e.bias[j] + f;
+    std::memcpy(row + j, &f, sizeof f);
+  }
 }
 
 }  // namespace kiln::kernels
