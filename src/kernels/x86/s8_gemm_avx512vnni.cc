@@ -10,6 +10,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -108,9 +109,16 @@ class RequantStore {
 // packed panel); with it (the NCHW conv) A holds the int8 weights and B's 32 uint8 columns of
 // quad q are at b + b_offsets[q] (an implicit convolution's taps), vpdpbusd's unsigned operand
 // then being the vector. store(i, ...) takes row i's two accumulators.
+// Lines of memory a tile asks into L2 as it goes, one per K quad (the next B panel: streamed
+// from memory, it would stall the first tile that reads it).
+struct Prefetch {
+  const int8_t* at = nullptr;
+  int64_t lines = 0;
+};
+
 template <int MR, bool kWeightStationary, typename Store>
 void s8_tile(int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64_t a_quad_stride, const uint8_t* b,
-             const int64_t* b_offsets, const Store& store) {
+             const int64_t* b_offsets, const Store& store, Prefetch pf = {}) {
   __m512i acc0[MR], acc1[MR];
 #pragma GCC unroll 14
   for (int i = 0; i < MR; ++i) acc0[i] = acc1[i] = _mm512_setzero_si512();
@@ -118,6 +126,7 @@ void s8_tile(int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64
     const uint8_t* bq = kWeightStationary ? b + b_offsets[q] : b + 128 * q;
     const __m512i b0 = _mm512_loadu_si512(bq);
     const __m512i b1 = _mm512_loadu_si512(bq + 64);
+    if (q < pf.lines) _mm_prefetch(reinterpret_cast<const char*>(pf.at + 64 * q), _MM_HINT_T1);
 #pragma GCC unroll 14
     for (int i = 0; i < MR; ++i) {
       int32_t quad;
@@ -142,15 +151,15 @@ void s8_tile(int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64
 // full ones) computes only its rows.
 template <bool kWeightStationary, typename Store>
 void s8_tile_rows(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, const int64_t* row, int64_t a_quad_stride,
-                  const uint8_t* b, const int64_t* b_offsets, const Store& store) {
+                  const uint8_t* b, const int64_t* b_offsets, const Store& store, Prefetch pf = {}) {
   switch (mr) {
 #define KILN_S8_TILE_CASE(MR) \
-  case MR: return s8_tile<MR, kWeightStationary>(nr, kq, a, row, a_quad_stride, b, b_offsets, store);
+  case MR: return s8_tile<MR, kWeightStationary>(nr, kq, a, row, a_quad_stride, b, b_offsets, store, pf);
     KILN_S8_TILE_CASE(1) KILN_S8_TILE_CASE(2) KILN_S8_TILE_CASE(3) KILN_S8_TILE_CASE(4) KILN_S8_TILE_CASE(5)
     KILN_S8_TILE_CASE(6) KILN_S8_TILE_CASE(7) KILN_S8_TILE_CASE(8) KILN_S8_TILE_CASE(9) KILN_S8_TILE_CASE(10)
     KILN_S8_TILE_CASE(11) KILN_S8_TILE_CASE(12) KILN_S8_TILE_CASE(13)
 #undef KILN_S8_TILE_CASE
-    default: return s8_tile<kMr, kWeightStationary>(nr, kq, a, row, a_quad_stride, b, b_offsets, store);
+    default: return s8_tile<kMr, kWeightStationary>(nr, kq, a, row, a_quad_stride, b, b_offsets, store, pf);
   }
 }
 
@@ -173,13 +182,15 @@ void s8_gemm_ukernel_14x32__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const
                       Int32Store{c, ldc, accumulate});
 }
 
-// The same with A read in place: row i at a + i * lda (mr rows), 4 * kq bytes each.
+// The same with A read in place: row i at a + i * lda (mr rows), 4 * kq bytes each; asks for
+// prefetch_lines lines from `prefetch` into L2 on the way.
 void s8_gemm_ukernel_14x32_rows__avx512vnni(int64_t mr, int64_t nr, int64_t kq, const uint8_t* a, int64_t lda,
-                                            const int8_t* b, int32_t* c, int64_t ldc, bool accumulate) {
+                                            const int8_t* b, int32_t* c, int64_t ldc, bool accumulate,
+                                            const int8_t* prefetch, int64_t prefetch_lines) {
   int64_t row[kMr];
   for (int i = 0; i < kMr; ++i) row[i] = i * lda;
   s8_tile_rows<false>(mr, nr, kq, a, row, 4, reinterpret_cast<const uint8_t*>(b), nullptr,
-                      Int32Store{c, ldc, accumulate});
+                      Int32Store{c, ldc, accumulate}, Prefetch{prefetch, std::min(prefetch_lines, kq)});
 }
 
 // Weight-stationary: w one packed int8 panel of MR output channels ([kq][14][4]), x 32 pixels of
