@@ -126,20 +126,41 @@ std::string int_const(const char* type, const std::vector<int64_t>& dims, int lo
   return s.str();
 }
 
-// One integer GEMM node (`text`, int32 output) on the compiled engine against the interpreter:
-// the same int32 values, and a GEMM step (without AVX2 the reference kernel runs it: the
-// portable loop is no faster).
-void expect_integer_op_exact(const std::string& text, const std::vector<RtValue>& feeds) {
+// "[v0, v1, ...]": n values in [lo, hi) on a grid of a thousandth of the range.
+std::string float_values(int64_t n, float lo, float hi, std::mt19937_64& rng) {
+  std::ostringstream s;
+  s << "[";
+  for (int64_t i = 0; i < n; ++i) s << (i ? ", " : "") << lo + (hi - lo) * static_cast<float>(rng() % 1000) / 1000.0f;
+  s << "]";
+  return s.str();
+}
+
+// The model of `text` run by the interpreter (want) and by the compiled engine (got, 2 threads).
+struct BothEngines {
+  std::vector<RtValue> want, got;
+  CompileStats stats;
+};
+BothEngines run_both_engines(const std::string& text, const std::vector<RtValue>& feeds) {
   Model m = parse_model(text);
   Interpreter interp(m);
   CompiledOptions opts;
   opts.threads = 2;
   CompiledExecutor exec(m, opts);
-  const Tensor want = interp.run(feeds)[0].tensor, got = exec.run(feeds)[0].tensor;
+  BothEngines r{interp.run(feeds), exec.run(feeds), {}};
+  r.stats = exec.stats();
+  return r;
+}
+
+// One integer GEMM node (`text`, int32 output) on the compiled engine against the interpreter:
+// the same int32 values, and a GEMM step (without AVX2 the reference kernel runs it: the
+// portable loop is no faster).
+void expect_integer_op_exact(const std::string& text, const std::vector<RtValue>& feeds) {
+  const BothEngines runs = run_both_engines(text, feeds);
+  const Tensor &want = runs.want[0].tensor, &got = runs.got[0].tensor;
   ASSERT_EQ(got.dims(), want.dims());
   for (int64_t i = 0; i < want.numel(); ++i)
     ASSERT_EQ(got.data<int32_t>()[i], want.data<int32_t>()[i]) << "element " << i << "\n" << text.substr(0, 200);
-  EXPECT_EQ(exec.stats().gemm_nodes, kernels::s8_gemm_kernel_name() == std::string("portable") ? 0 : 1)
+  EXPECT_EQ(runs.stats.gemm_nodes, kernels::s8_gemm_kernel_name() == std::string("portable") ? 0 : 1)
       << text.substr(0, 200);
 }
 
@@ -190,14 +211,7 @@ TEST(CompiledExecutorGemm, MatMulIntegerDequantizeEpilogueMatchesTheNodes) {
     int64_t m, k, n;
     bool run_time_scale, per_column, bias, b_zero;
   };
-  auto floats = [&](int64_t n, float lo, float hi) {
-    std::ostringstream s;
-    s << "[";
-    for (int64_t i = 0; i < n; ++i)
-      s << (i ? ", " : "") << lo + (hi - lo) * static_cast<float>(rng() % 1000) / 1000.0f;
-    s << "]";
-    return s.str();
-  };
+  auto floats = [&](int64_t n, float lo, float hi) { return float_values(n, lo, hi, rng); };
   for (const Case& c : {Case{128, 64, 77, true, true, true, false}, Case{5, 36, 32, true, false, false, true},
                         Case{30, 1032, 9, false, true, true, true}, Case{14, 8, 40, false, false, true, false}}) {
     const std::string mn = std::to_string(c.m) + "," + std::to_string(c.n), f = "f32[" + mn + "]";
@@ -216,19 +230,14 @@ TEST(CompiledExecutorGemm, MatMulIntegerDequantizeEpilogueMatchesTheNodes) {
     text += c.bias ? "  %y = Add(%bias, %mul) : " + f + "\n" : "  %y = Identity(%mul) : " + f + "\n";
     text += "  %acc2 = " + mm + "  %c2 = Cast(%acc2) {to=1} : " + f + "\n  %r = Mul(%c2, %rs) : " + f +
             "\n  return %y, %r\n}";
-    Model m = parse_model(text);
     Tensor a(DType::kUInt8, {c.m, c.k}), rs(DType::kFloat32, {c.m, c.n});
     for (int64_t i = 0; i < a.numel(); ++i) a.data<uint8_t>()[i] = static_cast<uint8_t>(i % 5 == 0 ? 255 : rng() % 256);
     for (int64_t i = 0; i < rs.numel(); ++i) rs.data<float>()[i] = 0.001f * static_cast<float>(rng() % 100);
     const std::vector<RtValue> feeds = {RtValue(a), RtValue(Tensor::scalar(DType::kUInt8, 119)),
                                         RtValue(Tensor::scalar(DType::kFloat32, 0.0173f)), RtValue(rs)};
-    Interpreter interp(m);
-    CompiledOptions opts;
-    opts.threads = 2;
-    CompiledExecutor exec(m, opts);
-    const std::vector<RtValue> want = interp.run(feeds), got = exec.run(feeds);
+    const BothEngines runs = run_both_engines(text, feeds);
     for (size_t o = 0; o < 2; ++o) {
-      const Tensor &w = want[o].tensor, &g = got[o].tensor;
+      const Tensor &w = runs.want[o].tensor, &g = runs.got[o].tensor;
       ASSERT_EQ(g.dtype(), DType::kFloat32);
       ASSERT_EQ(g.dims(), w.dims());
       for (int64_t i = 0; i < w.numel(); ++i)
@@ -237,7 +246,7 @@ TEST(CompiledExecutorGemm, MatMulIntegerDequantizeEpilogueMatchesTheNodes) {
     }
     // y: MatMulInteger, Cast, [the scale's Mul], Mul, [Add] in one step; r: only its MatMulInteger.
     const bool portable = kernels::s8_gemm_kernel_name() == std::string("portable");
-    EXPECT_EQ(exec.stats().gemm_nodes, portable ? 0 : 3 + c.run_time_scale + c.bias + 1) << text.substr(0, 300);
+    EXPECT_EQ(runs.stats.gemm_nodes, portable ? 0 : 3 + c.run_time_scale + c.bias + 1) << text.substr(0, 300);
   }
 }
 
@@ -310,14 +319,7 @@ TEST(CompiledExecutorGemm, ConvIntegerRequantizeEpilogueMatchesTheNodes) {
     for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
     return s;
   };
-  auto floats = [&](int64_t n, float lo, float hi) {
-    std::ostringstream s;
-    s << "[";
-    for (int64_t i = 0; i < n; ++i)
-      s << (i ? ", " : "") << lo + (hi - lo) * static_cast<float>(rng() % 1000) / 1000.0f;
-    s << "]";
-    return s.str();
-  };
+  auto floats = [&](int64_t n, float lo, float hi) { return float_values(n, lo, hi, rng); };
   for (const Case& c : {Case{{1, 8, 7, 9}, 33, "", {1, 33, 7, 9}, true, true, true, true},
                         Case{{2, 12, 6, 5}, 14, "{pads=[1, 1, 1, 1]}", {2, 14, 6, 5}, false, true, false, true},
                         Case{{1, 16, 9, 8}, 29, "{pads=[1, 1, 1, 1], strides=[2, 2]}", {1, 29, 5, 4}, true, false, true, false},
@@ -344,17 +346,12 @@ TEST(CompiledExecutorGemm, ConvIntegerRequantizeEpilogueMatchesTheNodes) {
     const std::string conv = "ConvInteger(%x, %w, %zx) " + c.attrs + " : i32[" + dims(c.y) + "]\n";
     text += "  %acc = " + conv + chain("acc", "s", "y") + "  %acc2 = " + conv + chain("acc2", "run", "r") +
             "  return %y, %r\n}";
-    Model m = parse_model(text);
     Tensor x(DType::kUInt8, c.x);
     for (int64_t i = 0; i < x.numel(); ++i) x.data<uint8_t>()[i] = static_cast<uint8_t>(i % 7 == 0 ? 255 : rng() % 256);
     const std::vector<RtValue> feeds = {RtValue(x), RtValue(Tensor::scalar(DType::kFloat32, 0.002f))};
-    Interpreter interp(m);
-    CompiledOptions opts;
-    opts.threads = 2;
-    CompiledExecutor exec(m, opts);
-    const std::vector<RtValue> want = interp.run(feeds), got = exec.run(feeds);
+    const BothEngines runs = run_both_engines(text, feeds);
     for (size_t o = 0; o < 2; ++o) {
-      const Tensor &w = want[o].tensor, &g = got[o].tensor;
+      const Tensor &w = runs.want[o].tensor, &g = runs.got[o].tensor;
       ASSERT_EQ(g.dtype(), DType::kUInt8);
       ASSERT_EQ(g.dims(), w.dims());
       int low = 0, high = 0;
@@ -373,7 +370,7 @@ TEST(CompiledExecutorGemm, ConvIntegerRequantizeEpilogueMatchesTheNodes) {
     const int want_gemm = kernels::s8_gemm_kernel_name() == std::string("portable") ? 0
                           : kernels::s8_gemm_has_vnni()                             ? 2 + chain_nodes
                                                                                     : 2;
-    EXPECT_EQ(exec.stats().gemm_nodes, want_gemm) << text.substr(0, 300);
+    EXPECT_EQ(runs.stats.gemm_nodes, want_gemm) << text.substr(0, 300);
   }
 }
 
