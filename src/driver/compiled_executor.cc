@@ -73,8 +73,8 @@ CompiledExecutor::CompiledExecutor(CompiledExecutor& parent, const Graph& body)
       parent_(&parent),
       captures_(compile::body_captures(body)),
       pool_(parent.pool_),
-      library_(parent.library_),
-      rng_(parent.opts_.seed) {}
+      rng_(parent.opts_.seed),
+      library_(parent.library_) {}
 
 CompiledExecutor::~CompiledExecutor() = default;
 

@@ -200,7 +200,9 @@ graph @g(%x: f32[B,S,64], %mask: f32[B,S]) -> (%y: f32[B,4,S,16], %z: f32[B,S,64
     expect_close(exec.run(feeds), interp.run(feeds), what);
     const CompileStats& st = exec.stats();
     EXPECT_GT(st.generated_nodes, 0) << what;
-    if (c.from_library) EXPECT_EQ(st.library_kernels, st.compiled_kernels) << what;
+    if (c.from_library) {
+      EXPECT_EQ(st.library_kernels, st.compiled_kernels) << what;
+    }
   }
   // The kernels take their dims as params.
   bool scalars = false;
