@@ -2,7 +2,6 @@
 # that build's time is mostly parsing the same headers again in every file.
 # EXTRA: the directory's own heavy headers (CLI11 in tools/kiln, GoogleTest in tests).
 function(kiln_precompile_headers dir)
-  set(extra ${ARGN})
   get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
   foreach(t ${targets})
     get_target_property(type ${t} TYPE)
@@ -18,6 +17,6 @@ function(kiln_precompile_headers dir)
       endif()
     endforeach()
     target_precompile_headers(${t} PRIVATE <algorithm> <cmath> <cstdint> <cstring> <functional> <map>
-      <memory> <optional> <set> <sstream> <string> <unordered_map> <unordered_set> <variant> <vector> ${extra})
+      <memory> <optional> <set> <sstream> <string> <unordered_map> <unordered_set> <variant> <vector> ${ARGN})
   endforeach()
 endfunction()

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/shape.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::gemm_ops {
@@ -204,10 +205,10 @@ bool channel_constants(const GemmDesc& d, int64_t channels, std::vector<float>& 
       d.out_dims[axis] != channels)
     return false;
   auto expand = [&](const Tensor& t, std::vector<float>& out) {
-    if (t.numel() != 1 && t.numel() != channels) return false;
     const float* v = t.data<float>();
-    out.assign(static_cast<size_t>(channels), v[0]);
     if (t.numel() == channels) out.assign(v, v + channels);
+    else if (t.numel() == 1) out.assign(static_cast<size_t>(channels), v[0]);
+    else return false;
     return true;
   };
   bias.clear();
@@ -250,9 +251,7 @@ std::optional<DequantConstants> dequant_constants(const GemmDesc& d, int64_t cha
     const int32_t f = d.requant_scale_factor;
     if (f < static_cast<int32_t>(node_arity(d.kind)) || f >= static_cast<int32_t>(d.operands.size())) return std::nullopt;
     const Operand& o = d.operands[static_cast<size_t>(f)];
-    int64_t count = 1;
-    for (int64_t n : o.dims) count *= n;
-    if (!o.present || o.dtype != DType::kFloat32 || count != 1) return std::nullopt;
+    if (!o.present || o.dtype != DType::kFloat32 || checked_numel(o.dims) != 1) return std::nullopt;
     dq.scale_factor = f;
   }
   return dq;

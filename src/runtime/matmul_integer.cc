@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/shape.h"
 #include "kernels/x86/s8_gemm.h"
 #include "runtime/gemm_epilogue.h"
 #include "runtime/gemm_op_util.h"
@@ -47,10 +48,11 @@ class MatMulIntegerOp : public GemmOp {
     const uint8_t* pa = a.data<uint8_t>();
     const bool correct = za != 0 || !b_zero_.empty();
     if (correct) bind_correction(za);
+    if (!b_zero_.empty()) bind_rowsums(pa, m);
     if (dequant_) bind_scale(ins);
     kernels::S8BlockDone done;
     if (correct || dequant_)
-      done = [&](int64_t i0, int64_t rows, int64_t j0, int64_t cols) { finish_block(pa, c, i0, rows, j0, cols, correct); };
+      done = [&](int64_t i0, int64_t rows, int64_t j0, int64_t cols) { finish_block(c, i0, rows, j0, cols, correct); };
     kernels::u8s8_gemm_packed(m, pa, k_, b_, c, n_, pool_parallel(), done);
     return y;
   }
@@ -67,49 +69,54 @@ class MatMulIntegerOp : public GemmOp {
     }
   }
 
-  // The scale per column for this run: the factor (a run-time scalar) times the constant, as the
-  // absorbed Mul computes it.
+  // A's row sums, for B's zero points: once per run (the blocks of a row band share them).
+  void bind_rowsums(const uint8_t* pa, int64_t m) {
+    rowsum_.resize(static_cast<size_t>(m));
+    current_thread_pool().parallel_for(m, [&](int64_t r0, int64_t r1) {
+      for (int64_t i = r0; i < r1; ++i) {
+        int32_t s = 0;
+        for (int64_t p = 0; p < k_; ++p) s += pa[i * k_ + p];
+        rowsum_[static_cast<size_t>(i)] = s;
+      }
+    });
+  }
+
+  // With a run-time factor, the scale per column for this run: the factor times the constant, as
+  // the absorbed Mul computes it.
   void bind_scale(const std::vector<const RtValue*>& ins) {
-    scale_ = dequant_->scale;
     if (dequant_->scale_factor < 0) return;
     const RtValue* f = ins.at(static_cast<size_t>(dequant_->scale_factor));
     if (!f || !f->is_tensor() || f->tensor.dtype() != DType::kFloat32 || f->tensor.numel() != 1)
       throw Error(ErrorKind::kBadInput, "MatMulInteger: the dequantization's scale factor must be one float");
     const float factor = f->tensor.data<float>()[0];
-    for (float& s : scale_) s = factor * s;
+    run_scale_.resize(dequant_->scale.size());
+    for (size_t j = 0; j < run_scale_.size(); ++j) run_scale_[j] = factor * dequant_->scale[j];
   }
+  const std::vector<float>& scale() const { return dequant_->scale_factor < 0 ? dequant_->scale : run_scale_; }
 
   // Block rows [i0, i0 + rows) x columns [j0, j0 + cols) of the sums: zero points corrected, then
   // (dequantizing) float(sum) * scale + bias stored in the sum's place (kernels::S8RowEpilogue).
-  void finish_block(const uint8_t* pa, int32_t* c, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                    bool correct) const {
+  void finish_block(int32_t* c, int64_t i0, int64_t rows, int64_t j0, int64_t cols, bool correct) const {
     kernels::S8RowEpilogue e;
     if (correct) e.corr = correction_.data() + j0;
     if (!b_zero_.empty()) e.zb = b_zero_.data() + j0;
-    if (dequant_) e.scale = scale_.data() + j0;
+    if (dequant_) e.scale = scale().data() + j0;
     if (dequant_ && !dequant_->bias.empty()) e.bias = dequant_->bias.data() + j0;
-    for (int64_t i = i0; i < i0 + rows; ++i) {
-      int32_t rowsum = 0;
-      if (e.zb)
-        for (int64_t p = 0; p < k_; ++p) rowsum += pa[i * k_ + p];
-      kernels::s8_finish_row__avx2(e, rowsum, c + i * n_ + j0, cols);
-    }
+    for (int64_t i = i0; i < i0 + rows; ++i)
+      kernels::s8_finish_row__avx2(e, e.zb ? rowsum_[static_cast<size_t>(i)] : 0, c + i * n_ + j0, cols);
   }
 
   kernels::PackedB8 b_;
   std::vector<int32_t> colsum_, b_zero_;
-  std::vector<int32_t> correction_;  // per run (scratch)
+  std::vector<int32_t> correction_, rowsum_;  // per run (scratch)
   std::optional<DequantConstants> dequant_;
-  std::vector<float> scale_;  // per run: the dequantization's scale per column
+  std::vector<float> run_scale_;  // per run, with a run-time factor: the scale per column
   int64_t k_, n_;
   std::vector<int64_t> out_dims_;
 };
 
 bool scalar_or_absent(const Operand& o, DType dtype) {
-  if (!o.present) return true;
-  int64_t n = 1;
-  for (int64_t d : o.dims) n *= d;
-  return o.dtype == dtype && n == 1;
+  return !o.present || (o.dtype == dtype && checked_numel(o.dims) == 1);
 }
 
 }  // namespace

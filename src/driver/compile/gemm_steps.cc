@@ -12,6 +12,7 @@
 // A mark is followed only when the op the step makes takes it; otherwise the marked nodes run as
 // usual. KILN_DISABLE_PASSES=fuse-epilogues turns the fusions off (A/B measurements).
 #include "driver/compile/plan_builder.h"
+#include "core/shape.h"
 #include "kernels/x86/f32_conv_stem.h"
 #include "kernels/x86/f32_gemm.h"
 #include "pass/fuse_epilogues.h"
@@ -273,11 +274,11 @@ const Value* PlanBuilder::absorb_requantize(int i, gemm_ops::GemmDesc& d, std::v
   fused.requant_scale = add_operand(fused, fused_inputs, scale);
   take(c);
   if (c = next("Add"); c >= 0) {
-    const Value* bias = constant_other(c);
-    if (!bias && !dequantizes) return start;
-    if (bias) {
+    if (const Value* bias = constant_other(c)) {
       fused.epilogue_bias = add_operand(fused, fused_inputs, bias);
       take(c);
+    } else if (!dequantizes) {
+      return start;  // (a dequantization ends at the Mul; the Add runs on its own)
     }
   }
   if (dequantizes) {
@@ -326,9 +327,7 @@ PlanBuilder::ScaleProduct PlanBuilder::scale_product(const Value* v, int i) {
   const Value* constant = mul.inputs[first_constant ? 0 : 1];
   if (!constant_of(constant) || constant_of(factor)) return {};
   const PlanSlot& fs = ex.slots[static_cast<size_t>(slot_of.at(factor))];
-  int64_t count = 1;
-  for (int64_t n : fs.dims) count *= n;
-  if (!fs.tensor || fs.dtype != DType::kFloat32 || count != 1) return {};
+  if (!fs.tensor || fs.dtype != DType::kFloat32 || checked_numel(fs.dims) != 1) return {};
   if (auto fp = producer.find(factor); fp != producer.end()) {
     const int f = fp->second;
     if (pos_in_order[static_cast<size_t>(f)] >= pos_in_order[static_cast<size_t>(i)] || deferred_muls.count(f))

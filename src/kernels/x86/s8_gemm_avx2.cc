@@ -167,11 +167,11 @@ void interleave_quads_u8__avx2(const uint8_t* const rows[4], int64_t n, uint8_t*
 
 namespace {
 // The corrected sums of 8 columns from j.
-inline __m256i corrected(const S8RowEpilogue& e, __m256i zb_rowsum_factor, const int32_t* row, int64_t j, bool zb) {
+inline __m256i corrected(const S8RowEpilogue& e, __m256i rowsum, const int32_t* row, int64_t j, bool zb) {
   __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j));
   if (!e.corr) return v;
   v = _mm256_add_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(e.corr + j)));
-  if (zb) v = _mm256_sub_epi32(v, _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(e.zb + j)), zb_rowsum_factor));
+  if (zb) v = _mm256_sub_epi32(v, _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(e.zb + j)), rowsum));
   return v;
 }
 }  // namespace
