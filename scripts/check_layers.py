@@ -29,11 +29,12 @@ LAYERS = {
     "driver": {"core", "ir", "ops", "te", "tir", "codegen", "target", "kernels", "frontend", "pass", "runtime"},
     "capi": {"core", "ir", "ops", "target", "kernels", "frontend", "pass", "runtime", "driver"},
     "serve": {"core", "ir", "ops", "target", "kernels", "frontend", "pass", "runtime", "driver"},
+    "tune": {"core", "ir", "ops", "target", "kernels", "frontend", "pass", "runtime", "driver"},
     # Entry points sit on the driver (and what it exposes below it).
     "tools": {"core", "ir", "ops", "te", "tir", "codegen", "target", "kernels", "frontend", "pass", "runtime", "driver",
-              "capi", "serve"},
+              "capi", "serve", "tune"},
     "python": {"core", "ir", "ops", "te", "tir", "codegen", "target", "kernels", "frontend", "pass", "runtime", "driver",
-               "capi"},
+               "capi", "tune"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 

@@ -340,6 +340,7 @@ AotResult compile_shared_library(const std::string& model_path, const std::strin
   co.seed = o.seed;
   co.target.cpu = o.target;
   co.plan_untaken_branches = true;
+  co.tuning = o.tuning;
   CompiledExecutor ex(model, co);
   if (!o.input_files.empty() && (!o.dims.empty() || !o.shapes.empty()))
     throw Error(ErrorKind::kUsage, "input files give the library its one signature: --dim and --shape do not apply");

@@ -34,6 +34,8 @@ struct AotOptions {
   // If branch that only works with it). The library's one signature is their shapes.
   std::vector<std::string> input_files;
   int threads = 1;                      // threads of the compile run
+  // Tuned kernel choices (tune::load_tuning): kept in the library's plans.
+  std::shared_ptr<const std::map<std::string, gemm_ops::KernelChoice>> tuning;
   uint64_t seed = 0;                    // seed of the random inputs of the compile run
   // libkiln_runtime.a to link: "" takes $KILN_RUNTIME_LIB, else the one this kiln was built with.
   std::string runtime_archive;

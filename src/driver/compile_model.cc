@@ -100,6 +100,7 @@ CompileModelResult compile_model(Model model, const CompileModelOptions& o) {
   so.engine = Engine::kCompiled;  // (runs the default pass pipeline)
   so.threads = o.threads;
   so.seed = o.seed;
+  so.tuning = o.tuning;
   auto t0 = Clock::now();
   Session session(std::move(model), so);
   auto t1 = Clock::now();

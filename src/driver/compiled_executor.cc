@@ -87,6 +87,24 @@ std::string CompiledExecutor::kernels_text() const {
   return out;
 }
 
+int CompiledExecutor::retune(std::shared_ptr<const std::map<std::string, gemm_ops::KernelChoice>> tuning) {
+  std::lock_guard<std::mutex> lock(mu_);
+  opts_.tuning = std::move(tuning);
+  int remade = 0;
+  for (auto& entry : cache_)
+    for (PlanStep& st : entry.second->exec.steps) {
+      if (st.kind != PlanStep::Kind::kGemm) continue;
+      gemm_ops::KernelChoice choice;
+      if (opts_.tuning)
+        if (auto it = opts_.tuning->find(gemm_ops::tuning_key(st.gemm)); it != opts_.tuning->end()) choice = it->second;
+      if (choice == st.gemm.choice && st.gemm_op) continue;
+      st.gemm.choice = choice;
+      entry.second->exec.make_gemm_op(st);
+      ++remade;
+    }
+  return remade;
+}
+
 const ExecPlan* CompiledExecutor::last_exec_plan() const { return last_plan_ ? &last_plan_->exec : nullptr; }
 const std::vector<tir::PrimFunc>* CompiledExecutor::last_kernels() const {
   return last_plan_ ? &last_plan_->funcs : nullptr;

@@ -46,6 +46,9 @@ struct CompiledOptions {
   // branch that fails on them stays unplanned), so that a library can hold both.
   bool plan_untaken_branches = false;
   codegen::TargetOptions target;
+  // Tuned kernel choices by task key (gemm_ops::tuning_key), from `kiln tune` records already
+  // narrowed to this CPU and thread count (tune/records.h); null or missing keys: the default rules.
+  std::shared_ptr<const std::map<std::string, gemm_ops::KernelChoice>> tuning;
 };
 
 // What building a plan did and how long each phase took.
@@ -59,7 +62,8 @@ struct CompileStats {
   int compiled_kernels = 0;  // distinct kernels (identical ones share code)
   int library_kernels = 0;   // of those, compiled by an earlier plan (symbolic dims): no LLVM ran for them
   int symbolic_kernels = 0;  // of those, taking dims that vary with the input sizes as params
-  int reused_lowerings = 0;  // kernels whose TIR an earlier segment of the same structure gave (not lowered again)
+  int reused_lowerings = 0;
+  int tuned_gemms = 0;       // GEMM-like steps built with a tuned kernel choice (CompiledOptions::tuning)  // kernels whose TIR an earlier segment of the same structure gave (not lowered again)
   std::map<std::string, int> fallback_ops;  // op -> nodes run through the reference kernel
   int64_t arena_bytes = 0;
   std::string shapes;       // S1: where shapes came from: "inference" or "reference run (why)"
@@ -89,6 +93,11 @@ class CompiledExecutor {
   // The loop nests of the last plan's kernels (TIR text), for inspection.
   std::string kernels_text() const;
   size_t cached_plans() const { return cache_.size(); }
+  // Applies `tuning` (CompiledOptions::tuning) to the GEMM-like steps of the cached plans, their
+  // ops re-made where the kernel choice changes, and to the plans built from now on: no
+  // recompile. Returns the steps whose op was re-made. (`kiln tune`'s worker times choices in
+  // the model this way; a control-flow body's plans keep theirs.)
+  int retune(std::shared_ptr<const std::map<std::string, gemm_ops::KernelChoice>> tuning);
   // Plans (of any executor in this process) whose shapes needed a reference run (tests).
   static int64_t reference_runs_while_compiling();
   // The plan used by the last run and its kernels' TIR (for ahead-of-time export); null before

@@ -79,6 +79,7 @@ Session::Session(Model model, const SessionOptions& opts) : model_(std::move(mod
       co.threads = opts.threads;
       co.seed = opts.seed;
       co.profile = opts.profile;
+      co.tuning = opts.tuning;
       compiled_ = std::make_unique<CompiledExecutor>(model_, co);
       return;
     }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,15 +48,21 @@ class GemmConvOp : public gemm_ops::GemmOp {
     const int64_t ckk = g.c * g.kh * g.kw;
     direct_ = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.ho == g.h &&
               g.wo == g.w;
-    pixel_rows_ = pixel_rows_pay(g, direct_);
+    // A tuned choice (GemmDesc::choice) overrides the orientation, the micro-kernel and the split.
+    const gemm_ops::KernelChoice& ch = d.choice;
+    pixel_rows_ = ch.algo == gemm_ops::ConvAlgo::kGemmPixelRows ? true
+                  : ch.algo == gemm_ops::ConvAlgo::kGemm     ? false
+                                                             : pixel_rows_pay(g, direct_);
+    const kernels::F32GemmUkernel* kernel = ch.mr > 0 ? kernels::f32_gemm_with_rows(ch.mr) : nullptr;
+    if (ch.chunks > 0 && ch.groups > 0) split_ = kernels::GemmSplit{ch.chunks, ch.groups};
     // Packed once for every plan that runs this weight (runtime/pack_cache.h).
-    const std::string how = std::to_string(g.co) + "x" + std::to_string(ckk);
+    const std::string how = std::to_string(g.co) + "x" + std::to_string(ckk) + (kernel ? " mr" + std::to_string(kernel->mr) : "");
     if (pixel_rows_)
       weight_t_ = PackCache<kernels::PackedB>::global().get(
-          w, "conv b " + how, [&] { return kernels::pack_b(true, ckk, g.co, w.data<float>(), ckk); });
+          w, "conv b " + how, [&] { return kernels::pack_b(true, ckk, g.co, w.data<float>(), ckk, kernel); });
     else
       weight_ = PackCache<kernels::PackedA>::global().get(
-          w, "conv a " + how, [&] { return kernels::pack_a(g.co, ckk, w.data<float>(), ckk); });
+          w, "conv a " + how, [&] { return kernels::pack_a(g.co, ckk, w.data<float>(), ckk, kernel); });
     epilogue_.init(d, g.co, lo, hi);
     if (d.input_scale >= 0) {
       scale_operand_ = d.input_scale;
@@ -95,7 +102,7 @@ class GemmConvOp : public gemm_ops::GemmOp {
       }
       const kernels::PackedA& weight = scale_operand_ >= 0 ? scaled_weight(ins, img, par) : *weight_;
       if (direct_) {
-        kernels::sgemm_prepacked_a(weight, ohw, xi, ohw, yi, ohw, ep, par, threads);
+        kernels::sgemm_prepacked_a(weight, ohw, xi, ohw, yi, ohw, ep, par, threads, split());
       } else if (phased_) {
         // Stride 2 (AVX2): the image split into its polyphase planes once, the panels packed
         // from them (the packer falls back to the image for panels other than 16 columns).
@@ -108,20 +115,22 @@ class GemmConvOp : public gemm_ops::GemmOp {
               if (!kernels::im2col_pack_b_phased(ig_, phases, k0, kc, j0, nc, nr, dst))
                 kernels::im2col_pack_b(ig_, xi, k0, kc, j0, nc, nr, dst);
             },
-            yi, ohw, ep, par, threads);
+            yi, ohw, ep, par, threads, split());
       } else {
         kernels::sgemm_prepacked_a(
             weight, ohw,
             [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr, float* dst) {
               kernels::im2col_pack_b(ig_, xi, k0, kc, j0, nc, nr, dst);
             },
-            yi, ohw, ep, par, threads);
+            yi, ohw, ep, par, threads, split());
       }
     }
     return y;
   }
 
  private:
+  const kernels::GemmSplit* split() const { return split_ ? &*split_ : nullptr; }
+
   // W * diag(s) for image `img`: conv(x * s, W) = conv(x, W * s) per input channel, and the
   // weights (Co * C * kh * kw) are fewer than the input (C * H * W) where the executor fuses.
   const kernels::PackedA& scaled_weight(const std::vector<const RtValue*>& ins, int64_t img,
@@ -190,6 +199,7 @@ class GemmConvOp : public gemm_ops::GemmOp {
   bool direct_ = false;
   bool pixel_rows_ = false;     // computed with the pixels as GEMM rows (pixel_rows_pay)
   bool phased_ = false;         // im2col from the polyphase split (kernels::im2col_phases_supported)
+  std::optional<kernels::GemmSplit> split_;  // a tuned thread split (else choose_gemm_split's)
   std::vector<float> phases_;   // the split image
   std::shared_ptr<const kernels::PackedB> weight_t_;  // W^T [C kh kw, Co] for pixel rows
   kernels::PackedB scaled_weight_t_;

@@ -1,6 +1,7 @@
 // GemmDesc from an IR Node: the IR-facing half of runtime/gemm_ops.h (the ops themselves need
 // no IR, so that ahead-of-time compiled models can rebuild them from a serialized plan).
 #include <cctype>
+#include <sstream>
 
 #include "core/error.h"
 #include "ir/graph.h"
@@ -120,6 +121,76 @@ std::unique_ptr<GemmOp> make_gemm_op(const Node& n, const std::vector<Operand>& 
                                      const std::vector<int64_t>& out_dims, DType out_dtype) {
   std::optional<GemmDesc> d = gemm_desc_from_node(n, ins, out_dims, out_dtype);
   return d ? make_gemm_op(*d) : nullptr;
+}
+
+namespace {
+
+const char* const kAlgoNames[] = {"default", "gemm", "gemm-pixel-rows", "winograd2", "winograd4"};
+
+std::string joined_dims(const std::vector<int64_t>& d) {
+  std::string s;
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "x" : "") + std::to_string(d[i]);
+  return s;
+}
+
+}  // namespace
+
+std::string to_string(const KernelChoice& c) {
+  if (c.is_default()) return "default";
+  std::string s = "algo=" + std::string(kAlgoNames[static_cast<int>(c.algo)]);
+  if (c.mr > 0) s += " mr=" + std::to_string(c.mr);
+  if (c.chunks > 0) s += " split=" + std::to_string(c.chunks) + "x" + std::to_string(c.groups);
+  return s;
+}
+
+bool parse_kernel_choice(const std::string& text, KernelChoice* out) {
+  KernelChoice c;
+  if (text == "default") {
+    *out = c;
+    return true;
+  }
+  std::istringstream in(text);
+  std::string field;
+  bool algo = false;
+  while (in >> field) {
+    const size_t eq = field.find('=');
+    if (eq == std::string::npos) return false;
+    const std::string key = field.substr(0, eq), value = field.substr(eq + 1);
+    if (key == "algo") {
+      int found = -1;
+      for (int i = 0; i < 5; ++i)
+        if (value == kAlgoNames[i]) found = i;
+      if (found < 0) return false;
+      c.algo = static_cast<ConvAlgo>(found);
+      algo = true;
+    } else if (key == "mr") {
+      if (value.empty() || value.size() > 3 || value.find_first_not_of("0123456789") != std::string::npos) return false;
+      c.mr = std::stoi(value);
+    } else if (key == "split") {
+      const size_t x = value.find('x');
+      const std::string a = value.substr(0, x), b = x == std::string::npos ? "" : value.substr(x + 1);
+      auto small = [](const std::string& v) {
+        return !v.empty() && v.size() <= 4 && v.find_first_not_of("0123456789") == std::string::npos;
+      };
+      if (!small(a) || !small(b)) return false;
+      c.chunks = std::stoi(a);
+      c.groups = std::stoi(b);
+      if (c.chunks <= 0 || c.groups <= 0) return false;
+    } else {
+      return false;
+    }
+  }
+  if (!algo) return false;
+  *out = c;
+  return true;
+}
+
+std::string tuning_key(const GemmDesc& d) {
+  if (d.kind != GemmKind::kConv || d.operands.size() < 2) return "";
+  const Operand &x = d.operands[0], &w = d.operands[1];
+  return "Conv " + std::string(dtype_name(w.dtype)) + " x" + joined_dims(x.dims) + " w" + joined_dims(w.dims) +
+         " s" + joined_dims(d.strides) + " d" + joined_dims(d.dilations) + " p" + joined_dims(d.pads) +
+         (d.auto_pad == "NOTSET" ? "" : " " + d.auto_pad) + " g" + std::to_string(d.group);
 }
 
 }  // namespace kiln::gemm_ops

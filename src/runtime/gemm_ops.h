@@ -36,6 +36,31 @@ struct Operand {
 
 struct GemmDesc;
 
+// How a conv's kernel is built, where the default rules would otherwise decide (conv_select.h):
+// chosen by `kiln tune` (src/tune) and applied from its records; all zero means the default
+// rules. Ahead-of-time libraries keep it in their plans (runtime/plan_io.cc).
+enum class ConvAlgo : int32_t {
+  kDefault = 0,
+  kGemm = 1,           // the weights as GEMM rows, the pixels as columns (implicit im2col)
+  kGemmPixelRows = 2,  // the pixels as GEMM rows, then transposed to NCHW
+  kWinograd2 = 3,      // Winograd F(2x2, 3x3)
+  kWinograd4 = 4,      // Winograd F(4x4, 3x3)
+};
+struct KernelChoice {
+  ConvAlgo algo = ConvAlgo::kDefault;
+  int32_t mr = 0;      // GEMM micro-kernel rows (one of the kernels sharing the default's NR and KC); 0: fewest padded rows
+  int32_t chunks = 0;  // GEMM thread split (kernels::GemmSplit): column chunks and row groups; 0: choose_gemm_split
+  int32_t groups = 0;
+  bool is_default() const { return algo == ConvAlgo::kDefault && mr == 0 && chunks == 0 && groups == 0; }
+  bool operator==(const KernelChoice& o) const {
+    return algo == o.algo && mr == o.mr && chunks == o.chunks && groups == o.groups;
+  }
+};
+// "algo=winograd4 mr=12 split=2x1" ("default" when is_default); parse_kernel_choice reads it back
+// (false on anything else).
+std::string to_string(const KernelChoice& c);
+bool parse_kernel_choice(const std::string& text, KernelChoice* out);
+
 class GemmOp {
  public:
   virtual ~GemmOp() = default;
@@ -153,6 +178,8 @@ struct GemmDesc {
   int32_t requant_y_scale = -1;
   int32_t requant_y_zero_point = -1;
   int32_t requant_scale_factor = -1;
+  // The tuned kernel choice (conv kinds; the default rules when is_default()).
+  KernelChoice choice;
 };
 
 // The number of node inputs a kind's operands are padded to before the epilogue operands.
@@ -162,6 +189,12 @@ inline size_t node_arity(GemmKind k) {
          : k == GemmKind::kMatMulInteger || k == GemmKind::kConvInteger ? 4
                                                                         : 3;
 }
+
+// The tuning task this descriptor belongs to: the op's geometry and dtypes (not its epilogue,
+// which does not change which kernel is fastest), e.g. "Conv f32 x1x64x56x56 w64x64x3x3 s1x1
+// d1x1 p1x1x1x1 g1"; "" for kinds `kiln tune` does not search (conv_select.h's tunable_conv
+// narrows it further).
+std::string tuning_key(const GemmDesc& d);
 
 // True when make_gemm_op takes an input scale (GemmDesc::input_scale) for this Conv descriptor
 // (group 1, constant f32 weight, 2-D) and it pays: the op scales its weights per run instead,

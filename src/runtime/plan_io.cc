@@ -16,7 +16,8 @@ namespace {
 // GemmDesc or Operand must be written and read here (and kPlanBlobVersion bumped), else
 // compiled models would silently lose it. These asserts catch additions (x86-64 layout).
 // (A field can fit in tail padding: the last field's offset is checked as well as the size.)
-static_assert(sizeof(gemm_ops::GemmDesc) == 264 && offsetof(gemm_ops::GemmDesc, requant_scale_factor) == 260 &&
+static_assert(sizeof(gemm_ops::GemmDesc) == 280 && offsetof(gemm_ops::GemmDesc, choice) == 264 &&
+                  sizeof(gemm_ops::KernelChoice) == 16 &&
                   sizeof(gemm_ops::GemmDesc::Recurrent) == 40 &&
                   offsetof(gemm_ops::GemmDesc::Recurrent, also_states) == 32 &&
                   sizeof(gemm_ops::Operand) == 40,
@@ -188,6 +189,10 @@ void write_plan_body(Writer& w, const ExecPlan& plan, const std::vector<int32_t>
     w.pod<int32_t>(g.requant_y_scale);
     w.pod<int32_t>(g.requant_y_zero_point);
     w.pod<int32_t>(g.requant_scale_factor);
+    w.pod<int32_t>(static_cast<int32_t>(g.choice.algo));
+    w.pod<int32_t>(g.choice.mr);
+    w.pod<int32_t>(g.choice.chunks);
+    w.pod<int32_t>(g.choice.groups);
     w.vec<int32_t>(st.free_after);
     w.vec<int32_t>(st.branches);
     w.pod<uint32_t>(static_cast<uint32_t>(st.branch_feeds.size()));
@@ -362,6 +367,15 @@ void read_plan_body(Reader& r, ExecPlan& p) {
     g.requant_y_scale = r.pod<int32_t>();
     g.requant_y_zero_point = r.pod<int32_t>();
     g.requant_scale_factor = r.pod<int32_t>();
+    const int32_t algo = r.pod<int32_t>();
+    if (algo < 0 || algo > static_cast<int32_t>(gemm_ops::ConvAlgo::kWinograd4)) corrupt("gemm kernel choice");
+    g.choice.algo = static_cast<gemm_ops::ConvAlgo>(algo);
+    g.choice.mr = r.pod<int32_t>();
+    g.choice.chunks = r.pod<int32_t>();
+    g.choice.groups = r.pod<int32_t>();
+    if (g.choice.mr < 0 || g.choice.mr > 64 || g.choice.chunks < 0 || g.choice.groups < 0 || g.choice.chunks > 4096 ||
+        g.choice.groups > 4096)
+      corrupt("gemm kernel choice");
     const int32_t nops = static_cast<int32_t>(g.operands.size());
     if (g.epilogue_bias < -1 || g.epilogue_bias >= nops || g.epilogue_residual < -1 || g.epilogue_residual >= nops ||
         g.epilogue_activation < 0 || g.epilogue_activation > 4 || g.input_scale < -1 || g.input_scale >= nops ||

@@ -34,6 +34,7 @@
 
 #include "bench_common.h"
 #include "commands.h"
+#include "tune/records.h"
 #include "driver/npy.h"
 #include "driver/session.h"
 
@@ -57,6 +58,7 @@ struct BenchArgs {
   int settle_ms = 50;
   uint64_t seed = 0;
   bool optimize = false;
+  std::string records;  // --records: tuning records applied to kiln's kernels
   bool json = false;
   bool samples = false;
   double rtol = 1e-3;
@@ -345,6 +347,7 @@ Result bench_one(const std::string& model, const BenchArgs& a, const InputShapeO
   opts.threads = a.threads;
   opts.seed = a.seed;
   opts.optimize = a.optimize;
+  opts.tuning = tune::load_tuning(a.records, a.threads);
   auto t0 = Clock::now();
   auto session = Session::load(model, opts);
   r.load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -517,6 +520,7 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_option("models", a->models, "ONNX model files")->required();
   cmd->add_option("--engine", a->engine, "interp (reference interpreter) or compiled")
       ->capture_default_str()->check(CLI::IsMember({"interp", "compiled"}));
+  cmd->add_option("--records", a->records, "tuning records from `kiln tune`: the kernel choices they hold for this CPU and --threads are applied");
   cmd->add_option("--threads", a->threads, "worker threads for kiln and for ONNX Runtime's intra-op pool")
       ->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--batch", a->batch, "size of symbolic batch dims (the first dim, or named N/batch)")

@@ -18,5 +18,6 @@ void add_bench_command(CLI::App& app, Action& action);
 void add_profile_command(CLI::App& app, Action& action);
 void add_serve_command(CLI::App& app, Action& action);
 void add_quantize_command(CLI::App& app, Action& action);
+void add_tune_command(CLI::App& app, Action& action);
 
 }  // namespace kiln::cli

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "tune/records.h"
 #include "driver/aot.h"
 #include "driver/compile_model.h"
 #include "frontend/onnx/onnx_io.h"
@@ -20,6 +21,7 @@ struct CompileArgs {
   bool time = false;
   bool print_kernels = false;
   int threads = 1;
+  std::string records;  // --records: tuning records (a library keeps the choices in its plans)
   uint64_t seed = 0;
   std::vector<std::string> dims;  // NAME=VALUE for symbolic dims (others: 1); NAME=V1,V2 with -o
   std::vector<std::string> shapes;  // INPUT=D0xD1x...
@@ -35,6 +37,7 @@ int export_command(const CompileArgs& a) {
   o.threads = a.threads;
   o.seed = a.seed;
   o.keep_temps = a.keep_temps;
+  o.tuning = tune::load_tuning(a.records, a.threads);
   for (const auto& d : a.dims) {
     auto [name, sizes] = parse_dim_list(d);
     std::vector<int64_t>& all = o.dims[name];
@@ -52,7 +55,9 @@ int export_command(const CompileArgs& a) {
   if (r.branch_plans) std::cout << ", If branch plans: " << r.branch_plans;
   std::cout << "\n";
   std::cout << "kernels: " << s.kernels << ", generated_nodes: " << s.generated_nodes
-            << ", microkernel_nodes: " << s.gemm_nodes << ", arena_bytes: " << s.arena_bytes << "\n";
+            << ", microkernel_nodes: " << s.gemm_nodes << ", arena_bytes: " << s.arena_bytes;
+  if (!a.records.empty()) std::cout << ", tuned_steps: " << s.tuned_gemms;
+  std::cout << "\n";
   if (a.time) {
     std::cout << "time (ms):\n";
     std::cout << "  plan      " << r.plan_ms << "  (load, passes, plan, JIT)\n";
@@ -74,6 +79,7 @@ int compile_command(const CompileArgs& a) {
   CompileModelOptions opts;
   opts.threads = a.threads;
   opts.seed = a.seed;
+  opts.tuning = tune::load_tuning(a.records, a.threads);
   for (const auto& d : a.dims) {
     if (d.find(',') != std::string::npos)
       throw Error(ErrorKind::kUsage, "--dim " + d + ": a list of sizes is for -o (a library of several input-shape "
@@ -95,6 +101,8 @@ int compile_command(const CompileArgs& a) {
   std::cout << "generated_nodes: " << s.generated_nodes << "\n";
   std::cout << "microkernel_nodes: " << s.gemm_nodes
             << "  (Conv/MatMul/Gemm on the f32 microkernels, and the bias/residual/activation nodes fused into them)\n";
+  if (!a.records.empty())
+    std::cout << "tuned_steps: " << s.tuned_gemms << "  (microkernel steps built with a kernel choice from --records)\n";
   std::cout << "folded_nodes: " << s.folded_nodes << "  (decided by the input shapes alone: computed while compiling)\n";
   if (s.control_flow_nodes)
     std::cout << "control_flow_nodes: " << s.control_flow_nodes
@@ -133,6 +141,7 @@ void add_compile_command(CLI::App& app, Action& action) {
   cmd->add_option("model", args->model, "ONNX model file")->required();
   cmd->add_flag("--time", args->time, "print the time of each compilation phase");
   cmd->add_flag("--print-kernels", args->print_kernels, "print the loop nest (TIR) of every kernel");
+  cmd->add_option("--records", args->records, "tuning records from `kiln tune`: the kernel choices they hold for this CPU and --threads are applied");
   cmd->add_option("--threads", args->threads, "worker threads")->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--seed", args->seed, "seed for the random inputs")->capture_default_str();
   cmd->add_option("--dim", args->dims,

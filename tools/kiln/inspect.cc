@@ -8,13 +8,17 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 
+#include "bench_common.h"
 #include "commands.h"
 #include "core/error.h"
 #include "driver/inspect_report.h"
 #include "driver/session.h"
 #include "graph_view.h"
 #include "pass/pass.h"
+#include "tune/records.h"
+#include "tune/tasks.h"
 
 namespace kiln::cli {
 namespace {
@@ -28,7 +32,50 @@ struct InspectArgs {
   std::vector<std::string> dims;  // NAME=VALUE bindings for the memory plan (and the compile)
   std::string engine = "compiled";  // compile at the input shapes and report the plan; "interp": don't
   bool print_kernels = false;     // print the TIR of every generated kernel (compiles)
+  std::string records;            // --records: per task, what the tuning records hold
+  int threads = 1;                // --threads: the records' thread count
 };
+
+// --records: per tunable task of the model (compiled at its --dim sizes), the default and the
+// tuned time the records hold for this CPU and thread count, and the choice --records applies.
+void print_records_report(const InspectArgs& a) {
+  SessionOptions opts;
+  opts.engine = Engine::kCompiled;
+  opts.threads = a.threads;
+  auto session = Session::load(a.model, opts);
+  InputShapeOptions shapes;
+  parse_dim_options(a.dims, shapes);
+  const std::vector<RtValue> feeds = make_bench_inputs(*session, shapes, 0);
+  const std::vector<tune::Task> tasks = tune::model_tasks(*session->compiled(), feeds, a.threads);
+  int64_t other = 0;
+  const tune::TargetKey target = tune::host_target(a.threads);
+  const auto records = tune::summarize(tune::read_records(a.records), target, &other);
+  const tune::TuningTable applied = tune::best_choices(tune::read_records(a.records), target);
+  std::cout << "\ntuning records " << a.records << " for " << target.describe() << " (" << other
+            << " records for other targets ignored):\n";
+  std::cout << std::left << std::setw(64) << "  task" << std::right << std::setw(6) << "steps" << std::setw(12)
+            << "default us" << std::setw(11) << "tuned us" << std::setw(9) << "records" << "  applied choice\n";
+  double def_total = 0, tuned_total = 0;
+  for (const tune::Task& t : tasks) {
+    auto it = records.find(t.key);
+    const tune::TaskRecords r = it == records.end() ? tune::TaskRecords{} : it->second;
+    auto ap = applied.find(t.key);
+    auto us = [](double v) {
+      std::ostringstream os;
+      os << std::fixed << std::setprecision(1) << v;
+      return v > 0 ? os.str() : std::string("-");
+    };
+    std::cout << "  " << std::left << std::setw(62) << t.key.substr(0, 61) << std::right << std::setw(6) << t.count
+              << std::setw(12) << us(r.default_us) << std::setw(11) << us(r.best_us) << std::setw(9) << r.measured
+              << "  " << (ap == applied.end() ? std::string("default") : gemm_ops::to_string(ap->second)) << "\n";
+    if (r.default_us > 0) {
+      def_total += t.count * r.default_us;
+      tuned_total += t.count * r.best_us;
+    }
+  }
+  std::cout << std::fixed << std::setprecision(2) << "  measured tasks' time: " << def_total / 1000 << " ms default, "
+            << tuned_total / 1000 << " ms tuned\n" << std::defaultfloat;
+}
 
 // --dim NAME=VALUE arguments as a map (checked by bind_input_dims).
 std::map<std::string, int64_t> parse_dims(const std::vector<std::string>& dims) {
@@ -53,6 +100,8 @@ void print_histogram(const std::map<std::string, int64_t>& histogram, const std:
 }
 
 int inspect_command(const InspectArgs& a) {
+  if (!a.records.empty() && (a.json || a.dot || a.print_kernels))
+    throw Error(ErrorKind::kUsage, "--records prints a table: it does not combine with --json, --dot or --print-kernels");
   InspectReportOptions ro;
   ro.dims = parse_dims(a.dims);
   ro.optimize = a.json || a.passes || a.dot || !a.html.empty();
@@ -137,6 +186,7 @@ int inspect_command(const InspectArgs& a) {
               << "; " << mem.planned_values << " values planned (" << mem.in_place << " in place), "
               << mem.unplanned_values << " without a static size\n";
   }
+  if (!a.records.empty()) print_records_report(a);
   return 0;
 }
 
@@ -158,6 +208,11 @@ void add_inspect_command(CLI::App& app, Action& action) {
       ->capture_default_str()
       ->check(CLI::IsMember({"interp", "compiled"}));
   cmd->add_flag("--print-kernels", args->print_kernels, "compile the model and print the loop nest (TIR) of every kernel");
+  cmd->add_option("--records", args->records,
+                  "tuning records (kiln tune): per tunable kernel of the model, the default and tuned time they hold "
+                  "for this CPU and --threads, and the choice they apply");
+  cmd->add_option("--threads", args->threads, "with --records: the thread count whose records to show")
+      ->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->callback([args, &action] { action = [args] { return inspect_command(*args); }; });
 }
 

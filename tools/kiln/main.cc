@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_profile_command(app, action);
   kiln::cli::add_serve_command(app, action);
   kiln::cli::add_quantize_command(app, action);
+  kiln::cli::add_tune_command(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

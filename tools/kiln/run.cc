@@ -8,6 +8,7 @@
 
 #include "bench_common.h"
 #include "commands.h"
+#include "tune/records.h"
 #include "core/run_control.h"
 #include "driver/aot.h"
 #include "driver/npy.h"
@@ -24,6 +25,7 @@ struct RunArgs {
   std::string output_dir;
   std::string engine = "compiled";
   int threads = 1;
+  std::string records;  // --records: tuning records (ONNX models; a library keeps the choices it was compiled with)
   uint64_t seed = 0;
   int repeat = 1;
   bool optimize = false;  // interp engine: the default pass pipeline first
@@ -120,6 +122,7 @@ int run_command(const RunArgs& a) {
   opts.seed = a.seed;
   opts.optimize = a.optimize;
   opts.max_memory_bytes = max_memory_of(a);
+  opts.tuning = tune::load_tuning(a.records, a.threads);
   auto t0 = std::chrono::steady_clock::now();
   InputShapeOptions shapes;
   shapes.batch = a.batch;
@@ -180,6 +183,7 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("-o,--output-dir", args->output_dir, "write each output as DIR/<name>.pb and .npy");
   cmd->add_option("--engine", args->engine, "compiled (default: generated kernels and microkernels, falling back to reference kernels per node) or interp (the reference interpreter)")
       ->capture_default_str()->check(CLI::IsMember({"interp", "compiled"}));
+  cmd->add_option("--records", args->records, "tuning records from `kiln tune`: the kernel choices they hold for this CPU and --threads are applied");
   cmd->add_option("--threads", args->threads, "worker threads (the interpreter uses one)")
       ->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--seed", args->seed, "seed for random inputs and random ops")->capture_default_str();

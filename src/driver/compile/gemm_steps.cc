@@ -125,6 +125,7 @@ bool PlanBuilder::add_gemm_step(int i) {
     ex.steps.push_back(std::move(st));
     // Absorbed nodes run in it too.
     plan->stats.gemm_nodes += 1 + static_cast<int>(chain.size()) + (scaled ? 1 : 0);
+    plan->stats.tuned_gemms += st.gemm.choice.is_default() ? 0 : 1;
     return true;
   }
   return false;
@@ -388,6 +389,10 @@ std::optional<gemm_ops::GemmDesc> PlanBuilder::desc_of(const Node& n) {
   std::optional<gemm_ops::GemmDesc> d = gemm_ops::gemm_desc_from_node(n, ops, os.dims, os.dtype, out);
   if (d) d->rnn.also_states = also_states;
   if (d && also_states && !gemm_ops::recurrent(d->kind)) return std::nullopt;
+  if (d && opts_.tuning) {
+    auto it = opts_.tuning->find(gemm_ops::tuning_key(*d));
+    if (it != opts_.tuning->end()) d->choice = it->second;
+  }
   return d;
 }
 

@@ -65,6 +65,12 @@ double gemm_split_stream_ns(double bytes) { return double(bytes) <= double(l2_ca
 
 int64_t l2_cache_bytes() { return target::Target::host().l2_bytes; }
 
+const F32GemmUkernel* f32_gemm_with_rows(int mr, const F32GemmUkernel& base) {
+  for (const auto& k : f32_gemm_ukernels())
+    if (k.isa == base.isa && k.nr == base.nr && k.kc == base.kc && k.mr == mr) return &k;
+  return nullptr;
+}
+
 const F32GemmUkernel& f32_gemm_for_rows(int64_t M, const F32GemmUkernel& base) {
   // Padded rows decide: 10 to 14 rows compute at the same rate per padded row here, 8 rows about
   // 3% slower (more B loads per FMA), hence its handicap; ties go to the longer kernel (first in

@@ -138,6 +138,9 @@ double gemm_split_compute_ns(int64_t M, int64_t N, int64_t K);
 double gemm_split_stream_ns(double bytes);
 // Of the kernels that read the same packed B as `base` (ISA, NR, KC), the one that pads M least.
 const F32GemmUkernel& f32_gemm_for_rows(int64_t M, const F32GemmUkernel& base = f32_gemm_default());
+// The kernel with `mr` rows among those that read the same packed B as `base`, or null (a tuned
+// choice names its micro-kernel by height).
+const F32GemmUkernel* f32_gemm_with_rows(int mr, const F32GemmUkernel& base = f32_gemm_default());
 // This CPU's L2 size per core in bytes (target::Target::host().l2_bytes; 1 MiB when unknown).
 int64_t l2_cache_bytes();
 

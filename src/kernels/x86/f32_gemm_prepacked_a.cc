@@ -24,7 +24,8 @@ void epilogue_only(float* c, int64_t ldc, int64_t rows, int64_t cols, const RowE
 // The driver of both overloads: B read in place (b_rows non-null, row-major with leading dim
 // ldb) where that pays, else packed by pack_b.
 void sgemm_prepacked_a_impl(const PackedA& A, int64_t N, const PackBFn& pack_b, const float* b_rows, int64_t ldb,
-                            float* C, int64_t ldc, const RowEpilogue& ep, const ParallelFor& parallel, int threads) {
+                            float* C, int64_t ldc, const RowEpilogue& ep, const ParallelFor& parallel, int threads,
+                            const GemmSplit* forced) {
   KILN_CHECK(A.kernel != nullptr, "sgemm_prepacked_a: A is not packed");
   const F32GemmUkernel& uk = *A.kernel;
   const int64_t M = A.m, K = A.k, mr = uk.mr, nr = uk.nr;
@@ -56,8 +57,9 @@ void sgemm_prepacked_a_impl(const PackedA& A, int64_t N, const PackBFn& pack_b, 
   // The last column panel's width (N % NR, or NR) decides whether it runs on the column-tail kernel.
   const bool coltail = f32_gemm_coltail_pays(uk, N - (panels - 1) * nr);
   const GemmSplit split =
-      choose_gemm_split(M, N, K, uk, parallel ? threads : 1, gemm_split_stream_ns(4.0 * double(M) * double(K)),
-                        share_b ? 0.0 : 4.0 * double(K) * double(N) / 8.0);
+      forced ? GemmSplit{std::clamp<int64_t>(forced->chunks, 1, panels), std::clamp<int64_t>(forced->groups, 1, upanels)}
+             : choose_gemm_split(M, N, K, uk, parallel ? threads : 1, gemm_split_stream_ns(4.0 * double(M) * double(K)),
+                                 share_b ? 0.0 : 4.0 * double(K) * double(N) / 8.0);
   const int64_t chunks = split.chunks, mgroups = split.groups;
   const int64_t max_chunk_panels = ceil_div(panels, chunks);
   // shared_b: per K block, all panels (panel q of block k0 at k0 * panels * nr + q * kc * nr).
@@ -223,18 +225,18 @@ void scale_packed_a_columns(const PackedA& a, const float* col_scale, PackedA& o
 }
 
 void sgemm_prepacked_a(const PackedA& A, int64_t N, const float* B, int64_t ldb, float* C, int64_t ldc,
-                       const RowEpilogue& ep, const ParallelFor& parallel, int threads) {
+                       const RowEpilogue& ep, const ParallelFor& parallel, int threads, const GemmSplit* split) {
   sgemm_prepacked_a_impl(
       A, N,
       [&](int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr, float* dst) {
         f32_gemm_pack_b(false, kc, nc, B + k0 * ldb + j0, ldb, nr, dst);
       },
-      B, ldb, C, ldc, ep, parallel, threads);
+      B, ldb, C, ldc, ep, parallel, threads, split);
 }
 
 void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float* C, int64_t ldc,
-                       const RowEpilogue& ep, const ParallelFor& parallel, int threads) {
-  sgemm_prepacked_a_impl(A, N, pack_b, nullptr, 0, C, ldc, ep, parallel, threads);
+                       const RowEpilogue& ep, const ParallelFor& parallel, int threads, const GemmSplit* split) {
+  sgemm_prepacked_a_impl(A, N, pack_b, nullptr, 0, C, ldc, ep, parallel, threads, split);
 }
 
 

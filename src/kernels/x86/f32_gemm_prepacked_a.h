@@ -50,10 +50,14 @@ using PackBFn = std::function<void(int64_t k0, int64_t kc, int64_t j0, int64_t n
 // C = A * B (+ bias per row, clamped to [lo, hi]), B [K, N] given by its packer. Parallel over
 // column chunks x row groups of C; each task packs its own B block. `threads`: how many workers
 // `parallel` spreads over (0: unknown, assumed 4), used to balance the split.
+// `split`: the thread split to use (a tuned one: chunks and groups clamped to the panels there
+// are), or null for choose_gemm_split's.
 void sgemm_prepacked_a(const PackedA& A, int64_t N, const PackBFn& pack_b, float* C, int64_t ldc,
-                       const RowEpilogue& epilogue = {}, const ParallelFor& parallel = nullptr, int threads = 0);
+                       const RowEpilogue& epilogue = {}, const ParallelFor& parallel = nullptr, int threads = 0,
+                       const GemmSplit* split = nullptr);
 // B [K, N] row-major with leading dim ldb (read in place, unpacked, when A has few micro-panel rows).
 void sgemm_prepacked_a(const PackedA& A, int64_t N, const float* B, int64_t ldb, float* C, int64_t ldc,
-                       const RowEpilogue& epilogue = {}, const ParallelFor& parallel = nullptr, int threads = 0);
+                       const RowEpilogue& epilogue = {}, const ParallelFor& parallel = nullptr, int threads = 0,
+                       const GemmSplit* split = nullptr);
 
 }  // namespace kiln::kernels

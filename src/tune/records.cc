@@ -1,0 +1,169 @@
+// Tuning records as JSON lines, and the best choice per task for one target (see records.h).
+#include "tune/records.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "runtime/thread_pool.h"
+#include "target/target.h"
+
+namespace kiln::tune {
+
+using nlohmann::json;
+
+std::string TargetKey::describe() const {
+  return cpu + " / " + isa + " / " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+}
+
+TargetKey host_target(int threads) {
+  const target::Target& t = target::Target::host();
+  return {t.cpu_name.empty() ? "unknown" : t.cpu_name, target::isa_name(t.isa), threads};
+}
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::kOk: return "ok";
+    case Status::kWrong: return "wrong";
+    case Status::kCrashed: return "crashed";
+    case Status::kTimeout: return "timeout";
+    case Status::kError: return "error";
+  }
+  return "error";
+}
+
+namespace {
+
+bool parse_status(const std::string& s, Status* out) {
+  for (Status v : {Status::kOk, Status::kWrong, Status::kCrashed, Status::kTimeout, Status::kError})
+    if (s == status_name(v)) {
+      *out = v;
+      return true;
+    }
+  return false;
+}
+
+Record record_from_json(const json& j) {
+  Record r;
+  r.key = j.at("key").get<std::string>();
+  const std::string choice = j.at("choice").get<std::string>();
+  if (!gemm_ops::parse_kernel_choice(choice, &r.choice)) throw std::invalid_argument("unknown choice '" + choice + "'");
+  const json& t = j.at("target");
+  r.target.cpu = t.at("cpu").get<std::string>();
+  r.target.isa = t.at("isa").get<std::string>();
+  r.target.threads = t.at("threads").get<int>();
+  if (!parse_status(j.at("status").get<std::string>(), &r.status))
+    throw std::invalid_argument("unknown status '" + j.at("status").get<std::string>() + "'");
+  r.time_us = j.value("time_us", 0.0);
+  r.detail = j.value("detail", std::string());
+  r.model = j.value("model", std::string());
+  r.kiln_version = j.value("kiln", std::string());
+  if (r.status == Status::kOk && !(r.time_us > 0)) throw std::invalid_argument("an ok record needs time_us > 0");
+  return r;
+}
+
+}  // namespace
+
+std::string to_json_line(const Record& r) {
+  json j = {{"key", r.key},
+            {"choice", gemm_ops::to_string(r.choice)},
+            {"target", {{"cpu", r.target.cpu}, {"isa", r.target.isa}, {"threads", r.target.threads}}},
+            {"status", status_name(r.status)}};
+  if (r.status == Status::kOk) j["time_us"] = r.time_us;
+  if (!r.detail.empty()) j["detail"] = r.detail;
+  if (!r.model.empty()) j["model"] = r.model;
+  j["kiln"] = r.kiln_version.empty() ? std::string(KILN_VERSION) : r.kiln_version;
+  return j.dump();
+}
+
+std::vector<Record> read_records(const std::string& path, bool missing_ok) {
+  std::ifstream in(path);
+  if (!in) {
+    if (missing_ok) return {};
+    throw Error(ErrorKind::kBadInput, path + ": cannot open the tuning records");
+  }
+  std::vector<Record> out;
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      out.push_back(record_from_json(json::parse(line)));
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::kBadInput, path + ":" + std::to_string(n) + ": not a tuning record (" + e.what() + ")");
+    }
+  }
+  return out;
+}
+
+void append_records(const std::string& path, const std::vector<Record>& records) {
+  std::ofstream out(path, std::ios::app);
+  if (!out) throw Error(ErrorKind::kBadInput, path + ": cannot write the tuning records");
+  for (const Record& r : records) out << to_json_line(r) << "\n" << std::flush;
+  if (!out) throw Error(ErrorKind::kBadInput, path + ": writing the tuning records failed");
+}
+
+std::map<std::string, TaskRecords> summarize(const std::vector<Record>& records, const TargetKey& target,
+                                             int64_t* other, std::string* other_target) {
+  // Per task, per choice (in first-seen order): its ok times.
+  std::map<std::string, std::vector<std::pair<std::string, std::vector<double>>>> times;
+  std::map<std::string, TaskRecords> out;
+  for (const Record& r : records) {
+    if (!(r.target == target)) {
+      if (other) ++*other;
+      if (other_target && other_target->empty()) *other_target = r.target.describe();
+      continue;
+    }
+    TaskRecords& t = out[r.key];
+    ++t.measured;
+    if (r.status != Status::kOk) {
+      ++t.invalid;
+      continue;
+    }
+    auto& list = times[r.key];
+    const std::string c = gemm_ops::to_string(r.choice);
+    auto it = std::find_if(list.begin(), list.end(), [&](const auto& e) { return e.first == c; });
+    if (it == list.end()) it = list.insert(list.end(), {c, {}});
+    it->second.push_back(r.time_us);
+  }
+  for (auto& [key, list] : times) {
+    TaskRecords& t = out[key];
+    for (auto& [choice, v] : list) {
+      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+      const double m = v[v.size() / 2];
+      if (choice == "default") t.default_us = m;
+      if (t.best_us == 0 || m < t.best_us) {
+        t.best_us = m;
+        gemm_ops::parse_kernel_choice(choice, &t.best);
+      }
+    }
+  }
+  return out;
+}
+
+TuningTable best_choices(const std::vector<Record>& records, const TargetKey& target, std::string* note) {
+  int64_t other = 0;
+  std::string other_target;
+  TuningTable table;
+  // A choice replaces the default only when it is clearly faster (measurement noise is ~1-2%).
+  for (const auto& [key, t] : summarize(records, target, &other, &other_target))
+    if (t.best_us > 0 && !t.best.is_default() && (t.default_us == 0 || t.best_us <= 0.98 * t.default_us))
+      table[key] = t.best;
+  if (note)
+    *note = other == 0 ? "" : std::to_string(other) + " of " + std::to_string(records.size()) +
+                                  " records are for another CPU or thread count (e.g. " + other_target +
+                                  ", this is " + target.describe() + ") and were ignored";
+  return table;
+}
+
+std::shared_ptr<const TuningTable> load_tuning(const std::string& path, int threads) {
+  if (path.empty()) return nullptr;
+  std::string note;
+  const int t = threads > 0 ? threads : ThreadPool::default_threads();
+  auto table = std::make_shared<TuningTable>(best_choices(read_records(path), host_target(t), &note));
+  if (!note.empty()) std::cerr << "kiln: records: " << note << "\n";
+  return table;
+}
+
+}  // namespace kiln::tune

@@ -1,0 +1,71 @@
+// Tuning records: one JSON object per line (`kiln tune` appends them), and the table of best
+// kernel choices they give for this CPU and thread count (what --records and
+// kiln.load(records=...) apply through CompiledOptions::tuning). Format: docs/tuning.md.
+// Tests: tests/tune/test_records.cc.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/gemm_ops.h"
+
+namespace kiln::tune {
+
+// The machine a measurement belongs to: records transfer only to the same CPU model, ISA and
+// thread count.
+struct TargetKey {
+  std::string cpu;  // target::Target::cpu_name ("unknown" when empty)
+  std::string isa;  // "avx512", "avx2", "generic"
+  int threads = 1;
+  bool operator==(const TargetKey& o) const { return cpu == o.cpu && isa == o.isa && threads == o.threads; }
+  std::string describe() const;  // "AMD EPYC ... / avx512 / 2 threads"
+};
+// This process's target (Target::host(), KILN_ISA applied) at `threads` threads.
+TargetKey host_target(int threads);
+
+enum class Status { kOk, kWrong, kCrashed, kTimeout, kError };
+const char* status_name(Status s);  // "ok", "wrong", "crashed", "timeout", "error"
+
+struct Record {
+  std::string key;                  // gemm_ops::tuning_key
+  gemm_ops::KernelChoice choice;
+  TargetKey target;
+  Status status = Status::kOk;
+  double time_us = 0;               // median of the timed runs (status ok)
+  std::string detail;               // why it is not ok, or "" 
+  std::string model;                // the model it was tuned on (informational)
+  std::string kiln_version;
+};
+
+std::string to_json_line(const Record& r);  // one line, no newline
+// Every record of a JSON-lines file (kBadInput naming the file and line on a malformed one; a
+// missing file is an empty list when `missing_ok`).
+std::vector<Record> read_records(const std::string& path, bool missing_ok = false);
+// Appends records to `path` (created when missing), flushed line by line.
+void append_records(const std::string& path, const std::vector<Record>& records);
+
+using TuningTable = std::map<std::string, gemm_ops::KernelChoice>;
+
+// What the records say of one task on one target.
+struct TaskRecords {
+  double default_us = 0, best_us = 0;  // median ok time of the default choice, the lowest of any choice's (0: none)
+  gemm_ops::KernelChoice best;         // the choice with best_us (ties: the first in file order)
+  int measured = 0, invalid = 0;       // records, of which not ok
+};
+// Per task key, the records for `target`; `other` counts the records for other targets.
+std::map<std::string, TaskRecords> summarize(const std::vector<Record>& records, const TargetKey& target,
+                                             int64_t* other = nullptr, std::string* other_target = nullptr);
+
+// Per task key, the choice with the lowest median time among the records for `target` (ties:
+// the first in file order), kept only when it is not the default and at least 2% faster than
+// the default's median (when that was measured); `note` says how many records were for another
+// target and were ignored ("" when none).
+TuningTable best_choices(const std::vector<Record>& records, const TargetKey& target, std::string* note = nullptr);
+
+// read_records + best_choices for host_target(threads), null for an empty `path`; the note goes
+// to stderr (CLI and Python: "kiln: records: ...").
+std::shared_ptr<const TuningTable> load_tuning(const std::string& path, int threads);
+
+}  // namespace kiln::tune

@@ -1,0 +1,200 @@
+// `kiln tune MODEL --budget 10m --threads N --records FILE [--resume]`: searches kernel choices
+// of the model's tunable kernels (tune/tuner.h) in a measurement worker, appending every
+// measurement to FILE, with a live progress line; the hidden `kiln tune-worker` is that worker.
+// How it works and how to apply the records: docs/tuning.md.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "bench_common.h"
+#include "commands.h"
+#include "driver/session.h"
+#include "tune/tuner.h"
+#include "tune/worker.h"
+
+namespace kiln::cli {
+namespace {
+
+struct TuneArgs {
+  std::string model;
+  std::string budget = "10m";
+  int threads = 1;
+  std::string records;
+  bool resume = false;
+  int64_t batch = 1;
+  std::vector<std::string> dims;
+  int runs = 10;
+  double timeout_s = 60;
+  int patience = 16;
+  uint64_t seed = 0;
+};
+
+// "10m", "90s", "1h", "1m30s" or plain seconds.
+double parse_budget(const std::string& text) {
+  double total = 0;
+  std::string num;
+  bool any = false;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    const char c = i < text.size() ? text[i] : '\0';
+    if ((c >= '0' && c <= '9') || c == '.') {
+      num += c;
+      continue;
+    }
+    if (num.empty() || (c != 'h' && c != 'm' && c != 's' && c != '\0')) {
+      if (c == '\0' && num.empty() && any) break;
+      throw Error(ErrorKind::kUsage, "--budget expects a duration such as 10m, 90s, 1h or 1m30s, got '" + text + "'");
+    }
+    double v = 0;
+    try {
+      v = std::stod(num);
+    } catch (const std::exception&) {
+      throw Error(ErrorKind::kUsage, "--budget: '" + num + "' is not a number");
+    }
+    total += v * (c == 'h' ? 3600 : c == 'm' ? 60 : 1);
+    num.clear();
+    any = true;
+  }
+  if (total > 7 * 24 * 3600) throw Error(ErrorKind::kUsage, "--budget is longer than a week: '" + text + "'");
+  return total;
+}
+
+std::string self_executable() {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw Error(ErrorKind::kInternal, "tune: cannot find this executable (/proc/self/exe) to start the worker");
+  return p.string();
+}
+
+std::string us_text(double us) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(us >= 1000 ? 0 : 1) << us;
+  return os.str();
+}
+
+void print_summary(const tune::TuneSummary& s, const TuneArgs& a) {
+  std::cout << std::left << std::setw(64) << "task" << std::right << std::setw(6) << "steps" << std::setw(12)
+            << "default us" << std::setw(11) << "tuned us" << std::setw(9) << "speedup" << std::setw(8) << "trials"
+            << "  choice\n";
+  for (const auto& t : s.tasks) {
+    const double sp = t.best_us > 0 && t.default_us > 0 ? t.default_us / t.best_us : 1.0;
+    std::ostringstream spt;
+    spt << std::fixed << std::setprecision(2) << sp << "x";
+    std::cout << std::left << std::setw(64) << t.key.substr(0, 63) << std::right << std::setw(6) << t.count
+              << std::setw(12) << (t.default_us > 0 ? us_text(t.default_us) : "-") << std::setw(11)
+              << (t.best_us > 0 ? us_text(t.best_us) : "-") << std::setw(9) << spt.str() << std::setw(8)
+              << (std::to_string(t.trials) + (t.reused ? "+" + std::to_string(t.reused) : "")) << "  "
+              << gemm_ops::to_string(t.best) << "\n";
+  }
+  std::cout << std::fixed << std::setprecision(2) << "tasks' time (steps x kernel time): " << s.default_total_us / 1000
+            << " ms -> " << s.tuned_total_us / 1000 << " ms ("
+            << (s.tuned_total_us > 0 ? s.default_total_us / s.tuned_total_us : 1.0) << "x) over " << s.tasks.size()
+            << " tasks; " << s.trials << " trials (" << s.invalid << " invalid) in " << s.rounds << " rounds ("
+            << s.failed_rounds << " failed) in " << std::setprecision(1) << s.elapsed_s
+            << " s; trials column: measured now + reused from the records\n";
+  std::cout << "records: " << a.records << " (apply them with --records " << a.records
+            << " to kiln run / bench / profile / compile / inspect, or kiln.load(..., records=...))\n";
+}
+
+int tune_command(const TuneArgs& a) {
+  if (a.records.empty()) throw Error(ErrorKind::kUsage, "kiln tune needs --records FILE (where measurements go)");
+  if (!std::filesystem::exists(a.model)) throw Error(ErrorKind::kBadInput, a.model + ": no such model file");
+  if (std::filesystem::exists(a.records) && !a.resume)
+    throw Error(ErrorKind::kUsage, a.records + " exists: pass --resume to add to it (its measurements are reused), "
+                                               "or name another file");
+  tune::read_records(a.records, true);  // a malformed file fails here, before any work
+  tune::TuneOptions o;
+  o.worker_argv = {self_executable(), "tune-worker", a.model, "--threads", std::to_string(a.threads), "--batch",
+                   std::to_string(a.batch), "--seed", std::to_string(a.seed)};
+  for (const auto& d : a.dims) o.worker_argv.insert(o.worker_argv.end(), {"--dim", d});
+  o.records = a.records;
+  o.model = std::filesystem::path(a.model).filename().string();
+  o.threads = a.threads;
+  o.budget_s = parse_budget(a.budget);
+  o.runs = a.runs;
+  o.timeout_s = a.timeout_s;
+  o.patience = a.patience;
+  o.seed = a.seed;
+  const bool tty = isatty(2);
+  auto last = std::chrono::steady_clock::now();
+  o.progress = [tty, &last](const std::string& line, bool done) {
+    const auto now = std::chrono::steady_clock::now();
+    if (tty) {
+      std::cerr << "\r\033[K" << line << (done ? "\n" : "") << std::flush;
+    } else if (done || now - last > std::chrono::seconds(10)) {
+      std::cerr << line << "\n";
+      last = now;
+    }
+  };
+  std::cerr << "kiln tune: " << a.model << ", " << a.threads << " thread(s), budget " << a.budget << " on "
+            << tune::host_target(a.threads).describe() << "\n";
+  const tune::TuneSummary s = tune::tune_model(o);
+  print_summary(s, a);
+  return 0;
+}
+
+struct WorkerArgs {
+  std::string model;
+  int threads = 1;
+  int64_t batch = 1;
+  std::vector<std::string> dims;
+  uint64_t seed = 0;
+};
+
+int worker_command(const WorkerArgs& a) {
+  SessionOptions opts;
+  opts.engine = Engine::kCompiled;
+  opts.threads = a.threads;
+  opts.seed = a.seed;
+  opts.profile = true;  // per-step timings: the worker times each task's steps inside model runs
+  auto session = Session::load(a.model, opts);
+  InputShapeOptions shapes;
+  shapes.batch = a.batch;
+  parse_dim_options(a.dims, shapes);
+  std::vector<RtValue> feeds = make_bench_inputs(*session, shapes, a.seed);
+  return tune::run_worker(*session->compiled(), feeds, a.threads, std::cin, std::cout);
+}
+
+}  // namespace
+
+void add_tune_command(CLI::App& app, Action& action) {
+  auto a = std::make_shared<TuneArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "tune", "Search faster kernel choices for a model's convolutions on this CPU and record them (docs/tuning.md)");
+  cmd->add_option("model", a->model, "ONNX model file")->required();
+  cmd->add_option("--records", a->records, "JSON-lines file the measurements are appended to (required)");
+  cmd->add_flag("--resume", a->resume,
+                "add to an existing records file; choices it already holds for this CPU and thread count are not "
+                "measured again (also how another model's records are shared)");
+  cmd->add_option("--budget", a->budget, "wall time for the search: 10m, 90s, 1h, 1m30s (0: only reuse the records)")
+      ->capture_default_str();
+  cmd->add_option("--threads", a->threads, "threads the kernels are timed with (the records apply to this count)")
+      ->capture_default_str()->check(CLI::Range(1, 1024));
+  cmd->add_option("--batch", a->batch, "size of symbolic batch dims")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--dim", a->dims, "name=value for a symbolic dim (seq-like dims default to 128); repeatable");
+  cmd->add_option("--runs", a->runs, "timed model runs per round (each kernel's time: the median)")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
+  cmd->add_option("--timeout", a->timeout_s, "a round taking longer (seconds) has a hung candidate")
+      ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--patience", a->patience, "a task stops after this many trials without a 1% gain")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
+  cmd->add_option("--seed", a->seed, "seed of the search order and the random inputs")->capture_default_str();
+  cmd->callback([a, &action] { action = [a] { return tune_command(*a); }; });
+
+  auto w = std::make_shared<WorkerArgs>();
+  CLI::App* worker = app.add_subcommand("tune-worker", "");  // internal: kiln tune's measurement process
+  worker->group("");
+  worker->add_option("model", w->model)->required();
+  worker->add_option("--threads", w->threads)->check(CLI::Range(1, 1024));
+  worker->add_option("--batch", w->batch);
+  worker->add_option("--dim", w->dims);
+  worker->add_option("--seed", w->seed);
+  worker->callback([w, &action] { action = [w] { return worker_command(*w); }; });
+}
+
+}  // namespace kiln::cli
