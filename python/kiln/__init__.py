@@ -218,6 +218,7 @@ def load(
     profile: bool = False,
     seed: int = 0,
     max_memory: Union[int, str, None] = None,
+    records: Optional[PathLike] = None,
 ) -> Session:
     """Loads an ONNX model (a path, or the ModelProto bytes) and prepares it to run.
 
@@ -230,6 +231,8 @@ def load(
     max_memory: memory budget in bytes (or "512M", "2G", ...): the weights, packed GEMM
         weights, activations and outputs kiln plans for the model. A model or input shapes that
         need more raise :class:`ResourceLimitError` before allocating, with the numbers.
+    records: tuning records written by ``kiln tune`` (a JSON-lines file): the kernel choices
+        they hold for this CPU and ``threads`` are applied (compiled engine; docs/tuning.md).
     """
     if isinstance(model, (bytes, bytearray, memoryview)):
         source: Any = model
@@ -242,7 +245,8 @@ def load(
     if max_memory is not None and not isinstance(max_memory, (int, str)):
         raise _usage_error("max_memory takes a byte count or a size like '512M', got " + type(max_memory).__name__)
     return Session(
-        _kiln.load(source, int(threads), engine, bool(optimize), bool(profile), int(seed), max_memory)
+        _kiln.load(source, int(threads), engine, bool(optimize), bool(profile), int(seed), max_memory,
+                   os.fspath(records) if records is not None else "")
     )
 
 

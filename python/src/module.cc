@@ -19,6 +19,7 @@
 #include "driver/aot.h"
 #include "driver/inspect_report.h"
 #include "driver/optimize_model.h"
+#include "tune/records.h"
 #include "driver/quantize/quantize_model.h"
 #include "driver/session.h"
 #include "frontend/onnx/onnx_io.h"
@@ -495,7 +496,7 @@ class PySession {
 };
 
 std::unique_ptr<PySession> load(py::object source, int threads, const std::string& engine, bool optimize,
-                                bool profile, uint64_t seed, py::object max_memory) {
+                                bool profile, uint64_t seed, py::object max_memory, const std::string& records) {
   SessionOptions opts;
   if (py::isinstance<py::str>(max_memory))
     opts.max_memory_bytes = parse_byte_size(max_memory.cast<std::string>(), "max_memory");
@@ -507,6 +508,7 @@ std::unique_ptr<PySession> load(py::object source, int threads, const std::strin
   opts.optimize = optimize;
   opts.profile = profile;
   opts.seed = seed;
+  opts.tuning = tune::load_tuning(records, threads);
   std::unique_ptr<Session> s;
   if (py::isinstance<py::str>(source)) {
     std::string path = source.cast<std::string>();
@@ -725,7 +727,7 @@ PYBIND11_MODULE(_kiln, m) {
       .def("plan_stats", &PySession::plan_stats);
 
   m.def("load", &load, py::arg("source"), py::arg("threads"), py::arg("engine"), py::arg("optimize"),
-        py::arg("profile"), py::arg("seed"), py::arg("max_memory"));
+        py::arg("profile"), py::arg("seed"), py::arg("max_memory"), py::arg("records"));
   m.def("optimize", &optimize, py::arg("in_path"), py::arg("out_path"), py::arg("passes"), py::arg("disable"),
         py::arg("verify"));
   m.def("inspect_json", &inspect_json, py::arg("path"), py::arg("dims"), py::arg("compile"), py::arg("passes"));

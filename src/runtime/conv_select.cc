@@ -1,10 +1,7 @@
 // Conv op selection (see conv_select.h).
 #include "runtime/conv_select.h"
 
-#include "kernels/x86/f32_gemm.h"
-#include "kernels/x86/f32_winograd.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -15,6 +12,7 @@
 #include "runtime/conv_stem.h"
 #include "runtime/conv_geom.h"
 #include "runtime/conv_winograd.h"
+#include "runtime/tuning_space.h"
 
 namespace kiln::conv_ops {
 namespace {
@@ -61,60 +59,9 @@ std::unique_ptr<gemm_ops::GemmOp> make_chosen_conv_op(const gemm_ops::GemmDesc& 
 
 }  // namespace
 
-bool tunable_conv(const gemm_ops::GemmDesc& d) {
-  if (d.kind != gemm_ops::GemmKind::kConv || d.operands.size() < 2 || !d.operands[1].present) return false;
-  std::optional<ConvGeom> g = conv_geom(d);
-  if (!g || g->group != 1 || d.operands[1].dtype != DType::kFloat32) return false;
-  if (g->ho * g->wo <= 1) return false;                         // the GEMV op
-  if (g->c <= 4 && g->sh == 2 && g->sw == 2 && d.input_scale < 0) return false;  // a stem (direct kernel)
-  return true;
-}
-
-std::vector<gemm_ops::KernelChoice> tuning_candidates(const gemm_ops::GemmDesc& d, int threads) {
-  std::vector<gemm_ops::KernelChoice> out;
-  if (!tunable_conv(d)) return out;
-  const ConvGeom g = *conv_geom(d);
-  out.push_back({});
-  std::vector<gemm_ops::ConvAlgo> algos{gemm_ops::ConvAlgo::kGemm, gemm_ops::ConvAlgo::kGemmPixelRows};
-  const bool winograd = kernels::winograd_available() && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 &&
-                        g.dh == 1 && g.dw == 1;
-  if (winograd) {
-    algos.push_back(gemm_ops::ConvAlgo::kWinograd2);
-    algos.push_back(gemm_ops::ConvAlgo::kWinograd4);
-  }
-  const kernels::F32GemmUkernel& base = kernels::f32_gemm_default();
-  std::vector<int32_t> heights{0};
-  for (const auto& k : kernels::f32_gemm_ukernels())
-    if (k.isa == base.isa && k.nr == base.nr && k.kc == base.kc) heights.push_back(k.mr);
-  // Thread splits of the weights-as-rows GEMM: column chunks x row groups, up to 4 tasks per thread.
-  std::vector<std::pair<int32_t, int32_t>> splits{{0, 0}};
-  const int t = std::max(1, threads);
-  for (int32_t c = 1; c <= 4 * t; c *= 2)
-    for (int32_t r = 1; r * c <= 4 * t; r *= 2)
-      if (c * r >= t) splits.push_back({c, r});
-  for (gemm_ops::ConvAlgo a : algos) {
-    const bool rows_gemm = a == gemm_ops::ConvAlgo::kGemm;
-    for (int32_t mr : heights) {
-      if (a == gemm_ops::ConvAlgo::kWinograd2 || a == gemm_ops::ConvAlgo::kWinograd4) {
-        if (mr != 0) continue;  // Winograd picks its own kernel per transformed GEMM
-      }
-      for (const auto& [c, r] : splits) {
-        if (!rows_gemm && c != 0) continue;
-        gemm_ops::KernelChoice k;
-        k.algo = a;
-        k.mr = mr;
-        k.chunks = c;
-        k.groups = r;
-        out.push_back(k);
-      }
-    }
-  }
-  return out;
-}
-
 std::unique_ptr<gemm_ops::GemmOp> make_conv_op(const gemm_ops::GemmDesc& d) {
   if (conv_ops_env() == "legacy") return nullptr;
-  if (d.choice.algo != gemm_ops::ConvAlgo::kDefault && tunable_conv(d))
+  if (d.choice.algo != gemm_ops::ConvAlgo::kDefault && tune_space::tunable(d))
     if (auto op = make_chosen_conv_op(d)) return op;
   if (auto op = make_depthwise_conv_op(d)) return op;
   if (auto op = make_gemv_conv_op(d)) return op;

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <memory>
-#include <vector>
 
 #include "runtime/gemm_ops.h"
 
@@ -15,14 +14,6 @@ namespace kiln::conv_ops {
 // runs can compare against the im2col ConvOp and the generated depthwise kernel; "direct"
 // never uses Winograd (the GEMM path instead).
 std::unique_ptr<gemm_ops::GemmOp> make_conv_op(const gemm_ops::GemmDesc& d);
-
-// `kiln tune`'s search space for a conv descriptor: the kernel choices make_conv_op honours for
-// it (algorithms that cover it, micro-kernel heights, thread splits for `threads`), the default
-// (all zero) first; empty when the descriptor is not one the tuner searches (tunable_conv).
-std::vector<gemm_ops::KernelChoice> tuning_candidates(const gemm_ops::GemmDesc& d, int threads);
-// True for the convs whose default op is the GEMM or Winograd path (group 1, float32, constant
-// weight, not a stem or a single pixel): the ones whose kernel choice tuning can change.
-bool tunable_conv(const gemm_ops::GemmDesc& d);
 
 // True when Winograd is measured faster than the GEMM path for this conv (it covers it or not).
 bool winograd_preferred(const gemm_ops::GemmDesc& d);

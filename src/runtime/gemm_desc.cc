@@ -137,9 +137,10 @@ std::string joined_dims(const std::vector<int64_t>& d) {
 
 std::string to_string(const KernelChoice& c) {
   if (c.is_default()) return "default";
-  std::string s = "algo=" + std::string(kAlgoNames[static_cast<int>(c.algo)]);
-  if (c.mr > 0) s += " mr=" + std::to_string(c.mr);
-  if (c.chunks > 0) s += " split=" + std::to_string(c.chunks) + "x" + std::to_string(c.groups);
+  std::string s;
+  if (c.algo != ConvAlgo::kDefault) s = "algo=" + std::string(kAlgoNames[static_cast<int>(c.algo)]);
+  if (c.mr > 0) s += (s.empty() ? "" : " ") + std::string("mr=") + std::to_string(c.mr);
+  if (c.chunks > 0) s += (s.empty() ? "" : " ") + std::string("split=") + std::to_string(c.chunks) + "x" + std::to_string(c.groups);
   return s;
 }
 
@@ -151,7 +152,7 @@ bool parse_kernel_choice(const std::string& text, KernelChoice* out) {
   }
   std::istringstream in(text);
   std::string field;
-  bool algo = false;
+  bool any = false;
   while (in >> field) {
     const size_t eq = field.find('=');
     if (eq == std::string::npos) return false;
@@ -162,7 +163,6 @@ bool parse_kernel_choice(const std::string& text, KernelChoice* out) {
         if (value == kAlgoNames[i]) found = i;
       if (found < 0) return false;
       c.algo = static_cast<ConvAlgo>(found);
-      algo = true;
     } else if (key == "mr") {
       if (value.empty() || value.size() > 3 || value.find_first_not_of("0123456789") != std::string::npos) return false;
       c.mr = std::stoi(value);
@@ -179,13 +179,19 @@ bool parse_kernel_choice(const std::string& text, KernelChoice* out) {
     } else {
       return false;
     }
+    any = true;
   }
-  if (!algo) return false;
+  if (!any || c.is_default()) return false;  // ("default" is the one spelling of the default)
   *out = c;
   return true;
 }
 
 std::string tuning_key(const GemmDesc& d) {
+  if ((d.kind == GemmKind::kMatMul || d.kind == GemmKind::kGemm) && d.operands.size() >= 2) {
+    const Operand &a = d.operands[0], &b = d.operands[1];
+    return std::string(d.kind == GemmKind::kMatMul ? "MatMul " : "Gemm ") + std::string(dtype_name(b.dtype)) + " a" +
+           joined_dims(a.dims) + " b" + joined_dims(b.dims) + (d.trans_a ? " tA" : "") + (d.trans_b ? " tB" : "");
+  }
   if (d.kind != GemmKind::kConv || d.operands.size() < 2) return "";
   const Operand &x = d.operands[0], &w = d.operands[1];
   return "Conv " + std::string(dtype_name(w.dtype)) + " x" + joined_dims(x.dims) + " w" + joined_dims(w.dims) +

@@ -34,6 +34,14 @@ struct BOperand {
   int64_t k = 0, n = 0, ldb = 0;
   std::shared_ptr<const PackedB> packed;  // constant B
   bool constant = false;
+  // A tuned micro-kernel and thread split (GemmDesc::choice; constant B only), else the defaults.
+  const kernels::F32GemmUkernel* kernel = nullptr;
+  std::optional<kernels::GemmSplit> split;
+
+  void tune(const KernelChoice& c) {
+    kernel = c.mr > 0 ? kernels::f32_gemm_with_rows(c.mr) : nullptr;
+    if (c.chunks > 0 && c.groups > 0) split = kernels::GemmSplit{c.chunks, c.groups};
+  }
 
   void init(bool t, int64_t K, int64_t N, const Tensor* c) {
     trans = t;
@@ -56,7 +64,9 @@ struct BOperand {
   void multiply(bool trans_a, int64_t M, const float* A, int64_t lda, float alpha, const float* b, float beta,
                 float* C, int64_t ldc, const kernels::ParallelFor& par, const GemmEpilogue& ep) const {
     const int threads = current_thread_pool().num_threads();
-    if (constant) return kernels::sgemm_packed(trans_a, M, A, lda, alpha, *packed, beta, C, ldc, par, ep, threads);
+    if (constant)
+      return kernels::sgemm_packed(trans_a, M, A, lda, alpha, *packed, beta, C, ldc, par, ep, threads, kernel,
+                                   split ? &*split : nullptr);
     kernels::sgemm(trans_a, trans, M, n, k, alpha, A, lda, b, ldb, beta, C, ldc, par, ep, nullptr, threads);
   }
 };
@@ -78,9 +88,10 @@ GemmEpilogue kernel_epilogue(const EpilogueTail& tail, const std::vector<const R
 // MatMul: A [..., M, K] x B [K, N] -> [..., M, N] as one GEMM over the flattened rows.
 class MatMulOp : public GemmOp {
  public:
-  MatMulOp(int64_t rows, int64_t K, int64_t N, const Tensor* b, std::vector<int64_t> out)
+  MatMulOp(int64_t rows, int64_t K, int64_t N, const Tensor* b, std::vector<int64_t> out, const KernelChoice& choice)
       : rows_(rows), k_(K), out_(std::move(out)) {
     b_.init(false, K, N, b);
+    b_.tune(choice);
   }
   // Bias and Relu go in the microkernel's store; a residual or another clamp in a pass after.
   bool take_epilogue(const GemmDesc& d) override {
@@ -109,9 +120,10 @@ class MatMulOp : public GemmOp {
 class GemmNodeOp : public GemmOp {
  public:
   GemmNodeOp(bool ta, bool tb, int64_t M, int64_t K, int64_t N, float alpha, float beta, const Tensor* b,
-             const Operand& c)
+             const Operand& c, const KernelChoice& choice)
       : ta_(ta), m_(M), k_(K), n_(N), alpha_(alpha), beta_(beta) {
     b_.init(tb, K, N, b);
+    b_.tune(choice);
     has_c_ = c.present && beta != 0.0f;
     if (has_c_) {
       c_dims_ = c.dims;
@@ -285,7 +297,8 @@ bool all_f32(const std::vector<Operand>& ins) {
   return true;
 }
 
-std::unique_ptr<GemmOp> make_matmul(const std::vector<Operand>& ins, const std::vector<int64_t>& out) {
+std::unique_ptr<GemmOp> make_matmul(const std::vector<Operand>& ins, const std::vector<int64_t>& out,
+                                    const KernelChoice& choice) {
   if (ins.size() != 2 || !ins[0].present || !ins[1].present) return nullptr;
   const auto& a = ins[0].dims;
   const auto& b = ins[1].dims;
@@ -294,7 +307,7 @@ std::unique_ptr<GemmOp> make_matmul(const std::vector<Operand>& ins, const std::
   if (b[0] != K || out.size() != a.size() || out.back() != N) return nullptr;
   const int64_t rows = numel(a) / std::max<int64_t>(K, 1);
   if (K == 0 || rows == 0 || N == 0) return nullptr;
-  return std::make_unique<MatMulOp>(rows, K, N, ins[1].constant, out);
+  return std::make_unique<MatMulOp>(rows, K, N, ins[1].constant, out, choice);
 }
 
 std::unique_ptr<GemmOp> make_gemm(const GemmDesc& d) {
@@ -310,7 +323,7 @@ std::unique_ptr<GemmOp> make_gemm(const GemmDesc& d) {
   if (M == 0 || N == 0 || K == 0) return nullptr;
   Operand c = ins.size() > 2 ? ins[2] : Operand();
   if (c.present && c.dims.size() > 2) return nullptr;
-  return std::make_unique<GemmNodeOp>(ta, tb, M, K, N, d.alpha, d.beta, ins[1].constant, c);
+  return std::make_unique<GemmNodeOp>(ta, tb, M, K, N, d.alpha, d.beta, ins[1].constant, c, d.choice);
 }
 
 std::unique_ptr<GemmOp> make_conv(const GemmDesc& d) {
@@ -504,7 +517,7 @@ std::unique_ptr<GemmOp> make_plain_gemm_op(const GemmDesc& d) {
     case GemmKind::kMatMul:
       // M = 1 GEMV and batched/broadcast shapes (runtime/matmul_batched.h); [..., M, K] x [K, N] below.
       if (auto op = make_matmul_fast_path(d)) return op;
-      return make_matmul(d.operands, d.out_dims);
+      return make_matmul(d.operands, d.out_dims, d.choice);
     case GemmKind::kGemm: return make_gemm(d);
     case GemmKind::kConv:
       // Depthwise and constant-weight group-1 convs have dedicated ops (runtime/conv_select.h).

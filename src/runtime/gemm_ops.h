@@ -50,14 +50,15 @@ struct KernelChoice {
   ConvAlgo algo = ConvAlgo::kDefault;
   int32_t mr = 0;      // GEMM micro-kernel rows (one of the kernels sharing the default's NR and KC); 0: fewest padded rows
   int32_t chunks = 0;  // GEMM thread split (kernels::GemmSplit): column chunks and row groups; 0: choose_gemm_split
+                       // (MatMul / Gemm take mr and the split; algo stays kDefault)
   int32_t groups = 0;
   bool is_default() const { return algo == ConvAlgo::kDefault && mr == 0 && chunks == 0 && groups == 0; }
   bool operator==(const KernelChoice& o) const {
     return algo == o.algo && mr == o.mr && chunks == o.chunks && groups == o.groups;
   }
 };
-// "algo=winograd4 mr=12 split=2x1" ("default" when is_default); parse_kernel_choice reads it back
-// (false on anything else).
+// "algo=winograd4", "mr=12 split=2x1" (fields that are not zero; "default" when is_default);
+// parse_kernel_choice reads it back (false on anything else).
 std::string to_string(const KernelChoice& c);
 bool parse_kernel_choice(const std::string& text, KernelChoice* out);
 
@@ -192,8 +193,8 @@ inline size_t node_arity(GemmKind k) {
 
 // The tuning task this descriptor belongs to: the op's geometry and dtypes (not its epilogue,
 // which does not change which kernel is fastest), e.g. "Conv f32 x1x64x56x56 w64x64x3x3 s1x1
-// d1x1 p1x1x1x1 g1"; "" for kinds `kiln tune` does not search (conv_select.h's tunable_conv
-// narrows it further).
+// d1x1 p1x1x1x1 g1", "MatMul f32 a1x128x768 b768x3072", "Gemm f32 a1x512 b1000x512 tB"; "" for
+// kinds `kiln tune` does not search (runtime/tuning_space.h narrows it further).
 std::string tuning_key(const GemmDesc& d);
 
 // True when make_gemm_op takes an input scale (GemmDesc::input_scale) for this Conv descriptor

@@ -8,7 +8,8 @@
 
 #include "core/error.h"
 #include "runtime/conv_geom.h"
-#include "runtime/conv_select.h"
+#include "runtime/gemm_op_util.h"
+#include "runtime/tuning_space.h"
 
 namespace kiln::tune {
 
@@ -24,7 +25,7 @@ std::vector<Task> extract_tasks(const ExecPlan& plan, int threads) {
       if (s < 0 || plan.slots.at(static_cast<size_t>(s)).constant < 0) continue;
       d.operands[i].constant = &plan.constants.at(static_cast<size_t>(plan.slots[static_cast<size_t>(s)].constant));
     }
-    if (!conv_ops::tunable_conv(d)) continue;
+    if (!tune_space::tunable(d)) continue;
     const std::string key = gemm_ops::tuning_key(d);
     if (key.empty()) continue;
     auto it = index.find(key);
@@ -41,7 +42,11 @@ std::vector<Task> extract_tasks(const ExecPlan& plan, int threads) {
     if (std::optional<conv_ops::ConvGeom> g = conv_ops::conv_geom(d))
       t.gflop = 2e-9 * double(g->n) * double(g->co) * double(g->ho) * double(g->wo) * double(g->cg) * double(g->kh) *
                 double(g->kw);
-    t.candidates = conv_ops::tuning_candidates(d, threads);
+    else if (d.kind != gemm_ops::GemmKind::kConv)
+      t.gflop = 2e-9 * double(gemm_ops::numel(d.operands[0].dims)) * double(gemm_ops::numel(d.operands[1].dims)) /
+                double(std::max<int64_t>(1, d.trans_a && d.kind == gemm_ops::GemmKind::kGemm ? d.operands[0].dims[0]
+                                                                                              : d.operands[0].dims.back()));
+    t.candidates = tune_space::candidates(d, threads);
     t.desc = std::move(d);
     index[key] = tasks.size();
     tasks.push_back(std::move(t));

@@ -343,3 +343,36 @@ def test_optimize(mlp_path, tmp_path):
                                kiln.load(mlp_path, engine="interp").run([x])["y"], rtol=1e-5)
     with pytest.raises(kiln.UsageError, match="unknown pass 'nope'"):
         kiln.optimize(mlp_path, tmp_path / "x.onnx", passes=["nope"])
+
+
+def _conv_model(path):
+    import onnx
+    from onnx import helper, numpy_helper, TensorProto
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array((rng.standard_normal((24, 16, 3, 3)) * 0.1).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 20, 20])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+
+
+def test_load_with_tuning_records(tmp_path, kiln_cli):
+    """Records written by `kiln tune` (the packaged CLI when installed) apply through kiln.load(records=...)."""
+    if os.environ.get("KILN_TEST_INSTALLED") == "1":
+        cmd = [sys.executable, "-m", "kiln"]
+    elif kiln_cli:
+        cmd = [kiln_cli]
+    else:
+        pytest.skip("no kiln CLI to tune with")
+    model, records = tmp_path / "conv.onnx", tmp_path / "r.jsonl"
+    _conv_model(model)
+    r = subprocess.run(cmd + ["tune", str(model), "--records", str(records), "--budget", "15s", "--runs", "2"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert '"status":"ok"' in records.read_text()
+    x = np.random.default_rng(2).standard_normal((1, 16, 20, 20)).astype(np.float32)
+    want = kiln.load(model).run([x])[0]
+    got = kiln.load(model, records=records).run([x])[0]
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+    with pytest.raises(kiln.BadInputError, match="cannot open the tuning records"):
+        kiln.load(model, records=tmp_path / "missing.jsonl")

@@ -314,7 +314,8 @@ struct BSource {
 
 void sgemm_blocked(bool trans_a, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, float alpha,
                    const F32GemmUkernel& uk, const BSource& b, float beta, float* C, int64_t ldc,
-                   const ParallelFor& parallel, const GemmEpilogue& epilogue, int threads) {
+                   const ParallelFor& parallel, const GemmEpilogue& epilogue, int threads,
+                   const GemmSplit* forced = nullptr) {
   const int64_t mr = uk.mr, nr = uk.nr;
   if (K == 0) {
     for (int64_t i = 0; i < M; ++i)
@@ -355,9 +356,11 @@ void sgemm_blocked(bool trans_a, int64_t M, int64_t N, int64_t K, const float* A
   // 4x2, 512^3: 4x2 not 2x3), alternated A/B: 1024^3 min 172.7 vs 165.4 GFLOP/s, 512^3 raw B
   // median 122 vs 107, 196x1024x256 median 42.4 vs 39.7 on a noisy host.
   const double b_bytes = 4.0 * double(K) * double(panels * nr);
-  const GemmSplit split = choose_gemm_split(M, N, K, uk, parallel ? threads : 1,
-                                            gemm_split_stream_ns(4.0 * double(mblocks * mc) * double(K)) / 4.0,
-                                            b.packed ? gemm_split_stream_ns(b_bytes) : b_bytes / 10.0);
+  const GemmSplit split =
+      forced ? GemmSplit{std::clamp<int64_t>(forced->chunks, 1, panels), std::clamp<int64_t>(forced->groups, 1, upanels)}
+             : choose_gemm_split(M, N, K, uk, parallel ? threads : 1,
+                                 gemm_split_stream_ns(4.0 * double(mblocks * mc) * double(K)) / 4.0,
+                                 b.packed ? gemm_split_stream_ns(b_bytes) : b_bytes / 10.0);
   const int64_t chunks = split.chunks, groups = split.groups;
   const PackedB* packed_b = b.packed;
   if (!packed_b && groups > 1) {  // row groups would pack the same panels again: pack B once
@@ -430,13 +433,14 @@ void sgemm_blocked(bool trans_a, int64_t M, int64_t N, int64_t K, const float* A
 
 void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float alpha,
                   const PackedB& B, float beta, float* C, int64_t ldc, const ParallelFor& parallel,
-                  const GemmEpilogue& epilogue, int threads) {
+                  const GemmEpilogue& epilogue, int threads, const F32GemmUkernel* kernel, const GemmSplit* split) {
   KILN_CHECK(B.kernel != nullptr, "sgemm_packed: B is not packed");
-  const F32GemmUkernel& uk = B.pinned ? *B.kernel : f32_gemm_for_rows(M, *B.kernel);
+  const bool fits = kernel && kernel->isa == B.kernel->isa && kernel->nr == B.kernel->nr && kernel->kc == B.kernel->kc;
+  const F32GemmUkernel& uk = fits ? *kernel : B.pinned ? *B.kernel : f32_gemm_for_rows(M, *B.kernel);
   if (M <= 0 || B.n <= 0) return;
   BSource b;
   b.packed = &B;
-  sgemm_blocked(trans_a, M, B.n, B.k, A, lda, alpha, uk, b, beta, C, ldc, parallel, epilogue, threads);
+  sgemm_blocked(trans_a, M, B.n, B.k, A, lda, alpha, uk, b, beta, C, ldc, parallel, epilogue, threads, split);
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,

@@ -175,9 +175,12 @@ void scale_packed_b_rows(const PackedB& src, const float* s, PackedB& dst);
 
 // C = alpha*op(A)*op(B) + beta*C, then + bias and relu per epilogue; B pre-packed. `threads`:
 // how many workers `parallel` spreads over (0: unknown, taken as 4), to balance the split.
+// A tuned `kernel` (one that reads B's packing: f32_gemm_with_rows) and `split` (chunks and
+// groups clamped to the panels there are) replace the default picks when set.
 void sgemm_packed(bool trans_a, int64_t M, const float* A, int64_t lda, float alpha,
                   const PackedB& B, float beta, float* C, int64_t ldc,
-                  const ParallelFor& parallel = nullptr, const GemmEpilogue& epilogue = {}, int threads = 0);
+                  const ParallelFor& parallel = nullptr, const GemmEpilogue& epilogue = {}, int threads = 0,
+                  const F32GemmUkernel* kernel = nullptr, const GemmSplit* split = nullptr);
 
 // Row-major SGEMM: C[M,N] = alpha*op(A)[M,K]*op(B)[K,N] + beta*C (+ epilogue). B is packed as
 // it goes: by each task for its own column chunk when the split has no row groups (the packed

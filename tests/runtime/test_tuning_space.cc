@@ -1,9 +1,12 @@
-// Tuned kernel choices of conv ops (GemmDesc::choice, conv_select.h's tuning_candidates): every
-// candidate the tuner may pick computes the conv (against a double-precision naive conv) on 1 and
-// 2 threads; the choice text round-trips; which convs are tunable; the task key.
+// Tuned kernel choices (GemmDesc::choice, runtime/tuning_space.h's candidates): every candidate
+// the tuner may pick computes the conv (against a double-precision naive conv) or the MatMul /
+// Gemm (against the default kernel) on 1 and 2 threads; the choice text round-trips; which
+// descriptors are tasks; the task key.
 #include <gtest/gtest.h>
 
-#include "runtime/conv_select.h"
+#include <random>
+
+#include "runtime/tuning_space.h"
 #include "conv_test_util.h"
 
 namespace kiln {
@@ -34,7 +37,7 @@ TEST(ConvTuning, EveryCandidateComputesTheConv) {
   for (const auto& cs : cases)
     for (int threads : {1, 2}) {
       Tensor w(DType::kFloat32, {cs.co, cs.c, cs.kh, cs.kw});
-      const std::vector<gemm_ops::KernelChoice> space = conv_ops::tuning_candidates(desc_for(cs, &w), threads);
+      const std::vector<gemm_ops::KernelChoice> space = tune_space::candidates(desc_for(cs, &w), threads);
       ASSERT_GT(space.size(), 5u);
       EXPECT_TRUE(space[0].is_default());
       for (const gemm_ops::KernelChoice& choice : space) {
@@ -53,17 +56,60 @@ TEST(ConvTuning, EveryCandidateComputesTheConv) {
     }
 }
 
+TEST(GemmTuning, EveryCandidateComputesTheProduct) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uni(-1, 1);
+  struct Shape {
+    gemm_ops::GemmKind kind;
+    std::vector<int64_t> a, b, y;
+    bool trans_b;
+  };
+  for (const Shape& s : {Shape{gemm_ops::GemmKind::kMatMul, {2, 37, 70}, {70, 100}, {2, 37, 100}, false},
+                         Shape{gemm_ops::GemmKind::kGemm, {29, 64}, {48, 64}, {29, 48}, true}}) {
+    Tensor a(DType::kFloat32, s.a), b(DType::kFloat32, s.b);
+    for (Tensor* t : {&a, &b})
+      for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = uni(rng);
+    gemm_ops::GemmDesc d;
+    d.kind = s.kind;
+    d.trans_b = s.trans_b;
+    d.out_dims = s.y;
+    d.out_dtype = DType::kFloat32;
+    d.operands.push_back({true, DType::kFloat32, s.a, nullptr});
+    d.operands.push_back({true, DType::kFloat32, s.b, &b});
+    if (s.kind == gemm_ops::GemmKind::kGemm) d.operands.push_back({});
+    ASSERT_TRUE(tune_space::tunable(d));
+    RtValue av(a), bv(b);
+    for (int threads : {1, 2}) {
+      ThreadPool pool(threads);
+      ScopedThreadPool scoped(&pool);
+      const Tensor want = gemm_ops::make_gemm_op(d)->run({&av, &bv, nullptr}).clone();
+      const std::vector<gemm_ops::KernelChoice> space = tune_space::candidates(d, threads);
+      ASSERT_GT(space.size(), 5u);
+      for (const gemm_ops::KernelChoice& choice : space) {
+        gemm_ops::GemmDesc tuned = d;
+        tuned.choice = choice;
+        const Tensor got = gemm_ops::make_gemm_op(tuned)->run({&av, &bv, nullptr});
+        ASSERT_EQ(got.dims(), want.dims());
+        for (int64_t i = 0; i < got.numel(); ++i)
+          ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5) << gemm_ops::to_string(choice) << " at " << i;
+      }
+    }
+  }
+}
+
 TEST(ConvTuning, ChoiceTextRoundTrips) {
   Tensor w(DType::kFloat32, {40, 24, 3, 3});
   const conv_test::Case cs{1, 24, 14, 13, 40, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", false, false};
-  for (const auto& c : conv_ops::tuning_candidates(desc_for(cs, &w), 2)) {
+  for (const auto& c : tune_space::candidates(desc_for(cs, &w), 2)) {
     gemm_ops::KernelChoice back;
     ASSERT_TRUE(gemm_ops::parse_kernel_choice(gemm_ops::to_string(c), &back)) << gemm_ops::to_string(c);
     EXPECT_EQ(back, c) << gemm_ops::to_string(c);
   }
   gemm_ops::KernelChoice c;
   EXPECT_EQ(gemm_ops::to_string(c), "default");
-  for (const char* bad : {"", "algo=fft", "mr=12", "algo=gemm mr=x", "algo=gemm split=2", "algo=gemm split=0x1",
+  EXPECT_TRUE(gemm_ops::parse_kernel_choice("mr=12 split=2x1", &c));
+  EXPECT_EQ(c.mr, 12);
+  for (const char* bad : {"", "algo=fft", "algo=default", "mr=0", "algo=gemm mr=x", "algo=gemm split=2", "algo=gemm split=0x1",
                           "algo=gemm extra=1", "algo=gemm mr=123456"})
     EXPECT_FALSE(gemm_ops::parse_kernel_choice(bad, &c)) << bad;
 }
@@ -72,7 +118,7 @@ TEST(ConvTuning, WhichConvsAreTasks) {
   Tensor w3(DType::kFloat32, {40, 24, 3, 3}), dw(DType::kFloat32, {24, 1, 3, 3}), stem(DType::kFloat32, {32, 3, 3, 3});
   const conv_test::Case cs{1, 24, 14, 13, 40, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", false, false};
   gemm_ops::GemmDesc d = desc_for(cs, &w3);
-  EXPECT_TRUE(conv_ops::tunable_conv(d));
+  EXPECT_TRUE(tune_space::tunable(d));
   EXPECT_EQ(gemm_ops::tuning_key(d), "Conv f32 x1x24x14x13 w40x24x3x3 s1x1 d1x1 p1x1x1x1 g1");
   // The epilogue and the choice do not change the key.
   gemm_ops::GemmDesc fused = d;
@@ -83,11 +129,20 @@ TEST(ConvTuning, WhichConvsAreTasks) {
   gemm_ops::GemmDesc depthwise = desc_for({1, 24, 14, 13, 24, 3, 3, {1, 1}, {1, 1}, {1, 1, 1, 1}, "NOTSET", false, false}, &dw);
   depthwise.group = 24;
   depthwise.operands[1].dims = {24, 1, 3, 3};
-  EXPECT_FALSE(conv_ops::tunable_conv(depthwise));
-  EXPECT_TRUE(conv_ops::tuning_candidates(depthwise, 1).empty());
-  EXPECT_FALSE(conv_ops::tunable_conv(desc_for({1, 3, 32, 32, 32, 3, 3, {2, 2}, {1, 1}, {1, 1, 1, 1}, "NOTSET", false, false}, &stem)));
-  gemm_ops::GemmDesc matmul;
-  EXPECT_EQ(gemm_ops::tuning_key(matmul), "");
+  EXPECT_FALSE(tune_space::tunable(depthwise));
+  EXPECT_TRUE(tune_space::candidates(depthwise, 1).empty());
+  EXPECT_FALSE(tune_space::tunable(desc_for({1, 3, 32, 32, 32, 3, 3, {2, 2}, {1, 1}, {1, 1, 1, 1}, "NOTSET", false, false}, &stem)));
+  gemm_ops::GemmDesc empty;
+  EXPECT_EQ(gemm_ops::tuning_key(empty), "");
+  // A single-row MatMul is a GEMV (its own op): no task; a batched one (3-D B): none either.
+  gemm_ops::GemmDesc gemv;
+  gemv.operands = {{true, DType::kFloat32, {1, 64}, nullptr}, {true, DType::kFloat32, {64, 32}, &w3}};
+  EXPECT_FALSE(tune_space::tunable(gemv));
+  gemv.operands[0].dims = {8, 64};
+  EXPECT_TRUE(tune_space::tunable(gemv));
+  EXPECT_EQ(gemm_ops::tuning_key(gemv), "MatMul f32 a8x64 b64x32");
+  gemv.operands[1].dims = {4, 64, 32};
+  EXPECT_FALSE(tune_space::tunable(gemv));
 }
 
 }  // namespace
