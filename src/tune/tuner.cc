@@ -196,7 +196,8 @@ class Tuner {
     json choices = json::array();
     for (const auto& c : round) choices.push_back(gemm_ops::to_string(c));
     ++rounds_;
-    json req = {{"round", rounds_}, {"choices", choices}, {"runs", o_.runs}, {"warmup", o_.warmup}};
+    json req = {{"round", rounds_}, {"choices", choices}, {"runs", o_.runs}, {"min_ms", o_.min_round_ms},
+                {"warmup", o_.warmup}};
     std::string failure;
     std::optional<std::string> answer = worker_.request(req.dump(), o_.timeout_s, &failure);
     json j = answer ? json::parse(*answer, nullptr, false) : json();

@@ -21,7 +21,8 @@ struct TuneOptions {
   std::string model;                     // the model's name for the records
   int threads = 1;
   double budget_s = 600;                 // wall time for measurements (worker start included)
-  int runs = 10;                         // timed model runs per round (each task: the median)
+  int runs = 10;                         // timed model runs per round (each task: the median), at least
+  double min_round_ms = 200;             // and at least this long (small models: more runs)
   int warmup = 2;                        // untimed model runs first
   double timeout_s = 60;                 // a round taking longer has a hung candidate
   int patience = 16;                     // a task stops after this many trials without a 1% gain

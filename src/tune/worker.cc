@@ -91,9 +91,16 @@ json run_round(CompiledExecutor& executor, const std::vector<RtValue>& feeds, co
     if (checks[i].status == Status::kOk) (*table)[tasks[i].key] = c;
   }
   executor.retune(table);
+  // At least `runs` timed runs and `min_ms` of them (a small model's steps take microseconds:
+  // more runs steady their medians), at most 2000.
   const int warmup = req.value("warmup", 2), runs = std::max(1, req.value("runs", 10));
+  const double min_ms = req.value("min_ms", 0.0);
   std::vector<std::vector<double>> us(tasks.size());
-  for (int r = 0; r < warmup + runs; ++r) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < warmup + 2000; ++r) {
+    if (r >= warmup + runs &&
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() >= min_ms)
+      break;
     executor.run(feeds);
     if (r < warmup) continue;
     std::vector<double> sum(tasks.size(), 0.0);

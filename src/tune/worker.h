@@ -2,10 +2,10 @@
 // child process (`kiln tune-worker`, the same binary): a candidate that crashes or hangs kills
 // only the child, which the parent records as invalid and restarts. Protocol, JSON lines:
 // the worker first prints {"tasks": [...]} (key, count, op, name, gflop, candidates), then
-// answers each round {"round": n, "choices": [one per task], "runs": r, "warmup": w} with
+// answers each round {"round": n, "choices": [one per task], "runs": r, "min_ms": t, "warmup": w} with
 // {"results": [{"status", "time_us", "detail"} per task]}: every task's choice checked against
 // its default kernel's output (once per choice), the ok ones applied to the model together
-// (CompiledExecutor::retune), and each task's steps timed inside r runs of the whole model
+// (CompiledExecutor::retune), and each task's steps timed inside r runs (and t ms) of the whole model
 // (median, per step: a task's steps' time over their count), so a kernel meets the caches as the
 // model leaves them.
 // Tests: tests/tune/test_worker.cc.

@@ -177,7 +177,8 @@ void add_tune_command(CLI::App& app, Action& action) {
   cmd->add_option("--batch", a->batch, "size of symbolic batch dims")
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--dim", a->dims, "name=value for a symbolic dim (seq-like dims default to 128); repeatable");
-  cmd->add_option("--runs", a->runs, "timed model runs per round (each kernel's time: the median)")
+  cmd->add_option("--runs", a->runs,
+                  "timed model runs per round, at least (and at least 200 ms of them); each kernel's time: the median")
       ->capture_default_str()->check(CLI::Range(1, 100000));
   cmd->add_option("--timeout", a->timeout_s, "a round taking longer (seconds) has a hung candidate")
       ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
