@@ -371,8 +371,8 @@ def test_load_with_tuning_records(tmp_path, kiln_cli):
     assert r.returncode == 0, r.stderr
     assert '"status":"ok"' in records.read_text()
     x = np.random.default_rng(2).standard_normal((1, 16, 20, 20)).astype(np.float32)
-    want = kiln.load(model).run([x])[0]
-    got = kiln.load(model, records=records).run([x])[0]
+    want = kiln.load(model).run([x])["y"]
+    got = kiln.load(model, records=records).run([x])["y"]
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
     with pytest.raises(kiln.BadInputError, match="cannot open the tuning records"):
         kiln.load(model, records=tmp_path / "missing.jsonl")
