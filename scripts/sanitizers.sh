@@ -4,7 +4,8 @@
 #     and uninstrumented): the unit tests (kiln_unit_tests, without tests/kernels: see
 #     tests/CMakeLists.txt), the libonnx node conformance suite on the compiled engine, 1000
 #     cancel/run cycles through the C API (JIT), `kiln serve` answering 60 s of malformed
-#     HTTP/gRPC requests (tests/serve/fuzz_requests.py), 45 s of the three libFuzzer targets side
+#     HTTP/gRPC requests (tests/serve/fuzz_requests.py), `kiln tune` end to end with its worker's
+#     crash and hang faults (tests/cli/check_tune.sh, 40 s), 45 s of the three libFuzzer targets side
 #     by side (tests/fuzz/run_fuzz.sh: ONNX importer, text IR, compiled-library loader), and the
 #     runtime stress;
 #   ThreadSanitizer (preset tsan): 8 threads x 4 sessions loading, running, cancelling and
@@ -42,6 +43,8 @@ PY="${KILN_PYTHON:-.venv/bin/python}"
 log "kiln serve under ASan+UBSan+LSan: its tests, then 60 s of malformed HTTP and gRPC requests"
 KILN=build/asan/tools/kiln/kiln "$PY" -m pytest -q -p no:cacheprovider tests/serve
 "$PY" tests/serve/fuzz_requests.py build/asan/tools/kiln/kiln --seconds 60
+log "kiln tune under ASan+UBSan+LSan: search, records, a crashing and a hanging candidate (tests/cli/check_tune.sh)"
+tests/cli/check_tune.sh build/asan/tools/kiln/kiln "$PY"
 log "45 s of the three libFuzzer targets side by side under ASan+UBSan"
 tests/fuzz/run_fuzz.sh 45
 log "the runtime under ASan, then ThreadSanitizer"
