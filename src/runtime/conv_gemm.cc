@@ -183,7 +183,7 @@ class GemmConvOp : public gemm_ops::GemmOp {
       ge.act = ep.act;
     }
     rows_.resize(static_cast<size_t>(P * co));
-    kernels::sgemm_packed(true, P, xi, P, 1.0f, *wt, 0.0f, rows_.data(), co, par, ge, threads);
+    kernels::sgemm_packed(true, P, xi, P, 1.0f, *wt, 0.0f, rows_.data(), co, par, ge, threads, nullptr, split());
     const float* t = rows_.data();
     kernels::run_parallel(par, kernels::ceil_div(co, 16), [&](int64_t begin, int64_t end) {
       const int64_t c0 = begin * 16, c1 = std::min(co, end * 16);

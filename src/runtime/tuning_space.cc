@@ -59,11 +59,7 @@ std::vector<std::pair<int32_t, int32_t>> splits(int threads) {
 void add_gemm_choices(ConvAlgo algo, int threads, std::vector<KernelChoice>& out) {
   for (int32_t mr : heights())
     for (const auto& [c, r] : splits(threads)) {
-      KernelChoice k;
-      k.algo = algo;
-      k.mr = mr;
-      k.chunks = c;
-      k.groups = r;
+      const KernelChoice k{algo, mr, c, r};
       if (!k.is_default()) out.push_back(k);
     }
 }
@@ -88,10 +84,9 @@ std::vector<KernelChoice> candidates(const gemm_ops::GemmDesc& d, int threads) {
     return out;
   }
   const conv_ops::ConvGeom g = *conv_ops::conv_geom(d);
-  // The weights-as-rows GEMM: every height and split; the pixel-rows GEMM: every height (its
-  // split is sgemm_packed's own); Winograd: its own blocking.
+  // Either GEMM orientation: every height and split; Winograd: its own blocking.
   add_gemm_choices(ConvAlgo::kGemm, threads, out);
-  for (int32_t mr : heights()) out.push_back({ConvAlgo::kGemmPixelRows, mr, 0, 0});
+  add_gemm_choices(ConvAlgo::kGemmPixelRows, threads, out);
   if (kernels::winograd_available() && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1) {
     out.push_back({ConvAlgo::kWinograd2, 0, 0, 0});
     out.push_back({ConvAlgo::kWinograd4, 0, 0, 0});
