@@ -19,6 +19,7 @@ class WinogradConvOp : public gemm_ops::GemmOp {
     wg_.m = tile;
     wg_.c = g.c, wg_.co = g.co, wg_.h = g.h, wg_.w = g.w, wg_.ho = g.ho, wg_.wo = g.wo, wg_.pt = g.pt, wg_.pl = g.pl;
     blocking_ = kernels::winograd_blocking(wg_);
+    schedule_ = d.choice.chunks;  // a tuned schedule (GemmDesc::choice): 1 whole blocks per task, 2+ shared blocks
     weights_ = kernels::winograd_pack_weights(wg_, w.data<float>(), blocking_);
     epilogue_.init(d, g.co, lo, hi);
   }
@@ -43,7 +44,9 @@ class WinogradConvOp : public gemm_ops::GemmOp {
       if (res) ep.residual = res + img * g.co * g.ho * g.wo;
       // Whole blocks per task keep the transformed input in its core's L2: much faster than
       // sharing blocks when that balances the threads to within 3/4 (2 threads: 1, 2, 3, 4+).
-      if (4 * blocks >= 3 * threads * ((blocks + threads - 1) / threads)) {
+      const bool whole_blocks =
+          schedule_ == 0 ? 4 * blocks >= 3 * threads * ((blocks + threads - 1) / threads) : schedule_ == 1;
+      if (whole_blocks) {
         pool.parallel_for(blocks, [&](int64_t b0, int64_t b1) {
           thread_local std::vector<float> v;
           if (v.size() < static_cast<size_t>(vfloats)) v.resize(static_cast<size_t>(vfloats));
@@ -84,6 +87,7 @@ class WinogradConvOp : public gemm_ops::GemmOp {
   ConvGeom g_;
   kernels::WinogradGeom wg_;
   kernels::WinogradBlocking blocking_;
+  int32_t schedule_ = 0;
   kernels::WinogradWeights weights_;
   gemm_ops::ConvEpilogue epilogue_;
   std::vector<float> v_;  // all blocks' transformed input (shared-block schedule)

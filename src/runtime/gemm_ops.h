@@ -50,7 +50,8 @@ struct KernelChoice {
   ConvAlgo algo = ConvAlgo::kDefault;
   int32_t mr = 0;      // GEMM micro-kernel rows (one of the kernels sharing the default's NR and KC); 0: fewest padded rows
   int32_t chunks = 0;  // GEMM thread split (kernels::GemmSplit): column chunks and row groups; 0: choose_gemm_split
-                       // (MatMul / Gemm take mr and the split; algo stays kDefault)
+                       // (MatMul / Gemm take mr and the split; algo stays kDefault. Winograd takes
+                       // chunks only: 1 whole blocks per task, 2 shared blocks)
   int32_t groups = 0;
   bool is_default() const { return algo == ConvAlgo::kDefault && mr == 0 && chunks == 0 && groups == 0; }
   bool operator==(const KernelChoice& o) const {

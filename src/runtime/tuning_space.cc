@@ -87,10 +87,16 @@ std::vector<KernelChoice> candidates(const gemm_ops::GemmDesc& d, int threads) {
   // Either GEMM orientation: every height and split; Winograd: its own blocking.
   add_gemm_choices(ConvAlgo::kGemm, threads, out);
   add_gemm_choices(ConvAlgo::kGemmPixelRows, threads, out);
-  if (kernels::winograd_available() && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1) {
-    out.push_back({ConvAlgo::kWinograd2, 0, 0, 0});
-    out.push_back({ConvAlgo::kWinograd4, 0, 0, 0});
-  }
+  // Winograd's thread schedule on several threads (split=1x1: whole blocks per task, 2x1: the
+  // blocks' inputs first, then block x panel tasks; default: by how evenly blocks spread).
+  if (kernels::winograd_available() && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1)
+    for (ConvAlgo a : {ConvAlgo::kWinograd2, ConvAlgo::kWinograd4}) {
+      out.push_back({a, 0, 0, 0});
+      if (threads > 1) {
+        out.push_back({a, 0, 1, 1});
+        out.push_back({a, 0, 2, 1});
+      }
+    }
   return out;
 }
 

@@ -3,7 +3,9 @@
 // searching one trial at once (the worker times each task's steps inside whole-model runs);
 // which choice next: a new best once more (to confirm it), then the neighbours of the task's
 // best (one knob changed), then the rest of its space in a seeded random order; a task stops
-// when its space is done or after `patience` trials without a 1% gain. See docs/tuning.md.
+// when its space is done or after `patience` trials without a 1% gain, and then runs its default
+// and its best in turn (both keep getting samples as conditions drift); `verify_rounds` more
+// such rounds end the search. See docs/tuning.md.
 // Tests: tests/tune/test_tuner.cc.
 #pragma once
 
@@ -26,6 +28,7 @@ struct TuneOptions {
   int warmup = 2;                        // untimed model runs first
   double timeout_s = 60;                 // a round taking longer has a hung candidate
   int patience = 16;                     // a task stops after this many trials without a 1% gain
+  int verify_rounds = 6;                 // at the end: the defaults and the bests timed again, alternating
   uint64_t seed = 0;
   // Progress: called after every trial and at the end (done = true) with a one-line status.
   std::function<void(const std::string& line, bool done)> progress;
