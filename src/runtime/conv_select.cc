@@ -1,7 +1,6 @@
 // Conv op selection (see conv_select.h).
 #include "runtime/conv_select.h"
 
-
 #include <cstdlib>
 #include <limits>
 #include <string>
