@@ -2,6 +2,7 @@
 #include "tune/records.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -79,6 +80,20 @@ std::string to_json_line(const Record& r) {
 }
 
 std::vector<Record> read_records(const std::string& path, bool missing_ok) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(path, ec))
+      if (e.is_regular_file(ec) && e.path().extension() == ".jsonl") files.push_back(e.path().string());
+    if (ec) throw Error(ErrorKind::kBadInput, path + ": cannot list the tuning records directory: " + ec.message());
+    std::sort(files.begin(), files.end());
+    std::vector<Record> all;
+    for (const std::string& f : files) {
+      std::vector<Record> part = read_records(f);
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    return all;
+  }
   std::ifstream in(path);
   if (!in) {
     if (missing_ok) return {};

@@ -40,8 +40,9 @@ struct Record {
 };
 
 std::string to_json_line(const Record& r);  // one line, no newline
-// Every record of a JSON-lines file (kBadInput naming the file and line on a malformed one; a
-// missing file is an empty list when `missing_ok`).
+// Every record of a JSON-lines file, or of every *.jsonl file of a directory in name order
+// (kBadInput naming the file and line on a malformed one; a missing path is an empty list when
+// `missing_ok`).
 std::vector<Record> read_records(const std::string& path, bool missing_ok = false);
 // Appends records to `path` (created when missing), flushed line by line.
 void append_records(const std::string& path, const std::vector<Record>& records);

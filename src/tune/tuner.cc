@@ -149,7 +149,7 @@ class Tuner {
   void reuse_records() {
     std::map<std::string, TaskState*> by_key;
     for (auto& t : tasks_) by_key[t.result.key] = &t;
-    for (const Record& r : read_records(o_.records, true)) {
+    for (const Record& r : read_records(o_.reuse.empty() ? o_.records : o_.reuse, true)) {
       auto it = by_key.find(r.key);
       if (!(r.target == target_) || it == by_key.end()) continue;
       TaskState& t = *it->second;

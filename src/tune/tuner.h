@@ -20,6 +20,7 @@ namespace kiln::tune {
 struct TuneOptions {
   std::vector<std::string> worker_argv;  // the worker's command line (kiln tune-worker ...)
   std::string records;                   // the JSON-lines file measurements are appended to
+  std::string reuse;                     // records to reuse (a file or a directory); "": `records`
   std::string model;                     // the model's name for the records
   int threads = 1;
   double budget_s = 600;                 // wall time for measurements (worker start included)

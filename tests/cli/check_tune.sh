@@ -59,6 +59,13 @@ grep -q '"status":"crashed"' "$tmp/f.jsonl" || fail "no crashed record: $(grep -
 grep -q '"status":"timeout"' "$tmp/f.jsonl" || fail "no timeout record: $(grep -v '"ok"' "$tmp/f.jsonl")"
 [ "$(grep -c '"status":"ok"' "$tmp/f.jsonl")" -ge 10 ] || fail "the search stopped after the faults"
 
+# A records directory: this model's file in it, every file there applied.
+mkdir "$tmp/dir" && cp "$r" "$tmp/dir/other-model.jsonl"
+"$kiln" tune "$m" --records "$tmp/dir" --budget 3s --runs 1 > "$tmp/out" 2> "$tmp/err" || fail "tune --records DIR: $(cat "$tmp/err")"
+[ -s "$tmp/dir/m-t1.jsonl" ] || fail "tune --records DIR: no DIR/m-t1.jsonl: $(ls "$tmp/dir")"
+grep -q '+' "$tmp/out" || fail "tune --records DIR: nothing reused from the directory: $(cat "$tmp/out")"
+"$kiln" run "$m" --records "$tmp/dir" -o "$tmp/dd" > /dev/null || fail "run --records DIR"
+
 # Records of another CPU: ignored, with a note.
 sed 's/"cpu":"[^"]*"/"cpu":"Some Other CPU"/' "$r" > "$tmp/other.jsonl"
 "$kiln" run "$m" --records "$tmp/other.jsonl" > /dev/null 2> "$tmp/err" || fail "run with other records"

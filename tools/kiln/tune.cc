@@ -76,7 +76,7 @@ std::string us_text(double us) {
   return os.str();
 }
 
-void print_summary(const tune::TuneSummary& s, const TuneArgs& a) {
+void print_summary(const tune::TuneSummary& s, const TuneArgs& a, const std::string& out) {
   std::cout << std::left << std::setw(64) << "task" << std::right << std::setw(6) << "steps" << std::setw(12)
             << "default us" << std::setw(11) << "tuned us" << std::setw(9) << "speedup" << std::setw(8) << "trials"
             << "  choice\n";
@@ -96,22 +96,31 @@ void print_summary(const tune::TuneSummary& s, const TuneArgs& a) {
             << " tasks; " << s.trials << " trials (" << s.invalid << " invalid) in " << s.rounds << " rounds ("
             << s.failed_rounds << " failed) in " << std::setprecision(1) << s.elapsed_s
             << " s; trials column: measured now + reused from the records\n";
-  std::cout << "records: " << a.records << " (apply them with --records " << a.records
+  std::cout << "records: " << out << " (apply them with --records " << a.records
             << " to kiln run / bench / profile / compile / inspect, or kiln.load(..., records=...))\n";
 }
 
 int tune_command(const TuneArgs& a) {
-  if (a.records.empty()) throw Error(ErrorKind::kUsage, "kiln tune needs --records FILE (where measurements go)");
+  if (a.records.empty())
+    throw Error(ErrorKind::kUsage, "kiln tune needs --records FILE or DIR (where measurements go)");
   if (!std::filesystem::exists(a.model)) throw Error(ErrorKind::kBadInput, a.model + ": no such model file");
-  if (std::filesystem::exists(a.records) && !a.resume)
-    throw Error(ErrorKind::kUsage, a.records + " exists: pass --resume to add to it (its measurements are reused), "
-                                               "or name another file");
+  // A directory: this model's measurements go to DIR/<model>-t<threads>.jsonl, and every file
+  // there is reused (tasks other models share).
+  const bool dir = std::filesystem::is_directory(a.records);
+  const std::string out = dir ? (std::filesystem::path(a.records) /
+                                 (std::filesystem::path(a.model).stem().string() + "-t" + std::to_string(a.threads) + ".jsonl"))
+                                    .string()
+                              : a.records;
+  if (std::filesystem::exists(out) && !a.resume)
+    throw Error(ErrorKind::kUsage, out + " exists: pass --resume to add to it (its measurements are reused), "
+                                         "or name another file");
   tune::read_records(a.records, true);  // a malformed file fails here, before any work
   tune::TuneOptions o;
   o.worker_argv = {self_executable(), "tune-worker", a.model, "--threads", std::to_string(a.threads), "--batch",
                    std::to_string(a.batch), "--seed", std::to_string(a.seed)};
   for (const auto& d : a.dims) o.worker_argv.insert(o.worker_argv.end(), {"--dim", d});
-  o.records = a.records;
+  o.records = out;
+  o.reuse = a.records;
   o.model = std::filesystem::path(a.model).filename().string();
   o.threads = a.threads;
   o.budget_s = parse_budget(a.budget);
@@ -133,7 +142,7 @@ int tune_command(const TuneArgs& a) {
   std::cerr << "kiln tune: " << a.model << ", " << a.threads << " thread(s), budget " << a.budget << " on "
             << tune::host_target(a.threads).describe() << "\n";
   const tune::TuneSummary s = tune::tune_model(o);
-  print_summary(s, a);
+  print_summary(s, a, out);
   return 0;
 }
 
@@ -166,7 +175,9 @@ void add_tune_command(CLI::App& app, Action& action) {
   CLI::App* cmd = app.add_subcommand(
       "tune", "Search faster kernel choices for a model's convolutions on this CPU and record them (docs/tuning.md)");
   cmd->add_option("model", a->model, "ONNX model file")->required();
-  cmd->add_option("--records", a->records, "JSON-lines file the measurements are appended to (required)");
+  cmd->add_option("--records", a->records,
+                  "JSON-lines file the measurements are appended to, or a directory: then DIR/<model>-t<threads>.jsonl, "
+                  "and the other files there are reused (required)");
   cmd->add_flag("--resume", a->resume,
                 "add to an existing records file; choices it already holds for this CPU and thread count are not "
                 "measured again (also how another model's records are shared)");
