@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _kiln
+from . import _cli, _kiln
 from ._kiln import (
     BadInputError,
     CancelledError,
@@ -41,6 +43,7 @@ __all__ = [
     "optimize",
     "quantize",
     "compile",
+    "tune",
     "empty",
     "Session",
     "TensorInfo",
@@ -333,6 +336,75 @@ def quantize(
     o.seed = int(seed)
     return _kiln.quantize(os.fspath(in_path), os.fspath(out_path), samples, o, activation_type, method,
                           bool(progress))
+
+
+def _cli_error(exit_code: int, message: str) -> Error:
+    """The exception a CLI exit code stands for (docs/errors.md), shaped like those from C++."""
+    cls = {2: UsageError, 3: InvalidModelError, 4: BadInputError, 5: ResourceLimitError}.get(exit_code, Error)
+    e = cls(message)
+    e.kind, e.exit_code, e.message = cls.__name__, exit_code, message
+    e.file = e.node = e.op = e.pass_name = None
+    return e
+
+
+def tune(
+    model: PathLike,
+    records: PathLike,
+    *,
+    budget: Union[str, float] = "10m",
+    threads: Optional[int] = None,
+    resume: bool = False,
+    batch: int = 1,
+    dims: Optional[Mapping[str, int]] = None,
+    runs: int = 10,
+    timeout: float = 60.0,
+    patience: int = 16,
+    seed: int = 0,
+    progress: bool = True,
+) -> Dict[str, Any]:
+    """Auto-tuning (``kiln tune``; experimental, docs/tuning.md): searches the kernel choice of
+    each Conv and MatMul/Gemm shape of the model on this CPU, timing them inside whole-model
+    runs in a worker process, and appends every measurement to ``records`` (a JSON-lines file,
+    or a directory). ``budget``: seconds or "10m" / "90s" / "1h". ``threads``: the count the
+    kernels are timed with and the records apply to (default: the CPUs this process may use).
+    ``resume``: add to an existing records file, reusing its measurements. ``progress``: the
+    live status line on stderr. Apply the records with ``kiln.load(model, records=records)``.
+    Returns the summary: ``records`` (the file written), ``trials``, ``invalid``, ``rounds``,
+    ``elapsed_s``, ``default_total_us``, ``tuned_total_us`` and per task ``key``, ``steps``,
+    ``default_us``, ``tuned_us``, ``choice``."""
+    exe = os.environ.get("KILN_CLI") or _cli.executable()
+    if not os.access(exe, os.X_OK):
+        raise UnsupportedError(
+            "unsupported: kiln.tune needs the kiln CLI (" + exe + "), which an installed kiln package carries; "
+            "set KILN_CLI to a build's tools/kiln/kiln"
+        )
+    if threads is None:
+        threads = _default_threads()
+    if isinstance(budget, (int, float)) and not isinstance(budget, bool):
+        budget = f"{float(budget)}s"
+    cmd = [exe, "tune", os.fspath(model), "--records", os.fspath(records), "--budget", str(budget),
+           "--threads", str(int(threads)), "--batch", str(int(batch)), "--runs", str(int(runs)),
+           "--timeout", str(float(timeout)), "--patience", str(int(patience)), "--seed", str(int(seed)), "--json"]
+    if resume:
+        cmd.append("--resume")
+    for name, value in (dims or {}).items():
+        cmd += ["--dim", f"{name}={int(value)}"]
+    env = dict(os.environ)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    last = ""
+    assert proc.stderr is not None and proc.stdout is not None
+    for line in proc.stderr:
+        if line.strip():
+            last = line.strip()
+        if progress:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+    out = proc.stdout.read()
+    code = proc.wait()
+    if code != 0:
+        message = last[len("kiln: "):] if last.startswith("kiln: ") else last
+        raise _cli_error(code, message or f"kiln tune exited with status {code}")
+    return json.loads(out)
 
 
 def compile(  # noqa: A001 - the CLI's name

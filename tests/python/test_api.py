@@ -356,23 +356,24 @@ def _conv_model(path):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
 
 
-def test_load_with_tuning_records(tmp_path, kiln_cli):
-    """Records written by `kiln tune` (the packaged CLI when installed) apply through kiln.load(records=...)."""
-    if os.environ.get("KILN_TEST_INSTALLED") == "1":
-        cmd = [sys.executable, "-m", "kiln"]
-    elif kiln_cli:
-        cmd = [kiln_cli]
-    else:
-        pytest.skip("no kiln CLI to tune with")
+def test_tune_and_load_with_records(tmp_path, kiln_cli, monkeypatch):
+    """kiln.tune (the packaged CLI when installed, else the build's) writes records that
+    kiln.load(records=...) applies; its errors are kiln's exceptions."""
+    if os.environ.get("KILN_TEST_INSTALLED") != "1":
+        if not kiln_cli:
+            pytest.skip("no kiln CLI to tune with")
+        monkeypatch.setenv("KILN_CLI", kiln_cli)
     model, records = tmp_path / "conv.onnx", tmp_path / "r.jsonl"
     _conv_model(model)
-    r = subprocess.run(cmd + ["tune", str(model), "--records", str(records), "--budget", "15s", "--runs", "2"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
+    summary = kiln.tune(model, records, budget=15, threads=1, runs=2, progress=False)
+    assert summary["records"] == str(records) and summary["trials"] > 0
+    assert [t["key"] for t in summary["tasks"]] == ["Conv f32 x1x16x20x20 w24x16x3x3 s1x1 d1x1 p1x1x1x1 g1"]
     assert '"status":"ok"' in records.read_text()
     x = np.random.default_rng(2).standard_normal((1, 16, 20, 20)).astype(np.float32)
-    want = kiln.load(model).run([x])["y"]
-    got = kiln.load(model, records=records).run([x])["y"]
+    want = kiln.load(model, threads=1).run([x])["y"]
+    got = kiln.load(model, threads=1, records=records).run([x])["y"]
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+    with pytest.raises(kiln.UsageError, match="pass --resume"):
+        kiln.tune(model, records, budget=1, progress=False)
     with pytest.raises(kiln.BadInputError, match="cannot open the tuning records"):
         kiln.load(model, records=tmp_path / "missing.jsonl")

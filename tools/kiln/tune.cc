@@ -32,7 +32,26 @@ struct TuneArgs {
   double timeout_s = 60;
   int patience = 16;
   uint64_t seed = 0;
+  bool json = false;
 };
+
+// --json: the summary as one JSON object (what kiln.tune() returns in Python).
+void print_json(const tune::TuneSummary& s, const std::string& out) {
+  std::string j = "{\"records\": " + json_string(out) + ", \"trials\": " + std::to_string(s.trials) +
+                  ", \"invalid\": " + std::to_string(s.invalid) + ", \"rounds\": " + std::to_string(s.rounds) +
+                  ", \"failed_rounds\": " + std::to_string(s.failed_rounds) + ", \"elapsed_s\": " +
+                  json_number(s.elapsed_s) + ", \"default_total_us\": " + json_number(s.default_total_us) +
+                  ", \"tuned_total_us\": " + json_number(s.tuned_total_us) + ", \"tasks\": [";
+  for (size_t i = 0; i < s.tasks.size(); ++i) {
+    const tune::TaskResult& t = s.tasks[i];
+    j += std::string(i ? ", " : "") + "{\"key\": " + json_string(t.key) + ", \"op\": " + json_string(t.op) +
+         ", \"steps\": " + std::to_string(t.count) + ", \"default_us\": " + json_number(t.default_us) +
+         ", \"tuned_us\": " + json_number(t.best_us) + ", \"choice\": " + json_string(gemm_ops::to_string(t.best)) +
+         ", \"trials\": " + std::to_string(t.trials) + ", \"invalid\": " + std::to_string(t.invalid) +
+         ", \"reused\": " + std::to_string(t.reused) + ", \"space\": " + std::to_string(t.space) + "}";
+  }
+  std::cout << j << "]}\n";
+}
 
 // "10m", "90s", "1h", "1m30s" or plain seconds.
 double parse_budget(const std::string& text) {
@@ -142,7 +161,10 @@ int tune_command(const TuneArgs& a) {
   std::cerr << "kiln tune: " << a.model << ", " << a.threads << " thread(s), budget " << a.budget << " on "
             << tune::host_target(a.threads).describe() << "\n";
   const tune::TuneSummary s = tune::tune_model(o);
-  print_summary(s, a, out);
+  if (a.json)
+    print_json(s, out);
+  else
+    print_summary(s, a, out);
   return 0;
 }
 
@@ -196,6 +218,7 @@ void add_tune_command(CLI::App& app, Action& action) {
   cmd->add_option("--patience", a->patience, "a task stops after this many trials without a 1% gain")
       ->capture_default_str()->check(CLI::Range(1, 100000));
   cmd->add_option("--seed", a->seed, "seed of the search order and the random inputs")->capture_default_str();
+  cmd->add_flag("--json", a->json, "print the summary as JSON (records file, totals, per task: times, choice, trials)");
   cmd->callback([a, &action] { action = [a] { return tune_command(*a); }; });
 
   auto w = std::make_shared<WorkerArgs>();
