@@ -27,7 +27,7 @@ LAYERS = {
     "pass": {"core", "ir", "ops"},
     "runtime": {"core", "ir", "ops", "target", "kernels"},
     "driver": {"core", "ir", "ops", "te", "tir", "codegen", "target", "kernels", "frontend", "pass", "runtime"},
-    "capi": {"core", "ir", "ops", "target", "kernels", "frontend", "pass", "runtime", "driver"},
+    "capi": {"core", "ir", "ops", "target", "kernels", "frontend", "pass", "runtime", "driver", "tune"},
     "serve": {"core", "ir", "ops", "target", "kernels", "frontend", "pass", "runtime", "driver"},
     "tune": {"core", "ir", "ops", "target", "kernels", "frontend", "pass", "runtime", "driver"},
     # Entry points sit on the driver (and what it exposes below it).

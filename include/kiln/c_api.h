@@ -91,8 +91,12 @@ typedef struct kiln_options {
   /* Deadline of each kiln_run in milliseconds (0: none): a run past it stops between two steps
    * and returns KILN_ERROR_TIMEOUT; the model stays usable. */
   int64_t run_timeout_ms;
+  /* ONNX models: tuning records from `kiln tune` (a JSON-lines file or a directory, NULL: none;
+   * docs/tuning.md, experimental): the kernel choices they hold for this CPU and `threads` are
+   * applied. Compiled libraries keep the choices they were compiled with and ignore it. */
+  const char* records;
 } kiln_options;
-#define KILN_OPTIONS_INIT {sizeof(kiln_options), 1, 0, 0, 0}
+#define KILN_OPTIONS_INIT {sizeof(kiln_options), 1, 0, 0, 0, NULL}
 
 /* An input or output as the model declares it. `name` and `dims` stay valid as long as the
  * model; a dim of -1 is symbolic (ONNX models; compiled models: a dim that differs between the

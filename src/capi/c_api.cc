@@ -104,6 +104,11 @@ int64_t max_memory_of(const kiln_options* o) {
   return o->max_memory_bytes;
 }
 
+std::string records_of(const kiln_options* o) {
+  if (!has_field(o, offsetof(kiln_options, records) + sizeof(const char*)) || !o->records) return "";
+  return o->records;
+}
+
 double timeout_of(const kiln_options* o) {
   if (!has_field(o, offsetof(kiln_options, run_timeout_ms) + sizeof(int64_t))) return 0;
   if (o->run_timeout_ms < 0) fail(KILN_ERROR_INVALID_ARGUMENT, "kiln_options.run_timeout_ms must be >= 0");
@@ -489,7 +494,9 @@ KILN_API kiln_status kiln_model_load_file(const char* path, const kiln_options* 
       return;
     }
 #ifdef KILN_CAPI_FULL
-    *out = kiln::capi::wrap(kiln::capi::load_onnx_file(path, threads, kiln::capi::max_memory_of(options)), options);
+    *out = kiln::capi::wrap(
+        kiln::capi::load_onnx_file(path, threads, kiln::capi::max_memory_of(options), kiln::capi::records_of(options)),
+        options);
 #else
     (void)threads;
     kiln::capi::runtime_only(what);
@@ -531,7 +538,8 @@ KILN_API kiln_status kiln_model_load_memory(const void* data, size_t size, const
       return;
     }
 #ifdef KILN_CAPI_FULL
-    *out = kiln::capi::wrap(kiln::capi::load_onnx_bytes(data, size, threads, kiln::capi::max_memory_of(options)),
+    *out = kiln::capi::wrap(kiln::capi::load_onnx_bytes(data, size, threads, kiln::capi::max_memory_of(options),
+                                                         kiln::capi::records_of(options)),
                             options);
 #else
     (void)threads;

@@ -43,6 +43,8 @@ class ModelImpl {
 // kiln_options fields, 0 when `o` is NULL or predates them (struct_size).
 int64_t max_memory_of(const kiln_options* o);
 double timeout_of(const kiln_options* o);
+// kiln_options.records, or "" (absent or NULL).
+std::string records_of(const kiln_options* o);
 
 // Checks the tensor counts and each input against `info`; returns views of the caller's data.
 std::vector<Tensor> input_views(const std::vector<TensorInfo>& info, const kiln_tensor* inputs, size_t num_inputs,
@@ -54,8 +56,10 @@ void set_output_dims(const std::vector<RtValue>& results, kiln_tensor* outputs);
 
 #ifdef KILN_CAPI_FULL
 // ONNX models (onnx_model.cc, libkiln only): the compiled engine, JIT.
-std::unique_ptr<ModelImpl> load_onnx_file(const std::string& path, int threads, int64_t max_memory);
-std::unique_ptr<ModelImpl> load_onnx_bytes(const void* data, size_t size, int threads, int64_t max_memory);
+std::unique_ptr<ModelImpl> load_onnx_file(const std::string& path, int threads, int64_t max_memory,
+                                          const std::string& records);
+std::unique_ptr<ModelImpl> load_onnx_bytes(const void* data, size_t size, int threads, int64_t max_memory,
+                                           const std::string& records);
 #endif
 
 }  // namespace kiln::capi

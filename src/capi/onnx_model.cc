@@ -6,6 +6,7 @@
 #include "driver/session.h"
 #include "frontend/onnx/onnx_io.h"
 #include "runtime/thread_pool.h"
+#include "tune/records.h"
 
 namespace kiln::capi {
 namespace {
@@ -23,11 +24,12 @@ TensorInfo info_of(const Value& v) {
 
 class OnnxModel : public ModelImpl {
  public:
-  OnnxModel(Model model, int threads, int64_t max_memory) {
+  OnnxModel(Model model, int threads, int64_t max_memory, const std::string& records) {
     SessionOptions so;
     so.max_memory_bytes = max_memory;
     so.engine = Engine::kCompiled;  // (runs the default pass pipeline)
     so.threads = threads > 0 ? threads : ThreadPool::default_threads();
+    so.tuning = tune::load_tuning(records, so.threads);
     session_ = std::make_unique<Session>(std::move(model), so);
     for (const Value* v : session_->feed_inputs()) inputs.push_back(info_of(*v));
     for (const Value* v : session_->model().graph->outputs) outputs.push_back(info_of(*v));
@@ -50,12 +52,15 @@ class OnnxModel : public ModelImpl {
 
 }  // namespace
 
-std::unique_ptr<ModelImpl> load_onnx_file(const std::string& path, int threads, int64_t max_memory) {
-  return std::make_unique<OnnxModel>(load_onnx_model(path), threads, max_memory);
+std::unique_ptr<ModelImpl> load_onnx_file(const std::string& path, int threads, int64_t max_memory,
+                                          const std::string& records) {
+  return std::make_unique<OnnxModel>(load_onnx_model(path), threads, max_memory, records);
 }
 
-std::unique_ptr<ModelImpl> load_onnx_bytes(const void* data, size_t size, int threads, int64_t max_memory) {
-  return std::make_unique<OnnxModel>(load_onnx_model_from_bytes(data, size, "<memory>"), threads, max_memory);
+std::unique_ptr<ModelImpl> load_onnx_bytes(const void* data, size_t size, int threads, int64_t max_memory,
+                                           const std::string& records) {
+  return std::make_unique<OnnxModel>(load_onnx_model_from_bytes(data, size, "<memory>"), threads, max_memory,
+                                     records);
 }
 
 }  // namespace kiln::capi

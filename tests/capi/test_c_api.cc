@@ -25,6 +25,7 @@
 #include "kiln/c_api.h"
 #include "pass/pass.h"
 #include "driver/compiled_executor.h"
+#include "tune/records.h"
 #include "../common/random_const.h"
 
 namespace kiln {
@@ -279,6 +280,37 @@ TEST_F(CApi, OnnxModel) {
   ASSERT_EQ(kiln_model_load_memory(bytes.data(), bytes.size(), nullptr, &m), KILN_OK) << kiln_last_error();
   ASSERT_EQ(run_small(m, x, y, z), KILN_OK) << kiln_last_error();
   EXPECT_EQ(std::memcmp(want[1].raw(), z.data(), z.size() * 4), 0);
+  kiln_model_free(m);
+}
+
+// kiln_options.records: tuning records apply to an ONNX model (its conv on the pixel-rows GEMM,
+// the same sums in another order: close to the JIT's default kernel); a bad path fails the load.
+TEST_F(CApi, OnnxModelWithTuningRecords) {
+  const tune::TargetKey here = tune::host_target(1);
+  tune::Record dflt, tuned;
+  dflt.key = tuned.key = "Conv f32 x1x3x8x8 w4x3x3x3 s1x1 d1x1 p1x1x1x1 g1";
+  dflt.target = tuned.target = here;
+  dflt.time_us = 10;
+  tuned.time_us = 5;
+  ASSERT_TRUE(gemm_ops::parse_kernel_choice("algo=gemm-pixel-rows split=1x1", &tuned.choice));
+  const std::string records = path("records.jsonl");
+  std::remove(records.c_str());
+  tune::append_records(records, {dflt, tuned});
+  kiln_options o = KILN_OPTIONS_INIT;
+  o.records = records.c_str();
+  kiln_model* m = nullptr;
+  ASSERT_EQ(kiln_model_load_file(path("small.onnx").c_str(), &o, &m), KILN_OK) << kiln_last_error();
+  std::vector<float> x = input_values(), y, z;
+  ASSERT_EQ(run_small(m, x, y, z), KILN_OK) << kiln_last_error();
+  std::vector<Tensor> want = jit_outputs(x);
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[0].data<float>()[i], 1e-5) << i;
+  kiln_model_free(m);
+  const std::string missing = path("missing.jsonl");
+  o.records = missing.c_str();
+  EXPECT_EQ(kiln_model_load_file(path("small.onnx").c_str(), &o, &m), KILN_ERROR_BAD_INPUT);
+  EXPECT_NE(std::string(kiln_last_error()).find("cannot open the tuning records"), std::string::npos) << kiln_last_error();
+  // Compiled libraries keep their own choices: records are not read.
+  ASSERT_EQ(kiln_model_load_file(path("small.so").c_str(), &o, &m), KILN_OK) << kiln_last_error();
   kiln_model_free(m);
 }
 
