@@ -45,6 +45,7 @@ struct TaskResult {
 };
 
 struct TuneSummary {
+  std::string model;  // set by the caller (reports)
   std::vector<TaskResult> tasks;
   int trials = 0, invalid = 0, rounds = 0, failed_rounds = 0;
   double elapsed_s = 0;

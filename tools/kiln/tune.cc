@@ -1,4 +1,4 @@
-// `kiln tune MODEL --budget 10m --threads N --records FILE [--resume]`: searches kernel choices
+// `kiln tune MODEL... --budget 10m --threads N --records FILE [--resume]`: searches kernel choices
 // of the model's tunable kernels (tune/tuner.h) in a measurement worker, appending every
 // measurement to FILE, with a live progress line; the hidden `kiln tune-worker` is that worker.
 // How it works and how to apply the records: docs/tuning.md.
@@ -21,7 +21,7 @@ namespace kiln::cli {
 namespace {
 
 struct TuneArgs {
-  std::string model;
+  std::vector<std::string> models;
   std::string budget = "10m";
   int threads = 1;
   std::string records;
@@ -35,9 +35,9 @@ struct TuneArgs {
   bool json = false;
 };
 
-// --json: the summary as one JSON object (what kiln.tune() returns in Python).
+// --json: the summary as one JSON object per model, one per line (what kiln.tune() returns).
 void print_json(const tune::TuneSummary& s, const std::string& out) {
-  std::string j = "{\"records\": " + json_string(out) + ", \"trials\": " + std::to_string(s.trials) +
+  std::string j = "{\"model\": " + json_string(s.model) + ", \"records\": " + json_string(out) + ", \"trials\": " + std::to_string(s.trials) +
                   ", \"invalid\": " + std::to_string(s.invalid) + ", \"rounds\": " + std::to_string(s.rounds) +
                   ", \"failed_rounds\": " + std::to_string(s.failed_rounds) + ", \"elapsed_s\": " +
                   json_number(s.elapsed_s) + ", \"default_total_us\": " + json_number(s.default_total_us) +
@@ -96,6 +96,7 @@ std::string us_text(double us) {
 }
 
 void print_summary(const tune::TuneSummary& s, const TuneArgs& a, const std::string& out) {
+  std::cout << "model: " << s.model << "\n";
   std::cout << std::left << std::setw(64) << "task" << std::right << std::setw(6) << "steps" << std::setw(12)
             << "default us" << std::setw(11) << "tuned us" << std::setw(9) << "speedup" << std::setw(8) << "trials"
             << "  choice\n";
@@ -119,28 +120,25 @@ void print_summary(const tune::TuneSummary& s, const TuneArgs& a, const std::str
             << " to kiln run / bench / profile / compile / inspect, or kiln.load(..., records=...))\n";
 }
 
-int tune_command(const TuneArgs& a) {
-  if (a.records.empty())
-    throw Error(ErrorKind::kUsage, "kiln tune needs --records FILE or DIR (where measurements go)");
-  if (!std::filesystem::exists(a.model)) throw Error(ErrorKind::kBadInput, a.model + ": no such model file");
-  // A directory: this model's measurements go to DIR/<model>-t<threads>.jsonl, and every file
-  // there is reused (tasks other models share).
-  const bool dir = std::filesystem::is_directory(a.records);
-  const std::string out = dir ? (std::filesystem::path(a.records) /
-                                 (std::filesystem::path(a.model).stem().string() + "-t" + std::to_string(a.threads) + ".jsonl"))
-                                    .string()
-                              : a.records;
-  if (std::filesystem::exists(out) && !a.resume)
-    throw Error(ErrorKind::kUsage, out + " exists: pass --resume to add to it (its measurements are reused), "
-                                         "or name another file");
-  tune::read_records(a.records, true);  // a malformed file fails here, before any work
+// Where `model`'s measurements go: the records file, or in a records directory
+// DIR/<model>-t<threads>.jsonl (every file there is reused: tasks other models share).
+std::string records_out(const TuneArgs& a, const std::string& model) {
+  if (!std::filesystem::is_directory(a.records)) return a.records;
+  return (std::filesystem::path(a.records) /
+          (std::filesystem::path(model).stem().string() + "-t" + std::to_string(a.threads) + ".jsonl"))
+      .string();
+}
+
+// One model, with the whole budget; it reuses what earlier models of the command wrote.
+void tune_one(const TuneArgs& a, const std::string& model) {
+  const std::string out = records_out(a, model);
   tune::TuneOptions o;
-  o.worker_argv = {self_executable(), "tune-worker", a.model, "--threads", std::to_string(a.threads), "--batch",
+  o.worker_argv = {self_executable(), "tune-worker", model, "--threads", std::to_string(a.threads), "--batch",
                    std::to_string(a.batch), "--seed", std::to_string(a.seed)};
   for (const auto& d : a.dims) o.worker_argv.insert(o.worker_argv.end(), {"--dim", d});
   o.records = out;
   o.reuse = a.records;
-  o.model = std::filesystem::path(a.model).filename().string();
+  o.model = std::filesystem::path(model).filename().string();
   o.threads = a.threads;
   o.budget_s = parse_budget(a.budget);
   o.runs = a.runs;
@@ -158,13 +156,29 @@ int tune_command(const TuneArgs& a) {
       last = now;
     }
   };
-  std::cerr << "kiln tune: " << a.model << ", " << a.threads << " thread(s), budget " << a.budget << " on "
+  std::cerr << "kiln tune: " << model << ", " << a.threads << " thread(s), budget " << a.budget << " on "
             << tune::host_target(a.threads).describe() << "\n";
-  const tune::TuneSummary s = tune::tune_model(o);
+  tune::TuneSummary s = tune::tune_model(o);
+  s.model = model;
   if (a.json)
     print_json(s, out);
   else
     print_summary(s, a, out);
+}
+
+int tune_command(const TuneArgs& a) {
+  if (a.records.empty())
+    throw Error(ErrorKind::kUsage, "kiln tune needs --records FILE or DIR (where measurements go)");
+  parse_budget(a.budget);  // a bad budget fails before any work
+  for (const std::string& m : a.models)
+    if (!std::filesystem::exists(m)) throw Error(ErrorKind::kBadInput, m + ": no such model file");
+  if (!a.resume)
+    for (const std::string& m : a.models)
+      if (std::filesystem::exists(records_out(a, m)))
+        throw Error(ErrorKind::kUsage, records_out(a, m) + " exists: pass --resume to add to it (its measurements "
+                                                           "are reused), or name another file");
+  tune::read_records(a.records, true);  // a malformed file fails here, before any work
+  for (const std::string& m : a.models) tune_one(a, m);
   return 0;
 }
 
@@ -196,7 +210,8 @@ void add_tune_command(CLI::App& app, Action& action) {
   auto a = std::make_shared<TuneArgs>();
   CLI::App* cmd = app.add_subcommand(
       "tune", "Search faster kernel choices for a model's convolutions on this CPU and record them (docs/tuning.md)");
-  cmd->add_option("model", a->model, "ONNX model file")->required();
+  cmd->add_option("models", a->models, "ONNX model files (each gets the whole --budget; later ones reuse the records "
+                                      "the earlier ones wrote)")->required();
   cmd->add_option("--records", a->records,
                   "JSON-lines file the measurements are appended to, or a directory: then DIR/<model>-t<threads>.jsonl, "
                   "and the other files there are reused (required)");
