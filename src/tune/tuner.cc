@@ -89,6 +89,10 @@ class Tuner {
     target_ = host_target(o_.threads);
     ensure_worker();
     reuse_records();
+    if (tasks_.empty()) {  // nothing to search (no tunable step, or the model runs on the interpreter)
+      worker_.stop();
+      return summary();
+    }
     bool first = true;
     while (elapsed() + round_s_ <= o_.budget_s) {
       std::vector<bool> trial(tasks_.size(), false);

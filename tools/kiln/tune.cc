@@ -97,6 +97,11 @@ std::string us_text(double us) {
 
 void print_summary(const tune::TuneSummary& s, const TuneArgs& a, const std::string& out) {
   std::cout << "model: " << s.model << "\n";
+  if (s.tasks.empty()) {
+    std::cout << "no tuning tasks: the model has no Conv (group 1, float32 weights, more than one output pixel, not a "
+                 "stem) or MatMul/Gemm (constant 2-D weight, more than one row) step that kiln tune searches\n";
+    return;
+  }
   std::cout << std::left << std::setw(64) << "task" << std::right << std::setw(6) << "steps" << std::setw(12)
             << "default us" << std::setw(11) << "tuned us" << std::setw(9) << "speedup" << std::setw(8) << "trials"
             << "  choice\n";
