@@ -35,7 +35,7 @@ struct AotOptions {
   std::vector<std::string> input_files;
   int threads = 1;                      // threads of the compile run
   // Tuned kernel choices (tune::load_tuning): kept in the library's plans.
-  std::shared_ptr<const std::map<std::string, gemm_ops::KernelChoice>> tuning;
+  std::shared_ptr<const gemm_ops::TuningTable> tuning;
   uint64_t seed = 0;                    // seed of the random inputs of the compile run
   // libkiln_runtime.a to link: "" takes $KILN_RUNTIME_LIB, else the one this kiln was built with.
   std::string runtime_archive;

@@ -16,7 +16,7 @@ struct CompileModelOptions {
   uint64_t seed = 0;
   std::map<std::string, int64_t> dims;  // symbolic dim -> value (others: 1)
   std::map<std::string, std::vector<int64_t>> shapes;  // input -> its whole shape (before dims)
-  std::shared_ptr<const std::map<std::string, gemm_ops::KernelChoice>> tuning;  // tune::load_tuning
+  std::shared_ptr<const gemm_ops::TuningTable> tuning;  // tune::load_tuning
 };
 
 struct CompileModelResult {

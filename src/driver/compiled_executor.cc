@@ -87,16 +87,14 @@ std::string CompiledExecutor::kernels_text() const {
   return out;
 }
 
-int CompiledExecutor::retune(std::shared_ptr<const std::map<std::string, gemm_ops::KernelChoice>> tuning) {
+int CompiledExecutor::retune(std::shared_ptr<const gemm_ops::TuningTable> tuning) {
   std::lock_guard<std::mutex> lock(mu_);
   opts_.tuning = std::move(tuning);
   int remade = 0;
   for (auto& entry : cache_)
     for (PlanStep& st : entry.second->exec.steps) {
       if (st.kind != PlanStep::Kind::kGemm) continue;
-      gemm_ops::KernelChoice choice;
-      if (opts_.tuning)
-        if (auto it = opts_.tuning->find(gemm_ops::tuning_key(st.gemm)); it != opts_.tuning->end()) choice = it->second;
+      const gemm_ops::KernelChoice choice = gemm_ops::tuned_choice(opts_.tuning.get(), st.gemm);
       if (choice == st.gemm.choice && st.gemm_op) continue;
       st.gemm.choice = choice;
       entry.second->exec.make_gemm_op(st);

@@ -48,7 +48,7 @@ struct CompiledOptions {
   codegen::TargetOptions target;
   // Tuned kernel choices by task key (gemm_ops::tuning_key), from `kiln tune` records already
   // narrowed to this CPU and thread count (tune/records.h); null or missing keys: the default rules.
-  std::shared_ptr<const std::map<std::string, gemm_ops::KernelChoice>> tuning;
+  std::shared_ptr<const gemm_ops::TuningTable> tuning;
 };
 
 // What building a plan did and how long each phase took.
@@ -97,7 +97,7 @@ class CompiledExecutor {
   // ops re-made where the kernel choice changes, and to the plans built from now on: no
   // recompile. Returns the steps whose op was re-made. (`kiln tune`'s worker times choices in
   // the model this way; a control-flow body's plans keep theirs.)
-  int retune(std::shared_ptr<const std::map<std::string, gemm_ops::KernelChoice>> tuning);
+  int retune(std::shared_ptr<const gemm_ops::TuningTable> tuning);
   // Plans (of any executor in this process) whose shapes needed a reference run (tests).
   static int64_t reference_runs_while_compiling();
   // The plan used by the last run and its kernels' TIR (for ahead-of-time export); null before

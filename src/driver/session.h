@@ -26,7 +26,7 @@ struct SessionOptions {
   bool optimize = false;  // interp engine: run the default pass pipeline first (compiled: always)
   int64_t max_memory_bytes = 0;  // memory budget (--max-memory); 0: none
   // Tuned kernel choices (compiled engine; tune::load_tuning reads a records file into them).
-  std::shared_ptr<const std::map<std::string, gemm_ops::KernelChoice>> tuning;
+  std::shared_ptr<const gemm_ops::TuningTable> tuning;
 };
 
 // "512M", "2GiB", "1.5G", "1000000": a byte count for --max-memory (kUsage naming `what` otherwise).

@@ -11,11 +11,15 @@
 
 namespace kiln::conv_ops {
 
-std::unique_ptr<gemm_ops::GemmOp> make_gemv_conv_op(const gemm_ops::GemmDesc& d) {
+bool gemv_conv_covers(const gemm_ops::GemmDesc& d) {
   std::optional<ConvGeom> g = conv_geom(d);
-  if (!g || g->group != 1 || !d.operands[1].constant || d.input_scale >= 0) return nullptr;
-  if (g->h != 1 || g->w != 1 || g->kh != 1 || g->kw != 1 || g->ho != 1 || g->wo != 1 || g->pt != 0 || g->pl != 0)
-    return nullptr;
+  return g && g->group == 1 && d.input_scale < 0 && g->h == 1 && g->w == 1 && g->kh == 1 && g->kw == 1 &&
+         g->ho == 1 && g->wo == 1 && g->pt == 0 && g->pl == 0;
+}
+
+std::unique_ptr<gemm_ops::GemmOp> make_gemv_conv_op(const gemm_ops::GemmDesc& d) {
+  if (!gemv_conv_covers(d) || !d.operands[1].constant) return nullptr;
+  std::optional<ConvGeom> g = conv_geom(d);
   const Tensor* w = d.operands[1].constant;
   if (w->dtype() != DType::kFloat32 || w->numel() != g->co * g->c) return nullptr;
   const gemm_ops::Operand* b = d.operands.size() > 2 && d.operands[2].present ? &d.operands[2] : nullptr;

@@ -13,5 +13,7 @@ namespace kiln::conv_ops {
 // The op for a float32 Conv descriptor with group 1, a constant [Co, C, 1, 1] weight and a
 // [N, C, 1, 1] input without padding, or null otherwise. It takes the whole fused epilogue.
 std::unique_ptr<gemm_ops::GemmOp> make_gemv_conv_op(const gemm_ops::GemmDesc& d);
+// True when d's geometry is one the GEMV op takes (the op may still decline its operands).
+bool gemv_conv_covers(const gemm_ops::GemmDesc& d);
 
 }  // namespace kiln::conv_ops

@@ -55,14 +55,28 @@ class StemConvOp : public gemm_ops::GemmOp {
 
 }  // namespace
 
-std::unique_ptr<gemm_ops::GemmOp> make_stem_conv_op(const gemm_ops::GemmDesc& d) {
+namespace {
+
+// The stem kernel's geometry of `d`, when the kernel covers it.
+std::optional<kernels::StemConvGeom> stem_geom(const gemm_ops::GemmDesc& d) {
   std::optional<ConvGeom> cg = conv_geom(d);
-  if (!cg || cg->group != 1 || !d.operands[1].constant || d.input_scale >= 0) return nullptr;
-  if (cg->sh != 2 || cg->sw != 2 || cg->dh != 1 || cg->dw != 1) return nullptr;
+  if (!cg || cg->group != 1 || d.input_scale >= 0) return std::nullopt;
+  if (cg->sh != 2 || cg->sw != 2 || cg->dh != 1 || cg->dw != 1) return std::nullopt;
   kernels::StemConvGeom g;
   g.n = cg->n, g.c = cg->c, g.h = cg->h, g.w = cg->w, g.co = cg->co, g.kh = cg->kh, g.kw = cg->kw;
   g.ho = cg->ho, g.wo = cg->wo, g.pt = cg->pt, g.pl = cg->pl;
-  if (!kernels::conv_stem_supported(g)) return nullptr;
+  if (!kernels::conv_stem_supported(g)) return std::nullopt;
+  return g;
+}
+
+}  // namespace
+
+bool stem_conv_covers(const gemm_ops::GemmDesc& d) { return stem_geom(d).has_value(); }
+
+std::unique_ptr<gemm_ops::GemmOp> make_stem_conv_op(const gemm_ops::GemmDesc& d) {
+  const std::optional<kernels::StemConvGeom> sg = stem_geom(d);
+  if (!sg || !d.operands[1].constant) return nullptr;
+  const kernels::StemConvGeom& g = *sg;
   const Tensor* w = d.operands[1].constant;
   if (w->dtype() != DType::kFloat32 || w->numel() != g.co * g.c * g.kh * g.kw) return nullptr;
   const Tensor* b = nullptr;

@@ -13,5 +13,7 @@ namespace kiln::conv_ops {
 // stride 2 and no dilation that the AVX-512 kernel covers (kernels::conv_stem_supported), or null.
 // With GemmDesc::epilogue_max_pool its output is the pooled tensor.
 std::unique_ptr<gemm_ops::GemmOp> make_stem_conv_op(const gemm_ops::GemmDesc& d);
+// True when the stem kernel covers d's geometry (the op may still decline its operands).
+bool stem_conv_covers(const gemm_ops::GemmDesc& d);
 
 }  // namespace kiln::conv_ops

@@ -65,7 +65,7 @@ void ExecPlan::make_gemm_ops() {
     if (st.kind == PlanStep::Kind::kGemm && !st.gemm_op) make_gemm_op(st);
 }
 
-void ExecPlan::make_gemm_op(PlanStep& st) {
+gemm_ops::GemmDesc ExecPlan::bound_desc(const PlanStep& st) const {
   gemm_ops::GemmDesc d = st.gemm;
   for (size_t i = 0; i < d.operands.size() && i < st.inputs.size(); ++i) {
     const int32_t s = st.inputs[i];
@@ -76,7 +76,11 @@ void ExecPlan::make_gemm_op(PlanStep& st) {
       throw Error(ErrorKind::kInvalidModel, "plan: a GEMM weight does not match its descriptor", step_location(st));
     d.operands[i].constant = &c;
   }
-  st.gemm_op = gemm_ops::make_gemm_op(d);
+  return d;
+}
+
+void ExecPlan::make_gemm_op(PlanStep& st) {
+  st.gemm_op = gemm_ops::make_gemm_op(bound_desc(st));
   if (!st.gemm_op)
     throw Error(ErrorKind::kInvalidModel, "plan: the sgemm path does not cover this step", step_location(st));
   // Its output's place in the arena, when allocate_arena bound it already.

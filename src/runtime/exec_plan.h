@@ -98,6 +98,9 @@ struct ExecPlan {
   // execute_plan makes the ones still missing on their first run.
   void make_gemm_ops();
   void make_gemm_op(PlanStep& step);
+  // A kGemm step's descriptor with its constant operands pointing at this plan's constants
+  // (kInvalidModel when one does not match its descriptor).
+  gemm_ops::GemmDesc bound_desc(const PlanStep& step) const;
   bool has_fallback() const;
   // Memory budget accounting (kiln_options.max_memory_bytes): bytes of the graph outputs per
   // run, and of the distinct constant sgemm operands (their packed copies are about as large).

@@ -1,6 +1,7 @@
 // GemmDesc from an IR Node: the IR-facing half of runtime/gemm_ops.h (the ops themselves need
 // no IR, so that ahead-of-time compiled models can rebuild them from a serialized plan).
 #include <cctype>
+#include <iterator>
 #include <sstream>
 
 #include "core/error.h"
@@ -159,7 +160,7 @@ bool parse_kernel_choice(const std::string& text, KernelChoice* out) {
     const std::string key = field.substr(0, eq), value = field.substr(eq + 1);
     if (key == "algo") {
       int found = -1;
-      for (int i = 0; i < 5; ++i)
+      for (int i = 0; i < static_cast<int>(std::size(kAlgoNames)); ++i)
         if (value == kAlgoNames[i]) found = i;
       if (found < 0) return false;
       c.algo = static_cast<ConvAlgo>(found);
@@ -184,6 +185,12 @@ bool parse_kernel_choice(const std::string& text, KernelChoice* out) {
   if (!any || c.is_default()) return false;  // ("default" is the one spelling of the default)
   *out = c;
   return true;
+}
+
+KernelChoice tuned_choice(const TuningTable* table, const GemmDesc& d) {
+  if (!table || table->empty()) return {};
+  auto it = table->find(tuning_key(d));
+  return it == table->end() ? KernelChoice{} : it->second;
 }
 
 std::string tuning_key(const GemmDesc& d) {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -191,6 +192,13 @@ inline size_t node_arity(GemmKind k) {
          : k == GemmKind::kMatMulInteger || k == GemmKind::kConvInteger ? 4
                                                                         : 3;
 }
+
+// Tuned kernel choices by task key (tuning_key), as `kiln tune`'s records give them for one CPU
+// and thread count (tune/records.h); keys it lacks keep the default rules.
+using TuningTable = std::map<std::string, KernelChoice>;
+
+// The choice `table` holds for `d`'s task, or the default (no table, or no entry).
+KernelChoice tuned_choice(const TuningTable* table, const GemmDesc& d);
 
 // The tuning task this descriptor belongs to: the op's geometry and dtypes (not its epilogue,
 // which does not change which kernel is fastest), e.g. "Conv f32 x1x64x56x56 w64x64x3x3 s1x1

@@ -6,6 +6,8 @@
 #include "kernels/x86/f32_gemm.h"
 #include "kernels/x86/f32_winograd.h"
 #include "runtime/conv_geom.h"
+#include "runtime/conv_gemv.h"
+#include "runtime/conv_stem.h"
 #include "runtime/gemm_op_util.h"
 
 namespace kiln::tune_space {
@@ -19,9 +21,8 @@ bool tunable_conv(const gemm_ops::GemmDesc& d) {
   if (d.operands.size() < 2 || !d.operands[1].present) return false;
   std::optional<conv_ops::ConvGeom> g = conv_ops::conv_geom(d);
   if (!g || g->group != 1 || d.operands[1].dtype != DType::kFloat32) return false;
-  if (g->ho * g->wo <= 1) return false;                                          // the GEMV op
-  if (g->c <= 4 && g->sh == 2 && g->sw == 2 && d.input_scale < 0) return false;  // a stem (direct kernel)
-  return true;
+  // The single-pixel and stem convs have their own kernels (conv_select.cc picks them first).
+  return !conv_ops::gemv_conv_covers(d) && !conv_ops::stem_conv_covers(d);
 }
 
 // MatMul [..., M, K] x [K, N] and Gemm with a constant 2-D B and M > 1 (the sgemm_packed path;

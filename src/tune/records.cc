@@ -119,6 +119,12 @@ void append_records(const std::string& path, const std::vector<Record>& records)
   if (!out) throw Error(ErrorKind::kBadInput, path + ": writing the tuning records failed");
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 std::map<std::string, TaskRecords> summarize(const std::vector<Record>& records, const TargetKey& target,
                                              int64_t* other, std::string* other_target) {
   // Per task, per choice (in first-seen order): its ok times.
@@ -144,9 +150,8 @@ std::map<std::string, TaskRecords> summarize(const std::vector<Record>& records,
   }
   for (auto& [key, list] : times) {
     TaskRecords& t = out[key];
-    for (auto& [choice, v] : list) {
-      std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-      const double m = v[v.size() / 2];
+    for (const auto& [choice, v] : list) {
+      const double m = median(v);
       if (choice == "default") t.default_us = m;
       if (t.best_us == 0 || m < t.best_us) {
         t.best_us = m;
@@ -157,14 +162,17 @@ std::map<std::string, TaskRecords> summarize(const std::vector<Record>& records,
   return out;
 }
 
+gemm_ops::KernelChoice applied_choice(const TaskRecords& t) {
+  const bool clear_gain = t.best_us > 0 && (t.default_us == 0 || t.best_us <= 0.98 * t.default_us);
+  return clear_gain ? t.best : gemm_ops::KernelChoice{};
+}
+
 TuningTable best_choices(const std::vector<Record>& records, const TargetKey& target, std::string* note) {
   int64_t other = 0;
   std::string other_target;
   TuningTable table;
-  // A choice replaces the default only when it is clearly faster (measurement noise is ~1-2%).
   for (const auto& [key, t] : summarize(records, target, &other, &other_target))
-    if (t.best_us > 0 && !t.best.is_default() && (t.default_us == 0 || t.best_us <= 0.98 * t.default_us))
-      table[key] = t.best;
+    if (const gemm_ops::KernelChoice c = applied_choice(t); !c.is_default()) table[key] = c;
   if (note)
     *note = other == 0 ? "" : std::to_string(other) + " of " + std::to_string(records.size()) +
                                   " records are for another CPU or thread count (e.g. " + other_target +

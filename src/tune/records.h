@@ -47,7 +47,11 @@ std::vector<Record> read_records(const std::string& path, bool missing_ok = fals
 // Appends records to `path` (created when missing), flushed line by line.
 void append_records(const std::string& path, const std::vector<Record>& records);
 
-using TuningTable = std::map<std::string, gemm_ops::KernelChoice>;
+using gemm_ops::TuningTable;
+
+// The median of `v` (of an even count, the upper one), as records, rounds and the best choice
+// use it; 0 for none.
+double median(std::vector<double> v);
 
 // What the records say of one task on one target.
 struct TaskRecords {
@@ -55,13 +59,17 @@ struct TaskRecords {
   gemm_ops::KernelChoice best;         // the choice with best_us (ties: the first in file order)
   int measured = 0, invalid = 0;       // records, of which not ok
 };
+// The choice --records applies for a task with these records: the best when it is not the
+// default and at least 2% faster than the default's median (when that was measured), else the
+// default (measurement noise is ~1-2%).
+gemm_ops::KernelChoice applied_choice(const TaskRecords& t);
+
 // Per task key, the records for `target`; `other` counts the records for other targets.
 std::map<std::string, TaskRecords> summarize(const std::vector<Record>& records, const TargetKey& target,
                                              int64_t* other = nullptr, std::string* other_target = nullptr);
 
-// Per task key, the choice with the lowest median time among the records for `target` (ties:
-// the first in file order), kept only when it is not the default and at least 2% faster than
-// the default's median (when that was measured); `note` says how many records were for another
+// Per task key, applied_choice of its records for `target` where that is not the default;
+// `note` says how many records were for another
 // target and were ignored ("" when none).
 TuningTable best_choices(const std::vector<Record>& records, const TargetKey& target, std::string* note = nullptr);
 

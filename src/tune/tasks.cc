@@ -7,8 +7,6 @@
 #include <random>
 
 #include "core/error.h"
-#include "runtime/conv_geom.h"
-#include "runtime/gemm_op_util.h"
 #include "runtime/tuning_space.h"
 
 namespace kiln::tune {
@@ -18,13 +16,7 @@ std::vector<Task> extract_tasks(const ExecPlan& plan, int threads) {
   std::map<std::string, size_t> index;
   for (const PlanStep& st : plan.steps) {
     if (st.kind != PlanStep::Kind::kGemm) continue;
-    gemm_ops::GemmDesc d = st.gemm;
-    for (size_t i = 0; i < d.operands.size() && i < st.inputs.size(); ++i) {
-      const int32_t s = st.inputs[i];
-      d.operands[i].constant = nullptr;
-      if (s < 0 || plan.slots.at(static_cast<size_t>(s)).constant < 0) continue;
-      d.operands[i].constant = &plan.constants.at(static_cast<size_t>(plan.slots[static_cast<size_t>(s)].constant));
-    }
+    gemm_ops::GemmDesc d = plan.bound_desc(st);
     if (!tune_space::tunable(d)) continue;
     const std::string key = gemm_ops::tuning_key(d);
     if (key.empty()) continue;
@@ -39,13 +31,6 @@ std::vector<Task> extract_tasks(const ExecPlan& plan, int threads) {
     t.op = st.op;
     t.name = st.name;
     d.choice = {};
-    if (std::optional<conv_ops::ConvGeom> g = conv_ops::conv_geom(d))
-      t.gflop = 2e-9 * double(g->n) * double(g->co) * double(g->ho) * double(g->wo) * double(g->cg) * double(g->kh) *
-                double(g->kw);
-    else if (d.kind != gemm_ops::GemmKind::kConv)
-      t.gflop = 2e-9 * double(gemm_ops::numel(d.operands[0].dims)) * double(gemm_ops::numel(d.operands[1].dims)) /
-                double(std::max<int64_t>(1, d.trans_a && d.kind == gemm_ops::GemmKind::kGemm ? d.operands[0].dims[0]
-                                                                                              : d.operands[0].dims.back()));
     t.candidates = tune_space::candidates(d, threads);
     t.desc = std::move(d);
     index[key] = tasks.size();

@@ -20,7 +20,6 @@ struct Task {
   gemm_ops::GemmDesc desc;    // the first step's descriptor, constants bound to the plan's
   int count = 0;              // steps of the model with this key
   std::string op, name;       // the first step's op ("Conv+Relu") and name
-  double gflop = 0;           // 2 x multiply-adds of one run, in 1e9
   std::vector<gemm_ops::KernelChoice> candidates;  // the search space, the default first
 };
 

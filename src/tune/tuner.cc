@@ -21,11 +21,6 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 using gemm_ops::KernelChoice;
 
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
 bool neighbours(const KernelChoice& a, const KernelChoice& b) {
   const int differ = (a.algo != b.algo) + (a.mr != b.mr) + (a.chunks != b.chunks || a.groups != b.groups);
   return differ == 1;

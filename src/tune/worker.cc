@@ -51,18 +51,12 @@ Faults test_faults() {
 json task_json(const Task& t) {
   json c = json::array();
   for (const auto& k : t.candidates) c.push_back(gemm_ops::to_string(k));
-  return {{"key", t.key}, {"count", t.count}, {"op", t.op}, {"name", t.name}, {"gflop", t.gflop}, {"candidates", c}};
+  return {{"key", t.key}, {"count", t.count}, {"op", t.op}, {"name", t.name}, {"candidates", c}};
 }
 
 }  // namespace
 
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
 
 // One round: checks each choice (the first time it is seen), applies the ok ones to the model,
 // and times every task's steps in `runs` runs of the whole model.
@@ -72,7 +66,7 @@ json run_round(CompiledExecutor& executor, const std::vector<RtValue>& feeds, co
   const json& choices = req.at("choices");
   if (!choices.is_array() || choices.size() != tasks.size())
     throw std::invalid_argument("a round names one choice per task");
-  auto table = std::make_shared<std::map<std::string, gemm_ops::KernelChoice>>();
+  auto table = std::make_shared<TuningTable>();
   std::vector<Check> checks(tasks.size());
   for (size_t i = 0; i < tasks.size(); ++i) {
     const std::string text = choices[i].get<std::string>();

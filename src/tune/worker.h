@@ -1,7 +1,7 @@
 // The measurement worker and its parent's handle on it. `kiln tune` runs the measurements in a
 // child process (`kiln tune-worker`, the same binary): a candidate that crashes or hangs kills
 // only the child, which the parent records as invalid and restarts. Protocol, JSON lines:
-// the worker first prints {"tasks": [...]} (key, count, op, name, gflop, candidates), then
+// the worker first prints {"tasks": [...]} (key, count, op, name, candidates), then
 // answers each round {"round": n, "choices": [one per task], "runs": r, "min_ms": t, "warmup": w} with
 // {"results": [{"status", "time_us", "detail"} per task]}: every task's choice checked against
 // its default kernel's output (once per choice), the ok ones applied to the model together

@@ -13,6 +13,7 @@
 #include "ir/text.h"
 #include "pass/pass.h"
 #include "tune/records.h"
+#include "../common/engines_agree.h"
 #include "../common/random_const.h"
 
 namespace kiln::tune {
@@ -113,10 +114,7 @@ TEST(TuneRecords, RetuneAppliesATableWithoutRecompiling) {
   Model m = parse_model(text);
   PassContext ctx;
   run_passes(m, {"shape-inference", "fusion", "fuse-epilogues"}, ctx);
-  Tensor x(DType::kFloat32, {1, 24, 14, 14});
-  std::uniform_real_distribution<double> uni(-1.0, 1.0);
-  for (int64_t i = 0; i < x.numel(); ++i) x.set_double(i, uni(rng));
-  const std::vector<RtValue> feeds{RtValue(x)};
+  const std::vector<RtValue> feeds = test::random_feeds(m, 8);
   CompiledExecutor exec(m, {});
   const Tensor want = exec.run(feeds)[0].tensor.clone();
   EXPECT_EQ(exec.stats().tuned_gemms, 0);

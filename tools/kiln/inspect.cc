@@ -50,7 +50,6 @@ void print_records_report(const InspectArgs& a) {
   int64_t other = 0;
   const tune::TargetKey target = tune::host_target(a.threads);
   const auto records = tune::summarize(tune::read_records(a.records), target, &other);
-  const tune::TuningTable applied = tune::best_choices(tune::read_records(a.records), target);
   std::cout << "\ntuning records " << a.records << " for " << target.describe() << " (" << other
             << " records for other targets ignored):\n";
   std::cout << std::left << std::setw(64) << "  task" << std::right << std::setw(6) << "steps" << std::setw(12)
@@ -59,7 +58,6 @@ void print_records_report(const InspectArgs& a) {
   for (const tune::Task& t : tasks) {
     auto it = records.find(t.key);
     const tune::TaskRecords r = it == records.end() ? tune::TaskRecords{} : it->second;
-    auto ap = applied.find(t.key);
     auto us = [](double v) {
       std::ostringstream os;
       os << std::fixed << std::setprecision(1) << v;
@@ -67,7 +65,7 @@ void print_records_report(const InspectArgs& a) {
     };
     std::cout << "  " << std::left << std::setw(62) << t.key.substr(0, 61) << std::right << std::setw(6) << t.count
               << std::setw(12) << us(r.default_us) << std::setw(11) << us(r.best_us) << std::setw(9) << r.measured
-              << "  " << (ap == applied.end() ? std::string("default") : gemm_ops::to_string(ap->second)) << "\n";
+              << "  " << gemm_ops::to_string(tune::applied_choice(r)) << "\n";
     if (r.default_us > 0) {
       def_total += t.count * r.default_us;
       tuned_total += t.count * r.best_us;

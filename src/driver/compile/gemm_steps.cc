@@ -389,10 +389,7 @@ std::optional<gemm_ops::GemmDesc> PlanBuilder::desc_of(const Node& n) {
   std::optional<gemm_ops::GemmDesc> d = gemm_ops::gemm_desc_from_node(n, ops, os.dims, os.dtype, out);
   if (d) d->rnn.also_states = also_states;
   if (d && also_states && !gemm_ops::recurrent(d->kind)) return std::nullopt;
-  if (d && opts_.tuning) {
-    auto it = opts_.tuning->find(gemm_ops::tuning_key(*d));
-    if (it != opts_.tuning->end()) d->choice = it->second;
-  }
+  if (d) d->choice = gemm_ops::tuned_choice(opts_.tuning.get(), *d);
   return d;
 }
 
