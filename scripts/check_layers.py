@@ -26,7 +26,10 @@ LAYERS = {
     "frontend": {"core", "ir", "ops"},
     "pass": {"core", "ir", "ops"},
     "runtime": {"core", "ir", "ops", "target", "kernels"},
-    "driver": {"core", "ir", "ops", "te", "tir", "codegen", "target", "kernels", "frontend", "pass", "runtime"},
+    # External backends see only the extension API (include/kiln/extension.h).
+    "external": set(),
+    "driver": {"core", "ir", "ops", "te", "tir", "codegen", "target", "kernels", "frontend", "pass", "runtime",
+               "external"},
     "capi": {"core", "ir", "ops", "target", "kernels", "frontend", "pass", "runtime", "driver", "tune"},
     "serve": {"core", "ir", "ops", "target", "kernels", "frontend", "pass", "runtime", "driver"},
     "tune": {"core", "ir", "ops", "target", "kernels", "frontend", "pass", "runtime", "driver"},

@@ -25,5 +25,7 @@ void register_rnn_quant_ops(OpRegistry& r);
 void register_qlinear_contrib_ops(OpRegistry& r);
 // ops/kiln_composites.cc: kiln::Gelu, Silu, HardSwish, LayerNorm, Attention (fuse-composites).
 void register_kiln_composite_ops(OpRegistry& r);
+// ops/external.cc: kiln::External (regions an external backend runs; partition-external).
+void register_external_ops(OpRegistry& r);
 
 }  // namespace kiln

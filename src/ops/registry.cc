@@ -177,6 +177,7 @@ const OpRegistry& OpRegistry::global() {
     register_rnn_quant_ops(r);
     register_qlinear_contrib_ops(r);
     register_kiln_composite_ops(r);
+    register_external_ops(r);
     for (auto& [key, list] : r.ops_)
       std::sort(list.begin(), list.end(),
                 [](const OpSchema& a, const OpSchema& b) { return a.since_version < b.since_version; });

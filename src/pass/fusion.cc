@@ -314,16 +314,10 @@ class Fuser {
 };
 
 bool fuse_graph(const Model& m, Graph& g) {
-  bool changed = false;
-  for (auto& n : g.nodes)
-    for (auto& [k, a] : n->attrs) {
-      if (a.g) changed |= fuse_graph(m, *a.g);
-      for (auto& sg : a.graphs) changed |= fuse_graph(m, *sg);
-    }
-  return Fuser(m, g).run() || changed;
+  return Fuser(m, g).run();
 }
 
-bool run(Model& m, PassContext&) { return fuse_graph(m, *m.graph); }
+bool run(Model& m, PassContext&) { return rewrite_graphs(*m.graph, [&](Graph& g) { return fuse_graph(m, g); }); }
 
 }  // namespace
 

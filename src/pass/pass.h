@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
+#include "kiln/extension.h"
 
 namespace kiln {
 
@@ -36,6 +38,9 @@ struct PassContext {
   std::ostream* log = nullptr;       // where timing and printed IR go (default std::cerr)
   int64_t fold_max_elements = 1 << 20;  // constant folding leaves larger results unfolded
   Int8Gemm int8_gemm = Int8Gemm::kFull;
+  // External backends nodes may be offloaded to, first choice first (--offload); empty: the
+  // external passes (annotate-external ... external-codegen) change nothing.
+  std::vector<std::shared_ptr<const ext::Backend>> offload;
   std::vector<PassStat> stats;       // filled by run_passes, one entry per pass that ran
 };
 

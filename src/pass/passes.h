@@ -23,6 +23,10 @@ PassInfo fold_batchnorm_pass();      // pass/fold_batchnorm.cc
 PassInfo fold_scale_bias_pass();     // pass/fold_scale_bias.cc
 PassInfo fuse_composites_pass();     // pass/fuse_composites.cc
 PassInfo fuse_attention_pass();      // pass/fuse_composites.cc (same matcher; not in the default pipeline)
+PassInfo annotate_external_pass();   // pass/annotate_external.cc
+PassInfo merge_composites_pass();    // pass/merge_composites.cc
+PassInfo partition_external_pass();  // pass/partition_external.cc
+PassInfo external_codegen_pass();    // pass/external_codegen.cc
 PassInfo assign_layouts_pass();      // pass/assign_layouts.cc
 PassInfo fusion_pass();              // pass/fusion.cc
 PassInfo fuse_epilogues_pass();      // pass/fuse_epilogues.cc

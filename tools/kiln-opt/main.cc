@@ -12,6 +12,7 @@
 #include "ir/text.h"
 #include "ops/verifier.h"
 #include "pass/pass.h"
+#include "tools/kiln-opt/op_list_backend.h"
 
 namespace kiln {
 namespace {
@@ -43,6 +44,7 @@ std::vector<std::string> split_list(const std::string& s) {
 struct Golden {
   std::string header;  // comment lines before the input
   std::string passes;
+  std::vector<std::string> offload;  // "// offload: SPEC" lines (op_list_backend.h), in order
   std::string input;
   std::string expected;
 };
@@ -61,6 +63,7 @@ Golden parse_golden(const std::string& path) {
     if (line.rfind("//", 0) != 0) break;
     g.header += line + "\n";
     if (line.rfind("// passes:", 0) == 0) g.passes = line.substr(10);
+    if (line.rfind("// offload: ", 0) == 0) g.offload.push_back(line.substr(12));
   }
   if (g.passes.empty()) throw Error(ErrorKind::kUsage, path + ": missing a '// passes: a,b' line");
   if (g.header.find("// proves:") == std::string::npos)
@@ -108,6 +111,7 @@ int check_golden(const std::vector<std::string>& paths, bool update) {
       Golden g = parse_golden(f);
       PassContext ctx;
       ctx.verify = true;
+      for (const std::string& spec : g.offload) ctx.offload.push_back(make_op_list_backend(spec));
       std::string got = run_on_text(g.input, f, split_list(g.passes), ctx);
       if (update) {
         std::ofstream out(f);

@@ -1,0 +1,43 @@
+// annotate-external: marks each main-graph node that one of the offload backends runs
+// (Backend::supports) with `kiln.offload` = the first such backend's name, in --offload order.
+// Requires: shapes inferred (backends decide on dtypes and ranks). Nodes with subgraphs and
+// nodes already marked are left alone. A backend that throws from supports() is taken as "no".
+// Guarantees: only attributes change.
+// Tests: tests/pass/golden/annotate-external/*.kir
+#include "pass/external_view.h"
+#include "pass/passes.h"
+
+namespace kiln {
+namespace {
+
+bool backend_supports(const ext::Backend& b, const Node& n) {
+  try {
+    const ext::Region r = node_region(n);
+    return b.supports(r, r.nodes[0]);
+  } catch (...) {
+    return false;
+  }
+}
+
+bool run(Model& m, PassContext& ctx) {
+  if (ctx.offload.empty()) return false;
+  bool changed = false;
+  for (auto& n : m.graph->nodes) {
+    if (n->has_subgraphs() || n->attr("kiln.offload")) continue;
+    for (const auto& backend : ctx.offload) {
+      if (!backend_supports(*backend, *n)) continue;
+      n->attrs["kiln.offload"] = Attribute::make_string(backend->name());
+      changed = true;
+      break;
+    }
+  }
+  return changed;
+}
+
+}  // namespace
+
+PassInfo annotate_external_pass() {
+  return {"annotate-external", "mark the nodes an --offload backend supports (kiln.offload)", run};
+}
+
+}  // namespace kiln
