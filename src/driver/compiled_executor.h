@@ -62,8 +62,10 @@ struct CompileStats {
   int compiled_kernels = 0;  // distinct kernels (identical ones share code)
   int library_kernels = 0;   // of those, compiled by an earlier plan (symbolic dims): no LLVM ran for them
   int symbolic_kernels = 0;  // of those, taking dims that vary with the input sizes as params
-  int reused_lowerings = 0;
-  int tuned_gemms = 0;       // GEMM-like steps built with a tuned kernel choice (CompiledOptions::tuning)  // kernels whose TIR an earlier segment of the same structure gave (not lowered again)
+  int reused_lowerings = 0;  // kernels whose TIR an earlier segment of the same structure gave (not lowered again)
+  int tuned_gemms = 0;       // GEMM-like steps built with a tuned kernel choice (CompiledOptions::tuning)
+  int external_nodes = 0;    // nodes run by external backends (kiln::External regions' bodies)
+  int external_regions = 0;  // kiln::External steps
   std::map<std::string, int> fallback_ops;  // op -> nodes run through the reference kernel
   int64_t arena_bytes = 0;
   std::string shapes;       // S1: where shapes came from: "inference" or "reference run (why)"

@@ -8,6 +8,7 @@
 
 #include "driver/npy.h"
 #include "driver/engine_passes.h"
+#include "driver/offload.h"
 #include "frontend/onnx/onnx_io.h"
 #include "pass/pass.h"
 
@@ -52,11 +53,14 @@ std::unique_ptr<Session> Session::load(const std::string& path, const SessionOpt
 
 Session::Session(Model model, const SessionOptions& opts) : model_(std::move(model)), opts_(opts) {
   if (opts.threads < 1) throw Error(ErrorKind::kUsage, "--threads must be at least 1");
+  if (!opts.offload.empty() && opts.engine != Engine::kCompiled)
+    throw Error(ErrorKind::kUsage, "--offload needs the compiled engine (--engine compiled)");
   // The compiled engine always runs the default pipeline (it needs the fusion groups), so the
   // CLI, `kiln bench`, Python and the C API all run the same graph; the interpreter runs the
   // model as given unless asked to optimize.
   if (opts.optimize || opts.engine == Engine::kCompiled) {
     PassContext ctx = engine_pass_context();
+    if (opts.engine == Engine::kCompiled) ctx.offload = offload_backends(opts.offload);
     // KILN_DISABLE_PASSES=a,b: skip passes of the pipeline (A/B measurements, bisecting a pass).
     if (const char* off = std::getenv("KILN_DISABLE_PASSES"))
       for (const std::string& name : split_pass_names(off)) ctx.disabled.insert(name);

@@ -27,6 +27,8 @@ struct SessionOptions {
   int64_t max_memory_bytes = 0;  // memory budget (--max-memory); 0: none
   // Tuned kernel choices (compiled engine; tune::load_tuning reads a records file into them).
   std::shared_ptr<const gemm_ops::TuningTable> tuning;
+  // External backends to offload regions to, first choice first (compiled engine; --offload).
+  std::vector<std::string> offload;
 };
 
 // "512M", "2GiB", "1.5G", "1000000": a byte count for --max-memory (kUsage naming `what` otherwise).

@@ -2,6 +2,8 @@
 // the values the shapes decide. See bind_shapes.h.
 #include "pass/bind_shapes.h"
 
+#include "ops/external.h"
+
 #include <algorithm>
 #include <exception>
 
@@ -71,7 +73,8 @@ class Binder {
     const OpRegistry& reg = OpRegistry::global();
     const OpSchema* schema = reg.find(n.domain, n.op_type, opset);
     if (!schema) return stop(&n, "no schema for opset " + std::to_string(opset));
-    if (n.has_subgraphs()) return bind_control_flow(n, opset);
+    // kiln::External infers through its body like any op (ops/external.cc).
+    if (n.has_subgraphs() && !is_external(n)) return bind_control_flow(n, opset);
     if (schema->data_dependent_shape) return stop(&n, "its output shape depends on input values");
     std::vector<Type> types;
     std::vector<const Tensor*> constants;

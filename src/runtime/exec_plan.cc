@@ -142,6 +142,35 @@ std::vector<RtValue> run_branch(ExecPlan& plan, const PlanStep& st, const std::v
   return execute_plan(body, feeds, {}, nullptr);
 }
 
+ext::TensorRef tensor_ref(const Tensor& t) {
+  ext::TensorRef r;
+  r.type = static_cast<ext::ElementType>(t.dtype());
+  r.dims = t.dims();
+  r.data = const_cast<void*>(t.raw());
+  return r;
+}
+
+// A kExternal step: its outputs are already in env (arena views or fresh tensors); the backend's
+// module fills them. A backend's exception names the backend and the region.
+void run_external(ExecPlan& plan, const PlanStep& st, const std::vector<RtValue>& env) {
+  const PlanExternal& x = plan.externals.at(static_cast<size_t>(st.external));
+  std::vector<ext::TensorRef> ins, outs;
+  for (int32_t s : st.inputs) {
+    const RtValue& v = env.at(static_cast<size_t>(s));
+    if (!v.is_tensor()) throw Error(ErrorKind::kBadInput, "an input of region '" + x.region + "' is not a tensor", step_location(st));
+    ins.push_back(tensor_ref(v.tensor));
+  }
+  for (const PlanArg& a : st.args) outs.push_back(tensor_ref(env.at(static_cast<size_t>(a.slot)).tensor));
+  try {
+    x.module->run(ins, outs);
+  } catch (const Error& e) {
+    throw e.with_context(step_location(st));
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kInternal, "backend '" + x.backend + "' failed running region '" + x.region + "': " + e.what(),
+                step_location(st));
+  }
+}
+
 }  // namespace
 
 std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& feeds,
@@ -247,6 +276,8 @@ std::vector<RtValue> execute_plan(ExecPlan& plan, const std::vector<RtValue>& fe
       }
       if (st.kind == PlanStep::Kind::kKernel)
         plan.kernels[static_cast<size_t>(st.kernel)](buffers.data(), st.scalars.empty() ? no_scalars : st.scalars.data());
+      else if (st.kind == PlanStep::Kind::kExternal)
+        run_external(plan, st, env);
     }
     if (step_ms) step_ms->push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     for (int32_t s : st.free_after) env[static_cast<size_t>(s)] = RtValue();

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/value.h"
+#include "kiln/extension.h"
 #include "runtime/gemm_ops.h"
 
 namespace kiln {
@@ -38,8 +39,9 @@ struct PlanArg {
 
 struct PlanStep {
   // kIf: an If whose branches are plans of their own (ahead-of-time libraries; the JIT runs If
-  // as a kFallback step with nested executors).
-  enum class Kind : int32_t { kKernel = 0, kGemm = 1, kFallback = 2, kEmpty = 3, kIf = 4 };
+  // as a kFallback step with nested executors). kExternal: a region an external backend runs
+  // (ExecPlan::externals; JIT only so far).
+  enum class Kind : int32_t { kKernel = 0, kGemm = 1, kFallback = 2, kEmpty = 3, kIf = 4, kExternal = 5 };
   Kind kind = Kind::kFallback;
   std::string name;  // kernel name or node name (profiles, error messages)
   std::string op;    // "Conv", "Add+Relu", ...
@@ -47,8 +49,8 @@ struct PlanStep {
   // kKernel: the kernel's scalar params (its symbolic dims bound to this plan's sizes), in the
   // PrimFunc's order; empty for a kernel specialised to constant dims.
   std::vector<int64_t> scalars;
-  std::vector<PlanArg> args;       // kKernel, kEmpty (outputs only), kGemm (its output in the arena)
-  std::vector<int32_t> inputs;     // kGemm, kFallback: input slots (-1 for absent inputs)
+  std::vector<PlanArg> args;       // kKernel, kEmpty, kExternal (outputs only), kGemm (its output in the arena)
+  std::vector<int32_t> inputs;     // kGemm, kFallback, kExternal: input slots (-1 for absent inputs)
   std::vector<int32_t> outputs;    // kGemm, kFallback: output slots (-1 for absent outputs)
   int32_t node = -1;               // kFallback: node index (the JIT's callback runs it)
   gemm_ops::GemmDesc gemm;         // kGemm (operand `constant` pointers valid only while making)
@@ -58,6 +60,14 @@ struct PlanStep {
   // ExecPlan::linked (-1: no plan, the branch fails when taken) and which of `inputs` it is fed.
   std::vector<int32_t> branches;
   std::vector<std::vector<int32_t>> branch_feeds;
+  int32_t external = -1;  // kExternal: index into ExecPlan::externals
+};
+
+// A region loaded by its external backend for this plan's shapes (include/kiln/extension.h).
+struct PlanExternal {
+  std::string backend;
+  std::string region;
+  std::shared_ptr<ext::RuntimeModule> module;
 };
 
 struct PlanSlot {
@@ -87,6 +97,7 @@ struct ExecPlan {
   // The plans kIf steps run (every plan read from one blob, by index; set by the reader). A
   // branch's plan has its own arena: the enclosing plan's values are alive while it runs.
   std::vector<ExecPlan*> linked;
+  std::vector<PlanExternal> externals;  // kExternal steps' modules (not serialized)
 
   // Allocates the plan's own arena and binds the kernel outputs' views into it.
   void allocate_arena();

@@ -210,6 +210,9 @@ uint64_t write_plan_blob(const std::vector<const ExecPlan*>& plans, size_t signa
   std::map<std::tuple<const void*, int32_t, std::vector<int64_t>>, int32_t> index_of;
   std::vector<std::vector<int32_t>> global(plans.size());
   for (size_t p = 0; p < plans.size(); ++p) {
+    if (!plans[p]->externals.empty())
+      throw Error(ErrorKind::kUnsupported,
+                  "regions offloaded to an external backend (--offload) cannot be saved in a compiled library yet");
     if (plans[p]->kernel_names != plans[0]->kernel_names)
       throw Error(ErrorKind::kUsage, "write_plan_blob: the plans have different kernel tables");
     for (const Tensor& c : plans[p]->constants) {

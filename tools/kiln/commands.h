@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace kiln::cli {
 
@@ -19,5 +21,15 @@ void add_profile_command(CLI::App& app, Action& action);
 void add_serve_command(CLI::App& app, Action& action);
 void add_quantize_command(CLI::App& app, Action& action);
 void add_tune_command(CLI::App& app, Action& action);
+
+// --offload NAME (repeatable, in order of preference): regions of the model run by external
+// backends (docs/byoc.md); shared by run, bench, profile, inspect and test-onnx.
+inline void add_offload_option(CLI::App* cmd, std::vector<std::string>& offload) {
+  cmd->add_option("--offload", offload,
+                  "run the regions an external backend supports on it (repeatable, first choice first; "
+                  "built in: dnnl = oneDNN); see docs/byoc.md")
+      ->take_all()
+      ->allow_extra_args(false);
+}
 
 }  // namespace kiln::cli

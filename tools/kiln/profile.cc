@@ -36,6 +36,7 @@ struct ProfileArgs {
   std::string engine = "compiled";
   int threads = 1;
   std::string records;  // --records
+  std::vector<std::string> offload;  // --offload
   int64_t batch = 1;
   std::vector<std::string> dims;
   int top = 20;
@@ -182,6 +183,7 @@ int profile_command(const ProfileArgs& a) {
   opts.optimize = a.optimize;
   opts.profile = true;
   opts.tuning = tune::load_tuning(a.records, a.threads);
+  opts.offload = a.offload;
   auto session = Session::load(a.model, opts);
   std::vector<RtValue> feeds = make_bench_inputs(*session, shapes, a.seed);
   auto flops = flops_by_node(a, feeds);
@@ -292,6 +294,7 @@ void add_profile_command(CLI::App& app, Action& action) {
   cmd->add_option("--trace", a->trace, "write a Chrome-trace JSON (Perfetto opens it)");
   cmd->add_option("--engine", a->engine, "interp (reference interpreter) or compiled")
       ->capture_default_str()->check(CLI::IsMember({"interp", "compiled"}));
+  add_offload_option(cmd, a->offload);
   cmd->add_option("--records", a->records, "tuning records from `kiln tune`: the kernel choices they hold for this CPU and --threads are applied");
   cmd->add_option("--threads", a->threads, "worker threads")->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--batch", a->batch, "size of symbolic batch dims")

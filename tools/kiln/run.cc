@@ -26,6 +26,7 @@ struct RunArgs {
   std::string engine = "compiled";
   int threads = 1;
   std::string records;  // --records: tuning records (ONNX models; a library keeps the choices it was compiled with)
+  std::vector<std::string> offload;  // --offload: external backends
   uint64_t seed = 0;
   int repeat = 1;
   bool optimize = false;  // interp engine: the default pass pipeline first
@@ -123,6 +124,7 @@ int run_command(const RunArgs& a) {
   opts.optimize = a.optimize;
   opts.max_memory_bytes = max_memory_of(a);
   opts.tuning = tune::load_tuning(a.records, a.threads);
+  opts.offload = a.offload;
   auto t0 = std::chrono::steady_clock::now();
   InputShapeOptions shapes;
   shapes.batch = a.batch;
@@ -183,6 +185,7 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("-o,--output-dir", args->output_dir, "write each output as DIR/<name>.pb and .npy");
   cmd->add_option("--engine", args->engine, "compiled (default: generated kernels and microkernels, falling back to reference kernels per node) or interp (the reference interpreter)")
       ->capture_default_str()->check(CLI::IsMember({"interp", "compiled"}));
+  add_offload_option(cmd, args->offload);
   cmd->add_option("--records", args->records, "tuning records from `kiln tune`: the kernel choices they hold for this CPU and --threads are applied");
   cmd->add_option("--threads", args->threads, "worker threads (the interpreter uses one)")
       ->capture_default_str()->check(CLI::Range(1, 1024));

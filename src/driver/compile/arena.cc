@@ -25,7 +25,8 @@ void PlanBuilder::plan_arena() {
     if (st.kind == PlanStep::Kind::kKernel) {
       for (const auto& a : st.args)
         if (!a.output && a.slot >= 0) f(a.slot);
-    } else if (st.kind == PlanStep::Kind::kFallback || st.kind == PlanStep::Kind::kGemm) {
+    } else if (st.kind == PlanStep::Kind::kFallback || st.kind == PlanStep::Kind::kGemm ||
+               st.kind == PlanStep::Kind::kExternal) {
       for (int32_t s : st.inputs)
         if (s >= 0) f(s);
     }

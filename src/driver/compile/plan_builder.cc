@@ -1,5 +1,7 @@
 // The compile steps in order (plan_builder.h): slots, shapes, steps, codegen, arena.
 #include "driver/compile/plan_builder.h"
+
+#include "ops/external.h"
 #include "target/target.h"
 
 #include <algorithm>
@@ -222,6 +224,11 @@ void PlanBuilder::plan_steps() {
     if (grp != seg_group) {
       flush();
       seg_group = grp;
+    }
+    if (is_external(*g.nodes[static_cast<size_t>(i)])) {
+      flush();
+      add_external_step(i);
+      continue;
     }
     if (add_gemm_step(i)) continue;
     lower_node(i);

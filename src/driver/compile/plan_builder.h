@@ -9,6 +9,7 @@
 //      scales and the stem's MaxPool                                          gemm_steps.cc
 //      runs of lowerable nodes composed into one TE kernel each, scheduled
 //      by the default rules (default_schedule.cc) and lowered to TIR          lower_kernels.cc
+//      kiln::External regions: their backend's module, loaded for these shapes  external_steps.cc
 //      everything else a reference-kernel (fallback) step
 //   S3 codegen: the kernels no earlier plan compiled, in one LLVM module     plan_builder.cc
 //   S4 arena: lifetimes, concats in place, offsets in one arena             arena.cc
@@ -160,6 +161,7 @@ class PlanBuilder {
   void add_fallback(int i);
   void find_input_scales();
   bool add_gemm_step(int i);
+  void add_external_step(int i);  // external_steps.cc
   gemm_ops::Operand operand_of(const Value* v, bool& known);
   int32_t add_operand(gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs, const Value* v);
   const Value* absorb_epilogue(int i, gemm_ops::GemmDesc& d, std::vector<int32_t>& inputs, std::vector<int>& chain);

@@ -1,0 +1,53 @@
+// S2 for kiln::External regions (plan_builder.h): the region's body typed with this plan's input
+// dims, handed with its artifact to the backend's load (Backend::load), which makes a module for
+// these shapes; the step writes the region's outputs into the arena like any kernel step.
+#include "driver/compile/plan_builder.h"
+#include "driver/offload.h"
+#include "ops/external.h"
+#include "pass/external_view.h"
+
+namespace kiln::compile {
+
+void PlanBuilder::add_external_step(int i) {
+  const Node& n = *g.nodes[static_cast<size_t>(i)];
+  AttrReader attrs(n);
+  const std::string backend = attrs.attr_string("backend", "");
+  register_builtin_backends();
+  std::shared_ptr<const ext::Backend> b = ext::find_backend(backend);
+  if (!b) attrs.fail(ErrorKind::kUnsupported, "region '" + n.name + "' needs backend '" + backend + "', which this build does not have (available: " + available_backends() + ")");
+  if (!n.attr("artifact")) attrs.fail(ErrorKind::kInvalidModel, "region '" + n.name + "' has no artifact (the external-codegen pass did not run)");
+  std::vector<Type> input_types;
+  for (const Value* v : n.inputs) {
+    const PlanSlot& s = ex.slots[static_cast<size_t>(slot_of.at(v))];
+    std::vector<Dim> dims(s.dims.begin(), s.dims.end());
+    input_types.push_back(Type::tensor(s.dtype, Shape(dims)));
+  }
+  const std::unordered_map<const Value*, Type> types = infer_external_body(n, input_types);
+  const ext::Region region = body_region(*attrs.attr_graph("body"), n.name, &types);
+  for (const ext::ValueInfo& v : region.values) {
+    bool bound = v.known_rank;
+    for (int64_t d : v.dims) bound &= d >= 0;
+    if (!bound) attrs.fail(ErrorKind::kUnsupported, "region '" + n.name + "': the shape of '" + v.name + "' is not known for these inputs");
+  }
+  ext::ModuleOptions mo;
+  mo.threads = opts_.threads;
+  std::shared_ptr<ext::RuntimeModule> module;
+  try {
+    module = b->load(attrs.attr_string("artifact", ""), region, mo);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    attrs.fail(ErrorKind::kUnsupported, "backend '" + backend + "' failed to load region '" + n.name + "': " + e.what());
+  }
+  if (!module) attrs.fail(ErrorKind::kInternal, "backend '" + backend + "' returned no module for region '" + n.name + "'");
+  PlanStep st = node_step(i, PlanStep::Kind::kExternal);
+  for (const Value* v : n.outputs)
+    if (v) st.args.push_back(make_out_arg(v));
+  st.external = static_cast<int32_t>(ex.externals.size());
+  ex.externals.push_back({backend, n.name, std::move(module)});
+  ex.steps.push_back(std::move(st));
+  plan->stats.external_regions++;
+  plan->stats.external_nodes += static_cast<int>(attrs.attr_graph("body")->nodes.size());
+}
+
+}  // namespace kiln::compile

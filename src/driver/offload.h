@@ -1,0 +1,20 @@
+// --offload: the external backends a user names (include/kiln/extension.h), with kiln's built-in
+// ones (oneDNN as "dnnl", when built with it) registered on first use.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/extension.h"
+
+namespace kiln {
+
+// Registers the built-in backends once (idempotent, thread-safe).
+void register_builtin_backends();
+// The backends named, in order (kUsage naming the unknown one and listing those available).
+std::vector<std::shared_ptr<const ext::Backend>> offload_backends(const std::vector<std::string>& names);
+// Backend names, built-in and registered ones: "dnnl, ..." (for help texts and errors).
+std::string available_backends();
+
+}  // namespace kiln

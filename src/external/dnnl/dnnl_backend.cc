@@ -1,0 +1,35 @@
+// The oneDNN backend as an ext::Backend (see dnnl_backend.h).
+#include "external/dnnl/dnnl_backend.h"
+
+#include "external/dnnl/dnnl_steps.h"
+
+namespace kiln::external {
+namespace {
+
+class DnnlBackend : public ext::Backend {
+ public:
+  std::string name() const override { return "dnnl"; }
+  bool supports(const ext::Region& r, const ext::Node& n) const override { return dnnl_backend::supported(r, n); }
+  // The fusions oneDNN's post-ops take: kept in one region so that codegen can fuse them.
+  std::vector<ext::Composite> composites() const override {
+    return {{"conv_add_relu", {"Conv", "Add", "Relu"}},
+            {"conv_relu", {"Conv", "Relu"}},
+            {"conv_clip", {"Conv", "Clip"}},
+            {"matmul_bias_gelu", {"MatMul", "Add", "kiln::Gelu"}},
+            {"matmul_bias", {"MatMul", "Add"}},
+            {"gemm_relu", {"Gemm", "Relu"}}};
+  }
+  std::string codegen(const ext::Region& region) const override {
+    return dnnl_backend::save_steps(dnnl_backend::lower_region(region));
+  }
+  std::unique_ptr<ext::RuntimeModule> load(const std::string& artifact, const ext::Region& region,
+                                           const ext::ModuleOptions& options) const override {
+    return dnnl_backend::make_module(dnnl_backend::load_steps(artifact), region, options.threads);
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const ext::Backend> make_dnnl_backend() { return std::make_shared<DnnlBackend>(); }
+
+}  // namespace kiln::external
