@@ -116,6 +116,10 @@ struct ModuleOptions {
   int threads = 1;  // the session's thread count
 };
 
+// Runs body(i, ctx) for every i in [0, n) on a team of `threads` threads and returns when all
+// are done (Backend::thread_team).
+using ParallelFor = void (*)(int64_t n, int threads, void (*body)(int64_t i, void* ctx), void* ctx);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -138,6 +142,10 @@ class Backend {
   // call (copy what you keep). Throws on failure.
   virtual std::unique_ptr<RuntimeModule> load(const std::string& artifact, const Region& region,
                                               const ModuleOptions& options) const = 0;
+  // A backend whose library runs its own thread team (OpenMP) lends it here: a session that
+  // offloads to it runs kiln's own parallel loops on that team too, so the two never compete
+  // for cores. Null (the default): kiln keeps its pool.
+  virtual ParallelFor thread_team() const { return nullptr; }
 };
 
 // Makes `backend` selectable by its name (std::invalid_argument when the name is taken or not

@@ -1,6 +1,8 @@
 // Compiled executor: the plan cache (per input-shape signature), runs and their fallbacks to the
 // interpreter. Plans are built by the compile steps of driver/compile/plan_builder.h.
 #include "driver/compiled_executor.h"
+#include "driver/offload.h"
+#include "ops/external.h"
 
 #include <algorithm>
 #include <cstring>
@@ -44,6 +46,14 @@ CompiledExecutor::CompiledExecutor(const Model& model, CompiledOptions opts)
   KILN_CHECK(model.graph != nullptr);
   own_pool_ = std::make_unique<ThreadPool>(opts.threads);
   pool_ = own_pool_.get();
+  // A backend that runs regions on its own thread team lends it to kiln's loops too.
+  register_builtin_backends();
+  for (const auto& n : model.graph->nodes) {
+    if (!is_external(*n)) continue;
+    const Attribute* b = n->attr("backend");
+    std::shared_ptr<const ext::Backend> backend = b ? ext::find_backend(b->s) : nullptr;
+    if (backend && backend->thread_team()) pool_->use_team(backend->thread_team());
+  }
   // Resolves every op up front, bodies included (same errors as the interpreter).
   InterpreterOptions io;
   io.seed = opts.seed;

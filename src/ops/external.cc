@@ -8,12 +8,17 @@ namespace kiln {
 
 bool is_external(const Node& n) { return n.domain == kExternalDomain && n.op_type == kExternalOp; }
 
-std::unordered_map<const Value*, Type> infer_external_body(const Node& external, const std::vector<Type>& inputs) {
+std::unordered_map<const Value*, Type> infer_external_body(const Node& external, const std::vector<Type>& inputs,
+                                                           const std::vector<const Tensor*>& constants) {
   AttrReader attrs(external);
   const Graph& body = *attrs.attr_graph("body");
   const int64_t opset = attrs.attr_int("opset", 0);
   std::unordered_map<const Value*, Type> types;
-  for (size_t i = 0; i < body.inputs.size() && i < inputs.size(); ++i) types[body.inputs[i]] = inputs[i];
+  std::unordered_map<const Value*, const Tensor*> known;
+  for (size_t i = 0; i < body.inputs.size() && i < inputs.size(); ++i) {
+    types[body.inputs[i]] = inputs[i];
+    if (i < constants.size() && constants[i]) known[body.inputs[i]] = constants[i];
+  }
   const auto type_of = [&](const Value* v) {
     auto it = types.find(v);
     return it != types.end() ? it->second : v->type;
@@ -22,14 +27,15 @@ std::unordered_map<const Value*, Type> infer_external_body(const Node& external,
     const int64_t node_opset = n->domain.empty() ? opset : 1;
     const OpSchema* schema = OpRegistry::global().find(n->domain, n->op_type, node_opset);
     std::vector<Type> in_types;
-    std::vector<const Tensor*> constants;
+    std::vector<const Tensor*> values;
     for (const Value* v : n->inputs) {
       in_types.push_back(v ? type_of(v) : Type());
-      constants.push_back(v && v->is_constant() ? &v->initializer : nullptr);
+      auto k = v ? known.find(v) : known.end();
+      values.push_back(v && v->is_constant() ? &v->initializer : k != known.end() ? k->second : nullptr);
     }
     std::vector<Type> out_types;
     if (schema && schema->infer) {
-      InferContext ctx(*n, node_opset, std::move(in_types), std::move(constants));
+      InferContext ctx(*n, node_opset, std::move(in_types), std::move(values));
       schema->infer(ctx);
       out_types = ctx.output_types();
     }
@@ -60,8 +66,12 @@ void external_kernel(KernelContext& ctx) {
 
 void infer_external(InferContext& ctx) {
   std::vector<Type> inputs;
-  for (int i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(ctx.has_input(i) ? ctx.input_type(i) : Type());
-  const std::unordered_map<const Value*, Type> types = infer_external_body(ctx.node(), inputs);
+  std::vector<const Tensor*> constants;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    inputs.push_back(ctx.has_input(i) ? ctx.input_type(i) : Type());
+    constants.push_back(ctx.constant_input(i));
+  }
+  const std::unordered_map<const Value*, Type> types = infer_external_body(ctx.node(), inputs, constants);
   const Graph& body = *ctx.attr_graph("body");
   for (size_t i = 0; i < body.outputs.size() && static_cast<int>(i) < ctx.num_outputs(); ++i) {
     auto it = types.find(body.outputs[i]);

@@ -18,7 +18,10 @@ inline constexpr const char* kExternalDomain = "kiln";
 bool is_external(const Node& n);
 
 // Every value's type in `external`'s body with its inputs typed `inputs` (static inference of the
-// body's nodes in order; values inference cannot type keep their declared type).
-std::unordered_map<const Value*, Type> infer_external_body(const Node& external, const std::vector<Type>& inputs);
+// body's nodes in order; values inference cannot type keep their declared type). `constants`,
+// parallel to the inputs when given, are the input values known at compile time (a Reshape's
+// target shape computed from the input dims).
+std::unordered_map<const Value*, Type> infer_external_body(const Node& external, const std::vector<Type>& inputs,
+                                                           const std::vector<const Tensor*>& constants = {});
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
 // The plan executor shared by the JIT compiled executor and AOT compiled models (exec_plan.h).
 #include "runtime/exec_plan.h"
+#include "runtime/thread_pool.h"
 
 #include <chrono>
 #include <cstring>
@@ -161,6 +162,7 @@ void run_external(ExecPlan& plan, const PlanStep& st, const std::vector<RtValue>
     ins.push_back(tensor_ref(v.tensor));
   }
   for (const PlanArg& a : st.args) outs.push_back(tensor_ref(env.at(static_cast<size_t>(a.slot)).tensor));
+  current_thread_pool().park();  // the backend brings its own threads
   try {
     x.module->run(ins, outs);
   } catch (const Error& e) {

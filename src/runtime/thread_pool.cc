@@ -82,9 +82,10 @@ void ThreadPool::worker_loop(int self) {
   uint64_t seen = 0;
   for (;;) {
     const auto spin_end = std::chrono::steady_clock::now() + kWorkerSpin;
+    const uint64_t parked = park_epoch_.load(std::memory_order_relaxed);
     while (generation_.load(std::memory_order_acquire) == seen) {
       for (int i = 0; i < 8; ++i) KILN_CPU_RELAX();
-      if (std::chrono::steady_clock::now() >= spin_end) break;
+      if (std::chrono::steady_clock::now() >= spin_end || park_epoch_.load(std::memory_order_relaxed) != parked) break;
     }
     Job job;
     {
@@ -97,6 +98,8 @@ void ThreadPool::worker_loop(int self) {
     run_chunks(job, self);
   }
 }
+
+void ThreadPool::park() { park_epoch_.fetch_add(1, std::memory_order_relaxed); }
 
 void ThreadPool::parallel_for(int64_t n, Body body, void* closure, int64_t min_chunk) {
   if (n <= 0) return;
@@ -112,6 +115,16 @@ void ThreadPool::parallel_for(int64_t n, Body body, void* closure, int64_t min_c
   // 4 * threads chunks: the shares count them in 16 bits).
   int64_t chunk = std::max(min_chunk, (n + threads * 4 - 1) / (threads * 4));
   Job job{body, closure, n, chunk, (n + chunk - 1) / chunk, 0};
+  if (team_) {
+    auto run_chunk = [](int64_t c, void* p) {
+      const Job& j = *static_cast<const Job*>(p);
+      DepthGuard depth;
+      const int64_t begin = c * j.chunk;
+      j.body(begin, std::min(j.n, begin + j.chunk), j.closure);
+    };
+    team_(job.num_chunks, static_cast<int>(threads), +run_chunk, &job);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lk(mu_);
     job.tag = static_cast<uint32_t>(generation_.load(std::memory_order_relaxed) + 1);

@@ -38,6 +38,14 @@ class ThreadPool {
   // Same with a callable; the first exception thrown by `fn` is rethrown here.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk = 1);
 
+  // Sends idle workers to sleep now instead of after their 2 ms spin: called before work that
+  // brings its own threads (an external backend's OpenMP team), which spinning workers would
+  // otherwise slow down on a busy machine.
+  void park();
+  // Runs parallel loops on another runtime's thread team from now on (an external backend's
+  // OpenMP team, ext::Backend::thread_team); this pool's workers stay asleep.
+  using TeamFn = void (*)(int64_t n, int threads, void (*body)(int64_t i, void* ctx), void* ctx);
+  void use_team(TeamFn team) { team_ = team; }
   // The number of hardware threads (at least 1).
   static int default_threads();
 
@@ -68,6 +76,8 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   std::unique_ptr<Share[]> shares_;  // per thread (0: the caller), reset per job under mu_
   std::atomic<int64_t> done_chunks_{0};
+  std::atomic<uint64_t> park_epoch_{0};
+  TeamFn team_ = nullptr;
   bool stop_ = false;           // guarded by mu_
 };
 

@@ -17,12 +17,14 @@ void PlanBuilder::add_external_step(int i) {
   if (!b) attrs.fail(ErrorKind::kUnsupported, "region '" + n.name + "' needs backend '" + backend + "', which this build does not have (available: " + available_backends() + ")");
   if (!n.attr("artifact")) attrs.fail(ErrorKind::kInvalidModel, "region '" + n.name + "' has no artifact (the external-codegen pass did not run)");
   std::vector<Type> input_types;
+  std::vector<const Tensor*> input_values;  // the ones the shapes decide (a Reshape's target)
   for (const Value* v : n.inputs) {
     const PlanSlot& s = ex.slots[static_cast<size_t>(slot_of.at(v))];
     std::vector<Dim> dims(s.dims.begin(), s.dims.end());
     input_types.push_back(Type::tensor(s.dtype, Shape(dims)));
+    input_values.push_back(constant_of(v));
   }
-  const std::unordered_map<const Value*, Type> types = infer_external_body(n, input_types);
+  const std::unordered_map<const Value*, Type> types = infer_external_body(n, input_types, input_values);
   const ext::Region region = body_region(*attrs.attr_graph("body"), n.name, &types);
   for (const ext::ValueInfo& v : region.values) {
     bool bound = v.known_rank;

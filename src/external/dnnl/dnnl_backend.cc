@@ -1,10 +1,19 @@
 // The oneDNN backend as an ext::Backend (see dnnl_backend.h).
 #include "external/dnnl/dnnl_backend.h"
 
+#include <omp.h>
+
 #include "external/dnnl/dnnl_steps.h"
 
 namespace kiln::external {
 namespace {
+
+// kiln's parallel loops on oneDNN's OpenMP team (Backend::thread_team): the same threads, so
+// kiln's kernels between regions and oneDNN's primitives never oversubscribe the cores.
+void omp_team(int64_t n, int threads, void (*body)(int64_t, void*), void* ctx) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t i = 0; i < n; ++i) body(i, ctx);
+}
 
 class DnnlBackend : public ext::Backend {
  public:
@@ -26,6 +35,7 @@ class DnnlBackend : public ext::Backend {
                                            const ext::ModuleOptions& options) const override {
     return dnnl_backend::make_module(dnnl_backend::load_steps(artifact), region, options.threads);
   }
+  ext::ParallelFor thread_team() const override { return omp_team; }
 };
 
 }  // namespace

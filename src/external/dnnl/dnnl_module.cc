@@ -353,17 +353,28 @@ class DnnlModule : public ext::RuntimeModule {
     execs_.push_back({dnnl::convolution_forward(pd), std::move(args)});
   }
 
+  // MatMul. When B has no batch (a weight), A's leading dims fold into its rows: one GEMM of
+  // [batch*M, K] x [K, N] instead of `batch` GEMMs (ViT's [197,1,768] x [768,2304] projection).
   void add_matmul(const Step& s) {
     const Dims y = dims(s.output);
-    const Dims a = padded(dims(s.inputs[0]), y.size()), b = padded(dims(s.inputs[1]), y.size());
+    Dims a = padded(dims(s.inputs[0]), y.size()), b = padded(dims(s.inputs[1]), y.size()), yk = y;
+    bool b_batched = false;
+    for (size_t i = 0; i + 2 < b.size(); ++i) b_batched |= b[i] != 1;
+    if (!b_batched && y.size() > 2) {
+      int64_t rows = 1;
+      for (size_t i = 0; i + 1 < y.size(); ++i) rows *= y[i];
+      a = {rows, a.back()};
+      b = {b[b.size() - 2], b.back()};
+      yk = {rows, y.back()};
+    }
     const bool b_constant = region_.values[static_cast<size_t>(s.inputs[1])].constant();
     const bool bias = s.inputs.size() > 2 && s.inputs[2] >= 0;
-    Dims bias_dims(y.size(), 1);
-    bias_dims.back() = y.back();
+    Dims bias_dims(yk.size(), 1);
+    bias_dims.back() = yk.back();
     const memory::desc bias_md = bias ? plain(bias_dims) : memory::desc();
     using PD = dnnl::matmul::primitive_desc;
     const PD pd = with_post_ops<PD>(s, [&](const dnnl::primitive_attr& attr, const memory::desc&) {
-      dnnl::matmul::desc d(plain(a), b_constant ? any(b) : plain(b), bias_md, plain(y));
+      dnnl::matmul::desc d(plain(a), b_constant ? any(b) : plain(b), bias_md, plain(yk));
       return PD(d, attr, engine_);
     });
     std::unordered_map<int, memory> args;
@@ -371,8 +382,11 @@ class DnnlModule : public ext::RuntimeModule {
     args[DNNL_ARG_WEIGHTS] = b_constant ? constant_as(s.inputs[1], plain(b), pd.weights_desc())
                                         : reshaped(as_plain(s.inputs[1]), plain(b));
     if (bias) args[DNNL_ARG_BIAS] = constant_as(s.inputs[2], bias_md, bias_md);
-    add_binary_args(s, pd.dst_desc(), args);
-    args[DNNL_ARG_DST] = post_op_destination(s, pd.dst_desc(), args[DNNL_ARG_SRC]);
+    for (size_t k = 0; k < s.post.size(); ++k)
+      if (s.post[k].kind == "binary")
+        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(k)) | DNNL_ARG_SRC_1] =
+            reshaped(as_plain(s.post[k].src1), plain(yk));
+    args[DNNL_ARG_DST] = reshaped(post_op_destination(s, plain(y), args[DNNL_ARG_SRC]), plain(yk));
     execs_.push_back({dnnl::matmul(pd), std::move(args)});
   }
 
