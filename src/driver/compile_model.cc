@@ -101,6 +101,8 @@ CompileModelResult compile_model(Model model, const CompileModelOptions& o) {
   so.threads = o.threads;
   so.seed = o.seed;
   so.tuning = o.tuning;
+  so.offload = o.offload;
+  so.offload_min_cost = o.offload_min_cost;
   auto t0 = Clock::now();
   Session session(std::move(model), so);
   auto t1 = Clock::now();

@@ -17,6 +17,8 @@ struct CompileModelOptions {
   std::map<std::string, int64_t> dims;  // symbolic dim -> value (others: 1)
   std::map<std::string, std::vector<int64_t>> shapes;  // input -> its whole shape (before dims)
   std::shared_ptr<const gemm_ops::TuningTable> tuning;  // tune::load_tuning
+  std::vector<std::string> offload;  // --offload backends
+  double offload_min_cost = -1;
 };
 
 struct CompileModelResult {

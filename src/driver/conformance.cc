@@ -153,6 +153,8 @@ CaseResult run_backend_case(const std::string& dir, const CaseOptions& case_opts
     SessionOptions opts;
     opts.optimize = case_opts.optimize;
     opts.engine = case_opts.engine;
+    opts.offload = case_opts.offload;
+    opts.offload_min_cost = case_opts.offload_min_cost;
     Session session(load_onnx_model((fs::path(dir) / "model.onnx").string()), opts);
     const Graph& g = *session.model().graph;
     auto feed_inputs = session.feed_inputs();

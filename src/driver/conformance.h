@@ -21,6 +21,8 @@ std::vector<std::string> collect_backend_cases(const std::vector<std::string>& a
 struct CaseOptions {
   bool optimize = false;  // run the default pass pipeline before interpreting
   Engine engine = Engine::kInterp;
+  std::vector<std::string> offload;  // external backends (compiled engine)
+  double offload_min_cost = -1;
 };
 
 // Runs every data set of the case with the chosen engine. Never throws.

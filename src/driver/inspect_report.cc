@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "driver/compile_model.h"
+#include "driver/offload.h"
 #include "driver/model_info.h"
 #include "driver/engine_passes.h"
 #include "frontend/onnx/onnx_io.h"
@@ -63,8 +64,11 @@ InspectReport inspect_model(const std::string& path, const InspectReportOptions&
   if (opts.optimize) {
     r.optimized = load_onnx_model(path);
     PassContext ctx = engine_pass_context();
+    ctx.offload = offload_backends(opts.offload);
+    ctx.offload_min_cost = opts.offload_min_cost;
     run_passes(r.optimized, default_pipeline(), ctx);
     r.pass_stats = ctx.stats;
+    r.offload_notes = ctx.offload_notes;
     r.nodes_after = analyze_model(r.optimized).node_count;
     Model bound = load_onnx_model(path);
     bind_dims(bound, bindings);
@@ -80,6 +84,8 @@ InspectReport inspect_model(const std::string& path, const InspectReportOptions&
   if (opts.compile) {
     CompileModelOptions copts;
     copts.dims = bindings;
+    copts.offload = opts.offload;
+    copts.offload_min_cost = opts.offload_min_cost;
     try {
       r.compile = compile_model(load_onnx_model(path), copts);
       r.compiled = true;

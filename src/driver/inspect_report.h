@@ -17,6 +17,8 @@ struct InspectReportOptions {
   bool optimize = true;                 // run the default pipeline and the memory plan
   bool compile = false;                 // also compile at the bound shapes (as --engine compiled)
   bool passes = false;                  // JSON: add the per-pass statistics of the default pipeline
+  std::vector<std::string> offload;     // --offload backends (the pipeline partitions for them)
+  double offload_min_cost = -1;
 };
 
 struct InspectReport {
@@ -25,6 +27,7 @@ struct InspectReport {
   ModelInfo info;   // of `model`
   Model optimized;  // after the default pipeline (options.optimize)
   std::vector<PassStat> pass_stats;
+  std::vector<OffloadNote> offload_notes;  // why nodes stayed native (options.offload)
   size_t nodes_after = 0;
   MemoryInfo memory;  // of a copy with the named dims bound, re-optimized while folding progresses
   bool compiled = false;

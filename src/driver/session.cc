@@ -61,6 +61,7 @@ Session::Session(Model model, const SessionOptions& opts) : model_(std::move(mod
   if (opts.optimize || opts.engine == Engine::kCompiled) {
     PassContext ctx = engine_pass_context();
     if (opts.engine == Engine::kCompiled) ctx.offload = offload_backends(opts.offload);
+    ctx.offload_min_cost = opts.offload_min_cost;
     // KILN_DISABLE_PASSES=a,b: skip passes of the pipeline (A/B measurements, bisecting a pass).
     if (const char* off = std::getenv("KILN_DISABLE_PASSES"))
       for (const std::string& name : split_pass_names(off)) ctx.disabled.insert(name);

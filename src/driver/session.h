@@ -29,6 +29,7 @@ struct SessionOptions {
   std::shared_ptr<const gemm_ops::TuningTable> tuning;
   // External backends to offload regions to, first choice first (compiled engine; --offload).
   std::vector<std::string> offload;
+  double offload_min_cost = -1;  // --offload-min-cost (negative: each backend's own threshold)
 };
 
 // "512M", "2GiB", "1.5G", "1000000": a byte count for --max-memory (kUsage naming `what` otherwise).

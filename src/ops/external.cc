@@ -42,9 +42,14 @@ std::unordered_map<const Value*, Type> infer_external_body(const Node& external,
     for (size_t k = 0; k < n->outputs.size(); ++k) {
       const Value* v = n->outputs[k];
       if (!v) continue;
+      // The inferred type where it has static dims, else the declared one where that does (a
+      // Reshape to a target known only at run time, declared with its output shape).
+      const auto is_static = [](const Type& t) {
+        return t.kind == Type::Kind::kTensor && t.dtype != DType::kUndefined && t.shape && t.shape->is_static();
+      };
       const bool inferred = k < out_types.size() && out_types[k].kind == Type::Kind::kTensor &&
                             out_types[k].dtype != DType::kUndefined && out_types[k].shape;
-      types[v] = inferred ? out_types[k] : v->type;
+      types[v] = inferred && (is_static(out_types[k]) || !is_static(v->type)) ? out_types[k] : v->type;
     }
   }
   return types;

@@ -22,14 +22,22 @@ bool backend_supports(const ext::Backend& b, const Node& n) {
 bool run(Model& m, PassContext& ctx) {
   if (ctx.offload.empty()) return false;
   bool changed = false;
+  std::string names;
+  for (const auto& backend : ctx.offload) names += (names.empty() ? "" : ", ") + backend->name();
   for (auto& n : m.graph->nodes) {
-    if (n->has_subgraphs() || n->attr("kiln.offload")) continue;
+    if (n->attr("kiln.offload")) continue;
+    if (n->has_subgraphs()) {
+      ctx.offload_notes.push_back({n->display_name(), n->qualified_op(), "control flow stays native"});
+      continue;
+    }
     for (const auto& backend : ctx.offload) {
       if (!backend_supports(*backend, *n)) continue;
       n->attrs["kiln.offload"] = Attribute::make_string(backend->name());
       changed = true;
       break;
     }
+    if (!n->attr("kiln.offload"))
+      ctx.offload_notes.push_back({n->display_name(), n->qualified_op(), "not supported by " + names + " (its dtypes, shapes or attributes)"});
   }
   return changed;
 }

@@ -130,16 +130,18 @@ struct Assignment {
   }
 };
 
-Assignment assign(Graph& g) {
+Assignment assign(Graph& g, std::vector<OffloadNote>& notes) {
   for (;;) {
     Assignment a;
     for (auto& n : g.nodes) a.place(*n);
     if (a.conflicts.empty()) return a;
-    for (auto& n : g.nodes)
-      if (a.conflicts.count(string_attr(*n, "kiln.composite"))) {
-        n->attrs.erase("kiln.offload");
-        n->attrs.erase("kiln.composite");
-      }
+    for (auto& n : g.nodes) {
+      const std::string c = string_attr(*n, "kiln.composite");
+      if (!a.conflicts.count(c)) continue;
+      notes.push_back({n->display_name(), n->qualified_op(), "composite " + c + " cannot stay in one region (it would close a cycle)"});
+      n->attrs.erase("kiln.offload");
+      n->attrs.erase("kiln.composite");
+    }
   }
 }
 
@@ -214,7 +216,7 @@ bool run(Model& m, PassContext& ctx) {
   bool marked = false;
   for (const auto& n : g.nodes) marked |= n->attr("kiln.offload") != nullptr;
   if (!marked) return false;
-  Assignment a = assign(g);
+  Assignment a = assign(g, ctx.offload_notes);
   const UseMap uses = compute_uses(g);
   std::map<std::string, int> counts;
   std::set<const Node*> outlined;
@@ -223,7 +225,16 @@ bool run(Model& m, PassContext& ctx) {
     bool has_output = false;
     for (const Node* n : r.nodes)
       for (const Value* v : n->outputs) has_output |= v && (is_graph_output(g, v) || uses.count(v) > 0);
-    if (!b || !has_output || region_cost(*b, r) < b->min_region_cost()) continue;
+    const double threshold = ctx.offload_min_cost >= 0 ? ctx.offload_min_cost : b ? b->min_region_cost() : 0;
+    const double cost = b ? region_cost(*b, r) : 0;
+    if (!b || !has_output || cost < threshold) {
+      for (const Node* n : r.nodes)
+        ctx.offload_notes.push_back({n->display_name(), n->qualified_op(),
+                                     "in a " + r.backend + " region of cost " + std::to_string(static_cast<int>(cost)) +
+                                         ", under the threshold " + std::to_string(static_cast<int>(threshold)) +
+                                         " (--offload-min-cost)"});
+      continue;
+    }
     outline(m, r, r.backend + "_" + std::to_string(counts[r.backend]++), uses);
     outlined.insert(r.nodes.begin(), r.nodes.end());
   }

@@ -29,6 +29,12 @@ struct PassStat {
 // without.
 enum class Int8Gemm { kNone, kSevenBit, kFull };
 
+// Why a node stayed native under --offload (annotate-external, partition-external), for
+// `kiln inspect --offload`.
+struct OffloadNote {
+  std::string node, op, reason;
+};
+
 struct PassContext {
   std::set<std::string> disabled;    // pass names to skip
   bool verify = false;               // run the verifier after every pass
@@ -41,6 +47,9 @@ struct PassContext {
   // External backends nodes may be offloaded to, first choice first (--offload); empty: the
   // external passes (annotate-external ... external-codegen) change nothing.
   std::vector<std::shared_ptr<const ext::Backend>> offload;
+  // Regions cheaper than this stay native; negative: each backend's min_region_cost.
+  double offload_min_cost = -1;
+  std::vector<OffloadNote> offload_notes;  // filled by the external passes
   std::vector<PassStat> stats;       // filled by run_passes, one entry per pass that ran
 };
 

@@ -60,6 +60,7 @@ struct BenchArgs {
   bool optimize = false;
   std::string records;  // --records: tuning records applied to kiln's kernels
   std::vector<std::string> offload;  // --offload: external backends for kiln's regions
+  double offload_min_cost = -1;  // --offload-min-cost
   bool json = false;
   bool samples = false;
   double rtol = 1e-3;
@@ -350,6 +351,7 @@ Result bench_one(const std::string& model, const BenchArgs& a, const InputShapeO
   opts.optimize = a.optimize;
   opts.tuning = tune::load_tuning(a.records, a.threads);
   opts.offload = a.offload;
+  opts.offload_min_cost = a.offload_min_cost;
   auto t0 = Clock::now();
   auto session = Session::load(model, opts);
   r.load_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -523,6 +525,7 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_option("--engine", a->engine, "interp (reference interpreter) or compiled")
       ->capture_default_str()->check(CLI::IsMember({"interp", "compiled"}));
   add_offload_option(cmd, a->offload);
+  add_offload_min_cost_option(cmd, a->offload_min_cost);
   cmd->add_option("--records", a->records, "tuning records from `kiln tune`: the kernel choices they hold for this CPU and --threads are applied");
   cmd->add_option("--threads", a->threads, "worker threads for kiln and for ONNX Runtime's intra-op pool")
       ->capture_default_str()->check(CLI::Range(1, 1024));

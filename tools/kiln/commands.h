@@ -31,5 +31,10 @@ inline void add_offload_option(CLI::App* cmd, std::vector<std::string>& offload)
       ->take_all()
       ->allow_extra_args(false);
 }
+inline void add_offload_min_cost_option(CLI::App* cmd, double& cost) {
+  cmd->add_option("--offload-min-cost", cost,
+                  "with --offload: regions whose cost is below C stay native (a Conv/MatMul/Gemm counts 10, other ops "
+                  "1; default: the backend's own threshold, 10 for dnnl; 0 offloads every supported node)");
+}
 
 }  // namespace kiln::cli

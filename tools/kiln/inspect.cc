@@ -17,6 +17,7 @@
 #include "driver/session.h"
 #include "graph_view.h"
 #include "pass/pass.h"
+#include "ops/external.h"
 #include "tune/records.h"
 #include "tune/tasks.h"
 
@@ -34,6 +35,8 @@ struct InspectArgs {
   bool print_kernels = false;     // print the TIR of every generated kernel (compiles)
   std::string records;            // --records: per task, what the tuning records hold
   int threads = 1;                // --threads: the records' thread count
+  std::vector<std::string> offload;  // --offload: show the regions and why nodes stayed native
+  double offload_min_cost = -1;
 };
 
 // --records: per tunable task of the model (compiled at its --dim sizes), the default and the
@@ -97,6 +100,36 @@ void print_histogram(const std::map<std::string, int64_t>& histogram, const std:
   for (const auto& [op, n] : ops) std::cout << indent << std::setw(6) << n << "  " << op << "\n";
 }
 
+// --offload: each kiln::External region (backend, nodes, ops) and, per op and reason, the nodes
+// that stayed native.
+void print_offload_report(const InspectReport& r) {
+  std::cout << "\noffloaded regions:\n";
+  int regions = 0, offloaded = 0;
+  for (const auto& n : r.optimized.graph->nodes) {
+    if (!is_external(*n)) continue;
+    const Graph& body = *n->attr("body")->g;
+    std::map<std::string, int64_t> ops;
+    for (const auto& b : body.nodes) ops[b->qualified_op()]++;
+    std::cout << "  " << n->name << " (" << n->attr("backend")->s << "): " << body.nodes.size() << " nodes, "
+              << body.inputs.size() << " inputs, " << body.outputs.size() << " outputs, " << body.constants.size()
+              << " constants:";
+    for (const auto& [op, count] : ops) std::cout << " " << op << " x" << count;
+    std::cout << "\n";
+    ++regions;
+    offloaded += static_cast<int>(body.nodes.size());
+  }
+  if (regions == 0) std::cout << "  none\n";
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> native;  // (op, reason) -> nodes
+  for (const OffloadNote& note : r.offload_notes) native[{note.op, note.reason}].push_back(note.node);
+  std::cout << offloaded << " nodes offloaded in " << regions << " region(s); " << r.offload_notes.size()
+            << " stayed native:\n";
+  for (const auto& [key, nodes] : native) {
+    std::cout << "  " << key.first << " x" << nodes.size() << ": " << key.second << " (";
+    for (size_t i = 0; i < nodes.size() && i < 3; ++i) std::cout << (i ? ", " : "") << nodes[i];
+    std::cout << (nodes.size() > 3 ? ", ...)" : ")") << "\n";
+  }
+}
+
 int inspect_command(const InspectArgs& a) {
   if (!a.records.empty() && (a.json || a.dot || a.print_kernels))
     throw Error(ErrorKind::kUsage, "--records prints a table: it does not combine with --json, --dot or --print-kernels");
@@ -106,6 +139,9 @@ int inspect_command(const InspectArgs& a) {
   // --engine compiled (default) / --print-kernels: the plan `kiln compile` builds, at the bound dims.
   ro.compile = parse_engine(a.engine) == Engine::kCompiled || a.print_kernels;
   ro.passes = a.passes;
+  ro.offload = a.offload;
+  ro.offload_min_cost = a.offload_min_cost;
+  if (!a.offload.empty()) ro.optimize = true;
   const InspectReport r = inspect_model(a.model, ro);
   const Model& m = r.model;
   const ModelInfo& info = r.info;
@@ -184,6 +220,7 @@ int inspect_command(const InspectArgs& a) {
               << "; " << mem.planned_values << " values planned (" << mem.in_place << " in place), "
               << mem.unplanned_values << " without a static size\n";
   }
+  if (!a.offload.empty()) print_offload_report(r);
   if (!a.records.empty()) print_records_report(a);
   return 0;
 }
@@ -209,6 +246,8 @@ void add_inspect_command(CLI::App& app, Action& action) {
   cmd->add_option("--records", args->records,
                   "tuning records (kiln tune): per tunable kernel of the model, the default and tuned time they hold "
                   "for this CPU and --threads, and the choice they apply");
+  add_offload_option(cmd, args->offload);
+  add_offload_min_cost_option(cmd, args->offload_min_cost);
   cmd->add_option("--threads", args->threads, "with --records: the thread count whose records to show")
       ->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->callback([args, &action] { action = [args] { return inspect_command(*args); }; });

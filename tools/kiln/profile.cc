@@ -37,6 +37,7 @@ struct ProfileArgs {
   int threads = 1;
   std::string records;  // --records
   std::vector<std::string> offload;  // --offload
+  double offload_min_cost = -1;  // --offload-min-cost
   int64_t batch = 1;
   std::vector<std::string> dims;
   int top = 20;
@@ -184,6 +185,7 @@ int profile_command(const ProfileArgs& a) {
   opts.profile = true;
   opts.tuning = tune::load_tuning(a.records, a.threads);
   opts.offload = a.offload;
+  opts.offload_min_cost = a.offload_min_cost;
   auto session = Session::load(a.model, opts);
   std::vector<RtValue> feeds = make_bench_inputs(*session, shapes, a.seed);
   auto flops = flops_by_node(a, feeds);
@@ -295,6 +297,7 @@ void add_profile_command(CLI::App& app, Action& action) {
   cmd->add_option("--engine", a->engine, "interp (reference interpreter) or compiled")
       ->capture_default_str()->check(CLI::IsMember({"interp", "compiled"}));
   add_offload_option(cmd, a->offload);
+  add_offload_min_cost_option(cmd, a->offload_min_cost);
   cmd->add_option("--records", a->records, "tuning records from `kiln tune`: the kernel choices they hold for this CPU and --threads are applied");
   cmd->add_option("--threads", a->threads, "worker threads")->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--batch", a->batch, "size of symbolic batch dims")

@@ -27,6 +27,7 @@ struct RunArgs {
   int threads = 1;
   std::string records;  // --records: tuning records (ONNX models; a library keeps the choices it was compiled with)
   std::vector<std::string> offload;  // --offload: external backends
+  double offload_min_cost = -1;  // --offload-min-cost
   uint64_t seed = 0;
   int repeat = 1;
   bool optimize = false;  // interp engine: the default pass pipeline first
@@ -125,6 +126,7 @@ int run_command(const RunArgs& a) {
   opts.max_memory_bytes = max_memory_of(a);
   opts.tuning = tune::load_tuning(a.records, a.threads);
   opts.offload = a.offload;
+  opts.offload_min_cost = a.offload_min_cost;
   auto t0 = std::chrono::steady_clock::now();
   InputShapeOptions shapes;
   shapes.batch = a.batch;
@@ -156,8 +158,10 @@ int run_command(const RunArgs& a) {
   if (const CompiledExecutor* c = session->compiled()) {
     const CompileStats& s = c->stats();
     std::cout << "nodes: " << s.generated_nodes << " generated, " << s.gemm_nodes << " microkernel, " << s.folded_nodes
-              << " folded, " << s.control_flow_nodes << " control flow, " << s.fallback_nodes
-              << " reference kernel (shapes: " << s.shapes << ")\n";
+              << " folded, " << s.control_flow_nodes << " control flow, " << s.fallback_nodes << " reference kernel";
+    if (s.external_regions > 0)
+      std::cout << ", " << s.external_nodes << " offloaded in " << s.external_regions << " region(s)";
+    std::cout << " (shapes: " << s.shapes << ")\n";
     std::cout << "target: " << target::Target::host().describe() << "\n";
   }
   if (!a.output_dir.empty()) {
@@ -186,6 +190,7 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("--engine", args->engine, "compiled (default: generated kernels and microkernels, falling back to reference kernels per node) or interp (the reference interpreter)")
       ->capture_default_str()->check(CLI::IsMember({"interp", "compiled"}));
   add_offload_option(cmd, args->offload);
+  add_offload_min_cost_option(cmd, args->offload_min_cost);
   cmd->add_option("--records", args->records, "tuning records from `kiln tune`: the kernel choices they hold for this CPU and --threads are applied");
   cmd->add_option("--threads", args->threads, "worker threads (the interpreter uses one)")
       ->capture_default_str()->check(CLI::Range(1, 1024));

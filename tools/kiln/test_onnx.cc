@@ -33,6 +33,8 @@ struct TestArgs {
   bool verbose = false;
   bool optimize = false;
   std::string engine = "interp";
+  std::vector<std::string> offload;
+  double offload_min_cost = -1;
   std::string report;  // Markdown conformance report
 };
 
@@ -154,6 +156,8 @@ int test_onnx_command(const TestArgs& a) {
   CaseOptions copts;
   copts.optimize = a.optimize;
   copts.engine = parse_engine(a.engine);
+  copts.offload = a.offload;
+  copts.offload_min_cost = a.offload_min_cost;
   auto report_case = [&](const std::string& dir, const CaseResult& r) {
     const std::string name = case_name(dir);
     if (!a.report.empty()) report.add(dir, name, r);
@@ -228,6 +232,8 @@ void add_test_onnx_command(CLI::App& app, Action& action) {
   cmd->add_flag("-v,--verbose", args->verbose, "also print passing cases");
   cmd->add_flag("--optimize", args->optimize, "run the default graph-pass pipeline before interpreting");
   cmd->add_option("--engine", args->engine, "interp (reference interpreter) or compiled")->capture_default_str();
+  add_offload_option(cmd, args->offload);
+  add_offload_min_cost_option(cmd, args->offload_min_cost);
   cmd->add_option("--report", args->report,
                   "write a Markdown report: per-op pass counts and every failing or skipped case");
   cmd->callback([args, &action] { action = [args] { return test_onnx_command(*args); }; });

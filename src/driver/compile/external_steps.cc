@@ -1,6 +1,7 @@
 // S2 for kiln::External regions (plan_builder.h): the region's body typed with this plan's input
 // dims, handed with its artifact to the backend's load (Backend::load), which makes a module for
-// these shapes; the step writes the region's outputs into the arena like any kernel step.
+// these shapes; the step writes the region's outputs into the arena like any kernel step. A
+// region the backend no longer supports at these types runs natively (a fallback step).
 #include "driver/compile/plan_builder.h"
 #include "driver/offload.h"
 #include "ops/external.h"
@@ -30,6 +31,33 @@ void PlanBuilder::add_external_step(int i) {
     bool bound = v.known_rank;
     for (int64_t d : v.dims) bound &= d >= 0;
     if (!bound) attrs.fail(ErrorKind::kUnsupported, "region '" + n.name + "': the shape of '" + v.name + "' is not known for these inputs");
+  }
+  std::string described;
+  for (const ext::Node& node : region.nodes) {
+    described += " " + node.op + "(";
+    for (int v : node.inputs) {
+      if (v < 0) continue;
+      const ext::ValueInfo& info = region.values[static_cast<size_t>(v)];
+      described += " " + info.name + ":" + std::to_string(static_cast<int>(info.type)) + "[";
+      for (int64_t d : info.dims) described += std::to_string(d) + ",";
+      described += "]";
+    }
+    described += ")";
+  }
+  log("region " + n.name + " (" + backend + "):" + described);
+  // Types known only now (a dtype inference could not tell at partitioning) can put a node out
+  // of the backend's reach: the region then runs on kiln's own kernels (its body compiled as a
+  // nested plan, like a control-flow body).
+  for (const ext::Node& node : region.nodes) {
+    bool ok = false;
+    try {
+      ok = b->supports(region, node);
+    } catch (...) {
+    }
+    if (ok) continue;
+    log("region " + n.name + " runs on kiln: " + backend + " does not support node '" + node.name + "' at these shapes and types");
+    add_fallback(i);
+    return;
   }
   ext::ModuleOptions mo;
   mo.threads = opts_.threads;

@@ -22,7 +22,13 @@ const ext::ValueInfo* input(const ext::Region& r, const ext::Node& n, size_t i) 
 }
 const ext::ValueInfo& output(const ext::Region& r, const ext::Node& n) { return r.values[static_cast<size_t>(n.outputs[0])]; }
 
-bool is_f32(const ext::ValueInfo* v) { return v && v->type == ElementType::kFloat32 && v->known_rank; }
+// oneDNN's tensors have at most 6 dims.
+bool is_f32(const ext::ValueInfo* v) { return v && v->type == ElementType::kFloat32 && v->known_rank && v->dims.size() <= 6; }
+bool all_known(const ext::ValueInfo& v) {
+  for (int64_t d : v.dims)
+    if (d < 0) return false;
+  return v.known_rank;
+}
 int64_t rank(const ext::ValueInfo* v) { return v ? static_cast<int64_t>(v->dims.size()) : -1; }
 std::string qualified(const ext::Node& n) { return n.domain.empty() ? n.op : n.domain + "::" + n.op; }
 
@@ -189,8 +195,13 @@ bool supported(const ext::Region& r, const ext::Node& n) {
   // Transpose stays native: oneDNN 2.6's reorder with permuted strides ran a BERT attention
   // transpose (1x12x128x64) 3-6x slower than kiln's generated kernel (AMD EPYC Zen 5).
   if (op == "Transpose") return false;
-  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze")
-    return is_f32(input(r, n, 0)) && n.outputs.size() == 1;
+  // A reshape's output dims must be known when the region loads: from a constant target (or
+  // axes), or declared static. (A target computed at run time from data could be anything.)
+  if (op == "Flatten") return is_f32(input(r, n, 0));
+  if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze") {
+    const ext::ValueInfo* target = input(r, n, 1);
+    return is_f32(input(r, n, 0)) && n.outputs.size() == 1 && (!target || target->constant() || all_known(output(r, n)));
+  }
   return false;
 }
 

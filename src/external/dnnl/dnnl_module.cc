@@ -98,6 +98,15 @@ class DnnlModule : public ext::RuntimeModule {
       bindings_.push_back({m, true, k});
       mem_[static_cast<size_t>(v)] = m;
     }
+    for (const Step& s : steps) {  // every value a primitive reads or writes is f32
+      std::vector<int> used(s.inputs.begin(), s.inputs.begin() + (s.kind == "view" ? 1 : static_cast<long>(s.inputs.size())));
+      used.push_back(s.output);
+      for (const PostOp& p : s.post) used.push_back(p.src1);
+      for (int v : used)
+        if (v >= 0 && r.values[static_cast<size_t>(v)].type != ext::ElementType::kFloat32)
+          throw std::runtime_error("node '" + s.node + "': value '" + r.values[static_cast<size_t>(v)].name +
+                                   "' is not float32");
+    }
     for (size_t t = 0; t < steps.size(); ++t) {
       step_ = static_cast<int>(t);
       const Step& s = steps[t];
@@ -460,7 +469,12 @@ class DnnlModule : public ext::RuntimeModule {
     memory a = mem_for_read(s.inputs[0]);
     if (a.get_desc().dims() != y) a = reshaped(as_plain(s.inputs[0]), plain(y));
     const Dims bd = padded(dims(s.inputs[1]), y.size());
-    memory b = bd == y ? as_layout(s.inputs[1], a.get_desc()) : reshaped(as_plain(s.inputs[1]), plain(bd));
+    memory b = reshaped(as_plain(s.inputs[1]), plain(bd));
+    if (bd == y && b.get_desc() != a.get_desc()) {  // same dims: in src0's layout
+      memory tmp = pooled(a.get_desc(), -1);
+      execs_.push_back({dnnl::reorder(b, tmp), {{DNNL_ARG_FROM, b}, {DNNL_ARG_TO, tmp}}});
+      b = tmp;
+    }
     dnnl::binary::desc d(binary_alg(s.alg), a.get_desc(), b.get_desc(), a.get_desc());
     const dnnl::binary::primitive_desc pd(d, engine_);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC_0, a}, {DNNL_ARG_SRC_1, b}};
