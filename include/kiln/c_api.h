@@ -95,8 +95,12 @@ typedef struct kiln_options {
    * docs/tuning.md, experimental): the kernel choices they hold for this CPU and `threads` are
    * applied. Compiled libraries keep the choices they were compiled with and ignore it. */
   const char* records;
+  /* ONNX models: external backends to offload the regions they support to, comma-separated,
+   * first choice first ("dnnl": oneDNN; NULL or "": none; docs/byoc.md, experimental). An
+   * unknown name fails the load with KILN_ERROR_INVALID_ARGUMENT. */
+  const char* offload;
 } kiln_options;
-#define KILN_OPTIONS_INIT {sizeof(kiln_options), 1, 0, 0, 0, NULL}
+#define KILN_OPTIONS_INIT {sizeof(kiln_options), 1, 0, 0, 0, NULL, NULL}
 
 /* An input or output as the model declares it. `name` and `dims` stay valid as long as the
  * model; a dim of -1 is symbolic (ONNX models; compiled models: a dim that differs between the

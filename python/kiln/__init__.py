@@ -203,7 +203,9 @@ class Session:
         cached plan ran), where the shapes came from, the time of each phase in ms (``shapes_ms``,
         ``lowering_ms``, ``llvm_ms``, ``total_ms``), ``kernels`` (steps), ``compiled_kernels``
         (distinct kernels) and ``library_kernels`` (of those, compiled by an earlier plan: a
-        new batch size or sequence length whose kernels exist runs no LLVM), ``arena_bytes``."""
+        new batch size or sequence length whose kernels exist runs no LLVM), ``arena_bytes``,
+        ``external_regions`` and ``external_nodes`` (regions run by ``offload`` backends and
+        their nodes)."""
         return self._impl.plan_stats()
 
     def __repr__(self) -> str:
@@ -222,6 +224,7 @@ def load(
     seed: int = 0,
     max_memory: Union[int, str, None] = None,
     records: Optional[PathLike] = None,
+    offload: Union[str, Sequence[str], None] = None,
 ) -> Session:
     """Loads an ONNX model (a path, or the ModelProto bytes) and prepares it to run.
 
@@ -236,6 +239,8 @@ def load(
         need more raise :class:`ResourceLimitError` before allocating, with the numbers.
     records: tuning records written by ``kiln tune`` (a JSON-lines file): the kernel choices
         they hold for this CPU and ``threads`` are applied (compiled engine; docs/tuning.md).
+    offload: external backends to run the regions they support on, first choice first
+        (``"dnnl"``: oneDNN, or a list; compiled engine; docs/byoc.md, experimental).
     """
     if isinstance(model, (bytes, bytearray, memoryview)):
         source: Any = model
@@ -247,9 +252,15 @@ def load(
         threads = _default_threads()
     if max_memory is not None and not isinstance(max_memory, (int, str)):
         raise _usage_error("max_memory takes a byte count or a size like '512M', got " + type(max_memory).__name__)
+    if offload is None:
+        backends: List[str] = []
+    elif isinstance(offload, str):
+        backends = [offload]
+    else:
+        backends = [str(b) for b in offload]
     return Session(
         _kiln.load(source, int(threads), engine, bool(optimize), bool(profile), int(seed), max_memory,
-                   os.fspath(records) if records is not None else "")
+                   os.fspath(records) if records is not None else "", backends)
     )
 
 

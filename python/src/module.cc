@@ -474,6 +474,8 @@ class PySession {
     d["compiled_kernels"] = s.compiled_kernels;
     d["library_kernels"] = s.library_kernels;
     d["arena_bytes"] = s.arena_bytes;
+    d["external_regions"] = s.external_regions;
+    d["external_nodes"] = s.external_nodes;
     return d;
   }
 
@@ -496,7 +498,8 @@ class PySession {
 };
 
 std::unique_ptr<PySession> load(py::object source, int threads, const std::string& engine, bool optimize,
-                                bool profile, uint64_t seed, py::object max_memory, const std::string& records) {
+                                bool profile, uint64_t seed, py::object max_memory, const std::string& records,
+                                const std::vector<std::string>& offload) {
   SessionOptions opts;
   if (py::isinstance<py::str>(max_memory))
     opts.max_memory_bytes = parse_byte_size(max_memory.cast<std::string>(), "max_memory");
@@ -509,6 +512,7 @@ std::unique_ptr<PySession> load(py::object source, int threads, const std::strin
   opts.profile = profile;
   opts.seed = seed;
   opts.tuning = tune::load_tuning(records, threads);
+  opts.offload = offload;
   std::unique_ptr<Session> s;
   if (py::isinstance<py::str>(source)) {
     std::string path = source.cast<std::string>();
@@ -727,7 +731,7 @@ PYBIND11_MODULE(_kiln, m) {
       .def("plan_stats", &PySession::plan_stats);
 
   m.def("load", &load, py::arg("source"), py::arg("threads"), py::arg("engine"), py::arg("optimize"),
-        py::arg("profile"), py::arg("seed"), py::arg("max_memory"), py::arg("records"));
+        py::arg("profile"), py::arg("seed"), py::arg("max_memory"), py::arg("records"), py::arg("offload"));
   m.def("optimize", &optimize, py::arg("in_path"), py::arg("out_path"), py::arg("passes"), py::arg("disable"),
         py::arg("verify"));
   m.def("inspect_json", &inspect_json, py::arg("path"), py::arg("dims"), py::arg("compile"), py::arg("passes"));

@@ -104,6 +104,11 @@ int64_t max_memory_of(const kiln_options* o) {
   return o->max_memory_bytes;
 }
 
+std::string offload_of(const kiln_options* o) {
+  if (!has_field(o, offsetof(kiln_options, offload) + sizeof(const char*)) || !o->offload) return "";
+  return o->offload;
+}
+
 std::string records_of(const kiln_options* o) {
   if (!has_field(o, offsetof(kiln_options, records) + sizeof(const char*)) || !o->records) return "";
   return o->records;
@@ -495,7 +500,8 @@ KILN_API kiln_status kiln_model_load_file(const char* path, const kiln_options* 
     }
 #ifdef KILN_CAPI_FULL
     *out = kiln::capi::wrap(
-        kiln::capi::load_onnx_file(path, threads, kiln::capi::max_memory_of(options), kiln::capi::records_of(options)),
+        kiln::capi::load_onnx_file(path, threads, kiln::capi::max_memory_of(options), kiln::capi::records_of(options),
+                                   kiln::capi::offload_of(options)),
         options);
 #else
     (void)threads;
@@ -539,7 +545,7 @@ KILN_API kiln_status kiln_model_load_memory(const void* data, size_t size, const
     }
 #ifdef KILN_CAPI_FULL
     *out = kiln::capi::wrap(kiln::capi::load_onnx_bytes(data, size, threads, kiln::capi::max_memory_of(options),
-                                                         kiln::capi::records_of(options)),
+                                                         kiln::capi::records_of(options), kiln::capi::offload_of(options)),
                             options);
 #else
     (void)threads;

@@ -56,10 +56,11 @@ void set_output_dims(const std::vector<RtValue>& results, kiln_tensor* outputs);
 
 #ifdef KILN_CAPI_FULL
 // ONNX models (onnx_model.cc, libkiln only): the compiled engine, JIT.
+// `offload`: comma-separated external backends (kiln_options.offload).
 std::unique_ptr<ModelImpl> load_onnx_file(const std::string& path, int threads, int64_t max_memory,
-                                          const std::string& records);
+                                          const std::string& records, const std::string& offload);
 std::unique_ptr<ModelImpl> load_onnx_bytes(const void* data, size_t size, int threads, int64_t max_memory,
-                                           const std::string& records);
+                                           const std::string& records, const std::string& offload);
 #endif
 
 }  // namespace kiln::capi

@@ -22,14 +22,30 @@ TensorInfo info_of(const Value& v) {
   return t;
 }
 
+// "dnnl,other" -> {"dnnl", "other"} (spaces around names ignored).
+std::vector<std::string> split_names(const std::string& list) {
+  std::vector<std::string> names;
+  std::string cur;
+  for (char c : list + ",") {
+    if (c == ',') {
+      if (!cur.empty()) names.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  return names;
+}
+
 class OnnxModel : public ModelImpl {
  public:
-  OnnxModel(Model model, int threads, int64_t max_memory, const std::string& records) {
+  OnnxModel(Model model, int threads, int64_t max_memory, const std::string& records, const std::string& offload) {
     SessionOptions so;
     so.max_memory_bytes = max_memory;
     so.engine = Engine::kCompiled;  // (runs the default pass pipeline)
     so.threads = threads > 0 ? threads : ThreadPool::default_threads();
     so.tuning = tune::load_tuning(records, so.threads);
+    so.offload = split_names(offload);
     session_ = std::make_unique<Session>(std::move(model), so);
     for (const Value* v : session_->feed_inputs()) inputs.push_back(info_of(*v));
     for (const Value* v : session_->model().graph->outputs) outputs.push_back(info_of(*v));
@@ -53,14 +69,14 @@ class OnnxModel : public ModelImpl {
 }  // namespace
 
 std::unique_ptr<ModelImpl> load_onnx_file(const std::string& path, int threads, int64_t max_memory,
-                                          const std::string& records) {
-  return std::make_unique<OnnxModel>(load_onnx_model(path), threads, max_memory, records);
+                                          const std::string& records, const std::string& offload) {
+  return std::make_unique<OnnxModel>(load_onnx_model(path), threads, max_memory, records, offload);
 }
 
 std::unique_ptr<ModelImpl> load_onnx_bytes(const void* data, size_t size, int threads, int64_t max_memory,
-                                           const std::string& records) {
+                                           const std::string& records, const std::string& offload) {
   return std::make_unique<OnnxModel>(load_onnx_model_from_bytes(data, size, "<memory>"), threads, max_memory,
-                                     records);
+                                     records, offload);
 }
 
 }  // namespace kiln::capi

@@ -25,6 +25,8 @@
 #include "kiln/c_api.h"
 #include "pass/pass.h"
 #include "driver/compiled_executor.h"
+#include "driver/offload.h"
+#include "kiln/extension.h"
 #include "tune/records.h"
 #include "../common/random_const.h"
 
@@ -312,6 +314,27 @@ TEST_F(CApi, OnnxModelWithTuningRecords) {
   // Compiled libraries keep their own choices: records are not read.
   ASSERT_EQ(kiln_model_load_file(path("small.so").c_str(), &o, &m), KILN_OK) << kiln_last_error();
   kiln_model_free(m);
+}
+
+// kiln_options.offload: the model's conv runs on oneDNN with the JIT's results; an unknown
+// backend fails the load naming the available ones.
+TEST_F(CApi, OnnxModelWithOffload) {
+  register_builtin_backends();
+  if (!ext::find_backend("dnnl")) GTEST_SKIP() << "built without oneDNN";
+  kiln_options o = KILN_OPTIONS_INIT;
+  o.threads = 2;
+  o.offload = "dnnl";
+  kiln_model* m = nullptr;
+  ASSERT_EQ(kiln_model_load_file(path("small.onnx").c_str(), &o, &m), KILN_OK) << kiln_last_error();
+  std::vector<float> x = input_values(), y, z;
+  ASSERT_EQ(run_small(m, x, y, z), KILN_OK) << kiln_last_error();
+  std::vector<Tensor> want = jit_outputs(x);
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[0].data<float>()[i], 1e-4) << i;
+  for (size_t i = 0; i < z.size(); ++i) ASSERT_NEAR(z[i], want[1].data<float>()[i], 1e-4) << i;
+  kiln_model_free(m);
+  o.offload = "dnnl, nope";
+  EXPECT_EQ(kiln_model_load_file(path("small.onnx").c_str(), &o, &m), KILN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kiln_last_error()).find("no backend named 'nope'"), std::string::npos) << kiln_last_error();
 }
 
 TEST_F(CApi, CompiledExecutorWritesCallerOutputs) {

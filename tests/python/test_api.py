@@ -377,3 +377,23 @@ def test_tune_and_load_with_records(tmp_path, kiln_cli, monkeypatch):
         kiln.tune(model, records, budget=1, progress=False)
     with pytest.raises(kiln.BadInputError, match="cannot open the tuning records"):
         kiln.load(model, records=tmp_path / "missing.jsonl")
+
+
+def test_load_with_offload(tmp_path):
+    """kiln.load(offload="dnnl") runs the model's conv on oneDNN, with the same results as
+    kiln's own kernels; an unknown backend is a UsageError naming the available ones."""
+    model = tmp_path / "conv.onnx"
+    _conv_model(model)
+    x = np.random.default_rng(3).standard_normal((1, 16, 20, 20)).astype(np.float32)
+    want = kiln.load(model, threads=1).run([x])["y"]
+    try:
+        s = kiln.load(model, threads=2, offload="dnnl")
+    except kiln.UsageError as e:
+        assert "available" in str(e)
+        pytest.skip("kiln built without oneDNN")
+    got = s.run([x])["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    stats = s.plan_stats()
+    assert stats["external_regions"] == 1 and stats["external_nodes"] == 1
+    with pytest.raises(kiln.UsageError, match="no backend named 'nope'"):
+        kiln.load(model, offload=["nope"])
