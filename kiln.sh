@@ -14,7 +14,7 @@ VENV=$ROOT/.venv
 APT_PACKAGES=(cmake ninja-build ccache g++ clang libclang-rt-14-dev pkg-config
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata llvm-19-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev libfreeimage-dev libtiff-dev libcpp-httplib-dev
-  libgrpc++-dev protobuf-compiler-grpc
+  libgrpc++-dev protobuf-compiler-grpc libdnnl-dev
   python3 python3-venv python3-pip python3-dev)
 # Exporting ResNet-50 / the BERT-like encoder for the model tests (Debian's torch is far
 # lighter than the PyPI wheel; run with /usr/bin/python3) and Chromium for the HTML view test.

@@ -1,7 +1,8 @@
 // kiln's extension API for external backends ("bring your own codegen"): a backend says which
 // nodes it runs, turns each region of such nodes that kiln partitions out of a model into an
-// artifact of its own, and runs that artifact. Plain C++17 data, no kiln internals: a backend
-// built out of tree needs only this header and kiln::extension (docs/byoc.md).
+// artifact of its own, and runs that artifact. Header-only, plain C++17 data, no kiln internals:
+// a backend built out of tree needs only this header (find_package(kiln): kiln::extension) and
+// is loaded as a plugin (KILN_EXTENSION_INIT below; docs/byoc.md).
 #pragma once
 
 #include <cstdint>
@@ -149,11 +150,24 @@ class Backend {
 };
 
 // Makes `backend` selectable by its name (std::invalid_argument when the name is taken or not
-// lower-case letters, digits and '_').
+// lower-case letters, digits and '_'). In kiln itself (libkiln_external); plugins get it as the
+// argument of their init function instead.
 void register_backend(std::shared_ptr<const Backend> backend);
 // The backend registered under `name`, or null.
 std::shared_ptr<const Backend> find_backend(const std::string& name);
 std::vector<std::string> backend_names();
+
+// Plugins: a shared library that defines its init function with KILN_EXTENSION_INIT is loaded
+// by `--backend-plugin FILE` (CLI) or KILN_BACKEND_PLUGINS=FILE[:FILE...] (every entry point);
+// kiln calls it once with the version of this header it was built with and its registration
+// function. Return 0, or nonzero (and register nothing) when `api_version` is not the one the
+// plugin was built for. The plugin must be built with the same C++ standard library as kiln.
+inline constexpr int kApiVersion = 1;
+using RegisterFn = void (*)(std::shared_ptr<const Backend> backend);
+using InitFn = int (*)(int api_version, RegisterFn register_fn);
+#define KILN_EXTENSION_INIT(version_arg, register_arg)                                        \
+  extern "C" __attribute__((visibility("default"))) int kiln_extension_init(int version_arg, \
+                                                                            kiln::ext::RegisterFn register_arg)
 
 // The default cost: 10 for Conv, ConvTranspose, MatMul, Gemm and the
 // kiln::Attention family, 1 for anything else.

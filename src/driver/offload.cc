@@ -1,7 +1,11 @@
 // Built-in backend registration and --offload name lookup (see offload.h).
 #include "driver/offload.h"
 
+#include <dlfcn.h>
+
+#include <cstdlib>
 #include <mutex>
+#include <set>
 
 #include "core/error.h"
 
@@ -18,6 +22,43 @@ void register_builtin_backends() {
     ext::register_backend(external::make_dnnl_backend());
 #endif
   });
+  static std::once_flag plugins;
+  std::call_once(plugins, [] {
+    const char* list = std::getenv("KILN_BACKEND_PLUGINS");
+    std::string cur;
+    for (const char* p = list ? list : ""; ; ++p) {
+      if (*p == ':' || *p == '\0') {
+        if (!cur.empty()) load_backend_plugin(cur);
+        cur.clear();
+        if (*p == '\0') break;
+      } else {
+        cur += *p;
+      }
+    }
+  });
+}
+
+void load_backend_plugin(const std::string& path) {
+  static std::mutex mu;
+  static std::set<std::string> loaded;
+  std::lock_guard<std::mutex> lock(mu);
+  if (loaded.count(path)) return;
+  // Kept loaded for the life of the process: its backends live in the registry.
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) throw Error(ErrorKind::kUsage, "backend plugin '" + path + "': " + dlerror());
+  auto init = reinterpret_cast<ext::InitFn>(dlsym(lib, "kiln_extension_init"));
+  if (!init)
+    throw Error(ErrorKind::kUsage, "backend plugin '" + path + "' defines no kiln_extension_init (KILN_EXTENSION_INIT)");
+  int status = 0;
+  try {
+    status = init(ext::kApiVersion, &ext::register_backend);
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kUsage, "backend plugin '" + path + "': its init failed: " + e.what());
+  }
+  if (status != 0)
+    throw Error(ErrorKind::kUsage, "backend plugin '" + path + "' refused kiln's extension API version " +
+                                       std::to_string(ext::kApiVersion) + " (status " + std::to_string(status) + ")");
+  loaded.insert(path);
 }
 
 std::string available_backends() {

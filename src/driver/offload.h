@@ -10,8 +10,12 @@
 
 namespace kiln {
 
-// Registers the built-in backends once (idempotent, thread-safe).
+// Registers the built-in backends once (idempotent, thread-safe), then loads the plugins that
+// KILN_BACKEND_PLUGINS names (colon-separated; once per process).
 void register_builtin_backends();
+// Loads a backend plugin (include/kiln/extension.h: KILN_EXTENSION_INIT) once per path; kUsage
+// naming the file when it cannot be loaded, has no init function or refuses kiln's API version.
+void load_backend_plugin(const std::string& path);
 // The backends named, in order (kUsage naming the unknown one and listing those available).
 std::vector<std::shared_ptr<const ext::Backend>> offload_backends(const std::vector<std::string>& names);
 // Backend names, built-in and registered ones: "dnnl, ..." (for help texts and errors).

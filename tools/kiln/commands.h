@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "driver/offload.h"
+
 namespace kiln::cli {
 
 using Action = std::function<int()>;
@@ -23,8 +25,20 @@ void add_quantize_command(CLI::App& app, Action& action);
 void add_tune_command(CLI::App& app, Action& action);
 
 // --offload NAME (repeatable, in order of preference): regions of the model run by external
-// backends (docs/byoc.md); shared by run, bench, profile, inspect and test-onnx.
+// backends (docs/byoc.md), and --backend-plugin FILE, which loads an out-of-tree backend; shared
+// by run, bench, profile, inspect and test-onnx.
 inline void add_offload_option(CLI::App* cmd, std::vector<std::string>& offload) {
+  cmd->add_option("--backend-plugin", "load an external backend from a shared library (include/kiln/extension.h: "
+                                      "KILN_EXTENSION_INIT; repeatable); select it with --offload NAME")
+      ->type_name("FILE")
+      ->expected(1)
+      ->each([](const std::string& path) {
+        try {
+          load_backend_plugin(path);
+        } catch (const std::exception& e) {
+          throw CLI::ValidationError(std::string(e.what()));
+        }
+      });
   cmd->add_option("--offload", offload,
                   "run the regions an external backend supports on it (repeatable, first choice first; "
                   "built in: dnnl = oneDNN); see docs/byoc.md")
