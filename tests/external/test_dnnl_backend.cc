@@ -136,7 +136,8 @@ TEST(DnnlBackend, MatMulAndGemm) {
 TEST(DnnlBackend, ElementwiseAndBinary) {
   if (!have_dnnl()) GTEST_SKIP() << "built without oneDNN";
   const char* unary[] = {"Relu(%x)", "Sigmoid(%x)", "Tanh(%x)", "Exp(%x)", "Abs(%x)", "Neg(%x)",
-                         "Elu(%x) {alpha=0.7}", "LeakyRelu(%x) {alpha=0.2}", "Clip(%x, %lo, %hi)"};
+                         "Elu(%x) {alpha=0.7}", "LeakyRelu(%x) {alpha=0.2}", "Clip(%x, %lo, %hi)",
+                         "HardSigmoid(%x) {alpha=0.3, beta=0.4}", "HardSwish(%x)"};
   for (const char* u : unary) {
     const std::string text = std::string("graph @main(%x: f32[2,3,4,5]) -> (%y: ?[...]) {\n") + const_line("lo", {}, 1, -0.5, -0.5) +
                              const_line("hi", {}, 2, 0.25, 0.25) + "  %y = " + u + "\n  return %y\n}\n";

@@ -49,7 +49,7 @@ bool eltwise_of(const ext::Region& r, const ext::Node& n, PostOp& e) {
   e.kind = "eltwise";
   static const std::map<std::string, std::string> plain = {
       {"Relu", "relu"}, {"Sigmoid", "logistic"}, {"Tanh", "tanh"}, {"Exp", "exp"}, {"Log", "log"},
-      {"Sqrt", "sqrt"}, {"Abs", "abs"}, {"kiln::HardSwish", "hardswish"}};
+      {"Sqrt", "sqrt"}, {"Abs", "abs"}, {"HardSwish", "hardswish"}, {"kiln::HardSwish", "hardswish"}};
   if (auto it = plain.find(op); it != plain.end()) {
     e.alg = it->second;
     return true;
@@ -90,6 +90,22 @@ bool eltwise_of(const ext::Region& r, const ext::Node& n, PostOp& e) {
     return scalar_constant(input(r, n, 1), -FLT_MAX, e.alpha) && scalar_constant(input(r, n, 2), FLT_MAX, e.beta);
   }
   return false;
+}
+
+// The element-wise op as one or more oneDNN algorithms applied in order (HardSigmoid: linear,
+// then clip to [0, 1]); false when not element-wise.
+bool eltwise_chain_of(const ext::Region& r, const ext::Node& n, std::vector<PostOp>& ops) {
+  ops.clear();
+  if (qualified(n) == "HardSigmoid") {
+    ops.push_back({"eltwise", "linear", static_cast<float>(n.attr_float("alpha", 0.2)),
+                   static_cast<float>(n.attr_float("beta", 0.5)), -1});
+    ops.push_back({"eltwise", "clip_v2", 0.f, 1.f, -1});
+    return true;
+  }
+  PostOp e;
+  if (!eltwise_of(r, n, e)) return false;
+  ops.push_back(e);
+  return true;
 }
 
 const std::map<std::string, std::string>& binary_algs() {
@@ -171,8 +187,8 @@ bool gemm_supported(const ext::Region& r, const ext::Node& n) {
 bool supported(const ext::Region& r, const ext::Node& n) {
   if (n.outputs.empty() || n.outputs[0] < 0 || !is_f32(&output(r, n))) return false;
   const std::string op = qualified(n);
-  PostOp e;
-  if (eltwise_of(r, n, e)) return is_f32(input(r, n, 0));
+  std::vector<PostOp> chain;
+  if (eltwise_chain_of(r, n, chain)) return is_f32(input(r, n, 0));
   if (binary_algs().count(op)) return binary_supported(r, n);
   if (op == "Conv") return conv_supported(r, n);
   if (op == "MatMul") return matmul_supported(r, n);
@@ -213,12 +229,13 @@ Step lower_node(const ext::Region& r, const ext::Node& n) {
   s.output = n.outputs[0];
   for (int v : n.inputs) s.inputs.push_back(v);
   const std::string op = qualified(n);
-  PostOp e;
-  if (eltwise_of(r, n, e)) {
+  std::vector<PostOp> chain;
+  if (eltwise_chain_of(r, n, chain)) {
     s.kind = "eltwise";
-    s.alg = e.alg;
-    s.alpha = e.alpha;
-    s.beta = e.beta;
+    s.alg = chain[0].alg;
+    s.alpha = chain[0].alpha;
+    s.beta = chain[0].beta;
+    s.post.assign(chain.begin() + 1, chain.end());  // applied in place after the first
     s.inputs.resize(1);
   } else if (binary_algs().count(op)) {
     s.kind = "binary";
@@ -310,9 +327,9 @@ struct Lowering {
 
   bool absorb(Step& s, size_t anchor, const ext::Node& next) {
     const int cur = s.output;
-    PostOp e;
-    if (eltwise_of(r, next, e)) {
-      s.post.push_back(e);
+    std::vector<PostOp> chain;
+    if (eltwise_chain_of(r, next, chain)) {
+      s.post.insert(s.post.end(), chain.begin(), chain.end());
       s.output = next.outputs[0];
       return true;
     }
@@ -354,7 +371,7 @@ struct Lowering {
       if (fused[k]) continue;
       Step s = lower_node(r, r.nodes[k]);
       if (s.kind == "conv" || s.kind == "matmul" || s.kind == "inner_product") {
-        while (s.post.size() < 4) {
+        while (s.post.size() < 6) {
           const size_t v = static_cast<size_t>(s.output);
           if (is_output[v] || consumers[v] != 1) break;
           const size_t next = users[v][0];

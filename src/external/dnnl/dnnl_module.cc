@@ -454,8 +454,14 @@ class DnnlModule : public ext::RuntimeModule {
     dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, eltwise_alg(s.alg), src.get_desc(), s.alpha, s.beta);
     const dnnl::eltwise_forward::primitive_desc pd(d, engine_);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}};
-    args[DNNL_ARG_DST] = destination(s.output, pd.dst_desc());
+    const memory dst = destination(s.output, pd.dst_desc());
+    args[DNNL_ARG_DST] = dst;
     execs_.push_back({dnnl::eltwise_forward(pd), std::move(args)});
+    for (const PostOp& p : s.post) {  // the rest of a chain (HardSigmoid's clip), in place
+      dnnl::eltwise_forward::desc dp(dnnl::prop_kind::forward_inference, eltwise_alg(p.alg), dst.get_desc(), p.alpha, p.beta);
+      const dnnl::eltwise_forward::primitive_desc pdp(dp, engine_);
+      execs_.push_back({dnnl::eltwise_forward(pdp), {{DNNL_ARG_SRC, dst}, {DNNL_ARG_DST, dst}}});
+    }
   }
 
   // Value v's memory as it is (a constant: plain, copied once).
