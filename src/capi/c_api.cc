@@ -157,6 +157,16 @@ class PlanModel : public ModelImpl {
     }
     check_memory(img, max_memory);
     pool_ = std::make_unique<ThreadPool>(threads);
+    // External regions (the library links their backends, which registered when it loaded):
+    // their modules are made now, and a backend's thread team runs kiln's loops too.
+    for (ExecPlan& plan : plans_) {
+      for (const PlanExternal& x : plan.externals) {
+        std::shared_ptr<const ext::Backend> b = ext::find_backend(x.backend);
+        if (b && b->thread_team()) pool_->use_team(b->thread_team());
+      }
+      ScopedThreadPool scope(pool_.get());
+      plan.load_externals(pool_->num_threads());
+    }
     // Packing the sgemm weights is most of a load (~100 MB for ResNet-50): on request here,
     // else on each step's first run.
     if (pack_at_load) {

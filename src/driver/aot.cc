@@ -28,6 +28,7 @@
 #include "driver/engine_passes.h"
 #include "frontend/onnx/onnx_io.h"
 #include "kiln/c_api.h"
+#include "driver/offload.h"
 #include "pass/pass.h"
 #include "runtime/library_seal.h"
 #include "runtime/plan_io.h"
@@ -35,9 +36,31 @@
 #ifndef KILN_RUNTIME_ARCHIVE
 #define KILN_RUNTIME_ARCHIVE ""
 #endif
+#ifndef KILN_DNNL_ARCHIVES
+#define KILN_DNNL_ARCHIVES ""
+#endif
 
 namespace kiln {
 namespace {
+
+// The archives and libraries of the external backends the plans' regions need, for the link
+// line (inside its --whole-archive: a backend registers itself when the library loads).
+std::string backend_link_args(const std::vector<ExecPlan>& plans) {
+  std::set<std::string> backends;
+  for (const ExecPlan& p : plans)
+    for (const PlanExternal& x : p.externals) backends.insert(x.backend);
+  std::string args, libs;
+  for (const std::string& b : backends) {
+    if (b == "dnnl" && std::string(KILN_DNNL_ARCHIVES).size() > 0) {
+      args += std::string(" ") + KILN_DNNL_ARCHIVES;
+      libs = " -ldnnl -lgomp";
+      continue;
+    }
+    throw Error(ErrorKind::kUnsupported, "regions of the external backend '" + b +
+                                             "' cannot be linked into a compiled library (only built-in backends: dnnl)");
+  }
+  return args + (libs.empty() ? "" : " -Wl,--no-whole-archive" + libs + " -Wl,--whole-archive");
+}
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
@@ -99,6 +122,8 @@ ExecPlan plan_data(const ExecPlan& src) {
     st.gemm_op.reset();
     for (auto& a : st.args) a.view = Tensor();
   }
+  p.externals = src.externals;
+  for (PlanExternal& x : p.externals) x.module.reset();  // the library's loader makes its own
   return p;
 }
 
@@ -333,6 +358,8 @@ AotResult compile_shared_library(const std::string& model_path, const std::strin
   check_dim_names(model, o.dims);
   {
     PassContext ctx = engine_pass_context();
+    ctx.offload = offload_backends(o.offload);
+    ctx.offload_min_cost = o.offload_min_cost;
     run_passes(model, default_pipeline(), ctx);
   }
   CompiledOptions co;
@@ -405,7 +432,7 @@ AotResult compile_shared_library(const std::string& model_path, const std::strin
   const fs::path tmp_out = dir / "model.so";
   std::string cmd = cxx + " -shared -o " + quote(tmp_out.string()) + " " + quote((dir / "image.s").string());
   if (!funcs.empty()) cmd += " " + quote(obj.string());
-  cmd += " -Wl,--whole-archive " + quote(archive) + " -Wl,--no-whole-archive -Wl,--version-script=" +
+  cmd += " -Wl,--whole-archive " + quote(archive) + backend_link_args(out_plans) + " -Wl,--no-whole-archive -Wl,--version-script=" +
          quote((dir / "exports.map").string()) +
          " -Wl,-Bsymbolic -Wl,-z,noexecstack -Wl,--as-needed -lmvec -lm -ldl -lpthread 2> " +
          quote((dir / "link.log").string());

@@ -36,6 +36,10 @@ struct AotOptions {
   int threads = 1;                      // threads of the compile run
   // Tuned kernel choices (tune::load_tuning): kept in the library's plans.
   std::shared_ptr<const gemm_ops::TuningTable> tuning;
+  // External backends (--offload): their regions are kept in the plans and the backends linked
+  // into the library (built-in ones only: dnnl).
+  std::vector<std::string> offload;
+  double offload_min_cost = -1;
   uint64_t seed = 0;                    // seed of the random inputs of the compile run
   // libkiln_runtime.a to link: "" takes $KILN_RUNTIME_LIB, else the one this kiln was built with.
   std::string runtime_archive;

@@ -113,6 +113,26 @@ int64_t ExecPlan::packed_weight_bytes() const {
   return total;
 }
 
+void ExecPlan::load_externals(int threads) {
+  for (PlanExternal& x : externals) {
+    if (x.module) continue;
+    std::shared_ptr<const ext::Backend> b = ext::find_backend(x.backend);
+    if (!b)
+      throw Error(ErrorKind::kUnsupported, "region '" + x.region.name + "' needs the external backend '" + x.backend +
+                                               "', which is not registered here");
+    for (size_t v = 0; v < x.region.values.size() && v < x.constants.size(); ++v)
+      if (x.constants[v] >= 0) x.region.values[v].data = constants.at(static_cast<size_t>(x.constants[v])).raw();
+    ext::ModuleOptions o;
+    o.threads = threads;
+    try {
+      x.module = b->load(x.artifact, x.region, o);
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::kUnsupported, "backend '" + x.backend + "' failed to load region '" + x.region.name + "': " + e.what());
+    }
+    if (!x.module) throw Error(ErrorKind::kInternal, "backend '" + x.backend + "' returned no module for region '" + x.region.name + "'");
+  }
+}
+
 bool ExecPlan::has_fallback() const {
   for (const auto& st : steps)
     if (st.kind == PlanStep::Kind::kFallback) return true;
@@ -154,11 +174,18 @@ ext::TensorRef tensor_ref(const Tensor& t) {
 // A kExternal step: its outputs are already in env (arena views or fresh tensors); the backend's
 // module fills them. A backend's exception names the backend and the region.
 void run_external(ExecPlan& plan, const PlanStep& st, const std::vector<RtValue>& env) {
-  const PlanExternal& x = plan.externals.at(static_cast<size_t>(st.external));
+  PlanExternal& x = plan.externals.at(static_cast<size_t>(st.external));
+  if (!x.module) {
+    try {
+      plan.load_externals(current_thread_pool().num_threads());
+    } catch (const Error& e) {
+      throw e.with_context(step_location(st));
+    }
+  }
   std::vector<ext::TensorRef> ins, outs;
   for (int32_t s : st.inputs) {
     const RtValue& v = env.at(static_cast<size_t>(s));
-    if (!v.is_tensor()) throw Error(ErrorKind::kBadInput, "an input of region '" + x.region + "' is not a tensor", step_location(st));
+    if (!v.is_tensor()) throw Error(ErrorKind::kBadInput, "an input of region '" + x.region.name + "' is not a tensor", step_location(st));
     ins.push_back(tensor_ref(v.tensor));
   }
   for (const PlanArg& a : st.args) outs.push_back(tensor_ref(env.at(static_cast<size_t>(a.slot)).tensor));
@@ -168,7 +195,7 @@ void run_external(ExecPlan& plan, const PlanStep& st, const std::vector<RtValue>
   } catch (const Error& e) {
     throw e.with_context(step_location(st));
   } catch (const std::exception& e) {
-    throw Error(ErrorKind::kInternal, "backend '" + x.backend + "' failed running region '" + x.region + "': " + e.what(),
+    throw Error(ErrorKind::kInternal, "backend '" + x.backend + "' failed running region '" + x.region.name + "': " + e.what(),
                 step_location(st));
   }
 }

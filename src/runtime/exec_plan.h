@@ -40,7 +40,7 @@ struct PlanArg {
 struct PlanStep {
   // kIf: an If whose branches are plans of their own (ahead-of-time libraries; the JIT runs If
   // as a kFallback step with nested executors). kExternal: a region an external backend runs
-  // (ExecPlan::externals; JIT only so far).
+  // (ExecPlan::externals).
   enum class Kind : int32_t { kKernel = 0, kGemm = 1, kFallback = 2, kEmpty = 3, kIf = 4, kExternal = 5 };
   Kind kind = Kind::kFallback;
   std::string name;  // kernel name or node name (profiles, error messages)
@@ -63,11 +63,14 @@ struct PlanStep {
   int32_t external = -1;  // kExternal: index into ExecPlan::externals
 };
 
-// A region loaded by its external backend for this plan's shapes (include/kiln/extension.h).
+// A region run by an external backend (include/kiln/extension.h): what Backend::load takes,
+// kept so that compiled model libraries can load it again, and the module it made.
 struct PlanExternal {
   std::string backend;
-  std::string region;
-  std::shared_ptr<ext::RuntimeModule> module;
+  std::string artifact;
+  ext::Region region;  // every dim bound; constants' data point into ExecPlan::constants
+  std::vector<int32_t> constants;  // per region value: its index in ExecPlan::constants, or -1
+  std::shared_ptr<ext::RuntimeModule> module;  // made by the compile step, or on the first run
 };
 
 struct PlanSlot {
@@ -97,7 +100,10 @@ struct ExecPlan {
   // The plans kIf steps run (every plan read from one blob, by index; set by the reader). A
   // branch's plan has its own arena: the enclosing plan's values are alive while it runs.
   std::vector<ExecPlan*> linked;
-  std::vector<PlanExternal> externals;  // kExternal steps' modules (not serialized)
+  std::vector<PlanExternal> externals;  // kExternal steps' regions (modules not serialized)
+  // Loads the regions whose module is missing through their registered backends (kUnsupported
+  // naming a backend this process or library does not have).
+  void load_externals(int threads);
 
   // Allocates the plan's own arena and binds the kernel outputs' views into it.
   void allocate_arena();

@@ -113,6 +113,40 @@ std::vector<int64_t> read_dims(Reader& r) {
   return d;
 }
 
+// An external region as Backend::load sees it (its constants' data travel in the constants table).
+void write_region(Writer& w, const ext::Region& r) {
+  w.str(r.name);
+  w.pod<uint32_t>(static_cast<uint32_t>(r.values.size()));
+  for (const ext::ValueInfo& v : r.values) {
+    w.str(v.name);
+    w.pod<int32_t>(static_cast<int32_t>(v.type));
+    w.vec<int64_t>(v.dims);
+    w.pod<uint8_t>(v.known_rank ? 1 : 0);
+  }
+  w.pod<uint32_t>(static_cast<uint32_t>(r.nodes.size()));
+  for (const ext::Node& n : r.nodes) {
+    w.str(n.op);
+    w.str(n.domain);
+    w.str(n.name);
+    w.str(n.composite);
+    w.vec<int32_t>(n.inputs);
+    w.vec<int32_t>(n.outputs);
+    w.pod<uint32_t>(static_cast<uint32_t>(n.attrs.size()));
+    for (const auto& [key, a] : n.attrs) {
+      w.str(key);
+      w.pod<int32_t>(static_cast<int32_t>(a.kind));
+      w.pod<int64_t>(a.i);
+      w.pod<double>(a.f);
+      w.str(a.s);
+      w.vec<int64_t>(a.ints);
+      w.vec<double>(a.floats);
+      w.strs(a.strings);
+    }
+  }
+  w.vec<int32_t>(r.inputs);
+  w.vec<int32_t>(r.outputs);
+}
+
 // One plan without its kernel names and constants (written once for all plans); `global` maps
 // the plan's constant indices to the shared table's.
 void write_plan_body(Writer& w, const ExecPlan& plan, const std::vector<int32_t>& global) {
@@ -197,6 +231,16 @@ void write_plan_body(Writer& w, const ExecPlan& plan, const std::vector<int32_t>
     w.vec<int32_t>(st.branches);
     w.pod<uint32_t>(static_cast<uint32_t>(st.branch_feeds.size()));
     for (const auto& f : st.branch_feeds) w.vec<int32_t>(f);
+    w.pod<int32_t>(st.external);
+  }
+  w.pod<uint32_t>(static_cast<uint32_t>(plan.externals.size()));
+  for (const PlanExternal& x : plan.externals) {
+    w.str(x.backend);
+    w.str(x.artifact);
+    write_region(w, x.region);
+    std::vector<int32_t> cs;
+    for (int32_t c : x.constants) cs.push_back(constant(c));
+    w.vec<int32_t>(cs);
   }
 }
 
@@ -210,9 +254,6 @@ uint64_t write_plan_blob(const std::vector<const ExecPlan*>& plans, size_t signa
   std::map<std::tuple<const void*, int32_t, std::vector<int64_t>>, int32_t> index_of;
   std::vector<std::vector<int32_t>> global(plans.size());
   for (size_t p = 0; p < plans.size(); ++p) {
-    if (!plans[p]->externals.empty())
-      throw Error(ErrorKind::kUnsupported,
-                  "regions offloaded to an external backend (--offload) cannot be saved in a compiled library yet");
     if (plans[p]->kernel_names != plans[0]->kernel_names)
       throw Error(ErrorKind::kUsage, "write_plan_blob: the plans have different kernel tables");
     for (const Tensor& c : plans[p]->constants) {
@@ -274,6 +315,56 @@ uint64_t write_plan_blob(const std::vector<const ExecPlan*>& plans, size_t signa
 
 namespace {
 
+ext::Region read_region(Reader& r) {
+  ext::Region g;
+  g.name = r.str();
+  g.values.resize(r.count(16));
+  for (ext::ValueInfo& v : g.values) {
+    v.name = r.str();
+    const int32_t type = r.pod<int32_t>();
+    if (type != 0 && !dtype_is_valid(type)) corrupt("external value type");
+    v.type = static_cast<ext::ElementType>(type);
+    v.dims = read_dims(r);
+    v.known_rank = r.pod<uint8_t>() != 0;
+  }
+  const int32_t nvalues = static_cast<int32_t>(g.values.size());
+  auto check = [&](const std::vector<int32_t>& vs, bool allow_absent) {
+    for (int32_t v : vs)
+      if (v < (allow_absent ? -1 : 0) || v >= nvalues) corrupt("external value index");
+  };
+  g.nodes.resize(r.count(16));
+  for (ext::Node& n : g.nodes) {
+    n.op = r.str();
+    n.domain = r.str();
+    n.name = r.str();
+    n.composite = r.str();
+    n.inputs = r.vec<int32_t>();
+    n.outputs = r.vec<int32_t>();
+    check(n.inputs, true);
+    check(n.outputs, true);
+    const uint32_t nattrs = r.count(8);
+    for (uint32_t k = 0; k < nattrs; ++k) {
+      const std::string key = r.str();
+      ext::Attr a;
+      const int32_t kind = r.pod<int32_t>();
+      if (kind < 0 || kind > static_cast<int32_t>(ext::Attr::Kind::kOther)) corrupt("external attribute kind");
+      a.kind = static_cast<ext::Attr::Kind>(kind);
+      a.i = r.pod<int64_t>();
+      a.f = r.pod<double>();
+      a.s = r.str();
+      a.ints = r.vec<int64_t>();
+      a.floats = r.vec<double>();
+      a.strings = r.strs();
+      n.attrs[key] = std::move(a);
+    }
+  }
+  g.inputs = r.vec<int32_t>();
+  g.outputs = r.vec<int32_t>();
+  check(g.inputs, false);
+  check(g.outputs, false);
+  return g;
+}
+
 // One plan as write_plan_body wrote it; its kernel names are set (the kernel indices are checked
 // against them), its constant indices are checked by the caller.
 void read_plan_body(Reader& r, ExecPlan& p) {
@@ -302,7 +393,7 @@ void read_plan_body(Reader& r, ExecPlan& p) {
   p.steps.resize(r.count(4));
   for (auto& st : p.steps) {
     int32_t kind = r.pod<int32_t>();
-    if (kind < 0 || kind > 4) corrupt("step kind");
+    if (kind < 0 || kind > static_cast<int32_t>(PlanStep::Kind::kExternal)) corrupt("step kind");
     st.kind = static_cast<PlanStep::Kind>(kind);
     st.name = r.str();
     st.op = r.str();
@@ -398,12 +489,27 @@ void read_plan_body(Reader& r, ExecPlan& p) {
     if (st.kind == PlanStep::Kind::kIf &&
         (st.inputs.empty() || st.branches.size() != 2 || st.branch_feeds.size() != 2 || st.outputs.empty()))
       corrupt("If step");
+    st.external = r.pod<int32_t>();
     const size_t gemm_outputs = 1 + static_cast<size_t>((g.rnn.also_states & 1) + ((g.rnn.also_states >> 1) & 1));
     if (st.kind == PlanStep::Kind::kGemm &&
         (st.inputs.size() != g.operands.size() || g.rnn.also_states < 0 || g.rnn.also_states > 3 ||
          st.outputs.size() != gemm_outputs))
       corrupt("gemm step");
   }
+  p.externals.resize(r.count(16));
+  for (PlanExternal& x : p.externals) {
+    x.backend = r.str();
+    x.artifact = r.str();
+    x.region = read_region(r);
+    x.constants = r.vec<int32_t>();
+    if (x.constants.size() != x.region.values.size()) corrupt("external region constants");
+  }
+  for (const PlanStep& st : p.steps)
+    if (st.kind == PlanStep::Kind::kExternal &&
+        (st.external < 0 || static_cast<size_t>(st.external) >= p.externals.size() ||
+         st.inputs.size() != p.externals[static_cast<size_t>(st.external)].region.inputs.size() ||
+         st.args.size() != p.externals[static_cast<size_t>(st.external)].region.outputs.size()))
+      corrupt("external step");
 }
 
 // Checks the kIf steps' branches (a plan after the step's own, fed and returning as many values
@@ -471,6 +577,9 @@ PlanBlob read_plan_blobs(const void* data, size_t size) {
     for (const auto& st : p.steps)
       for (const auto& a : st.args)
         if (a.constant < -1 || a.constant >= nconst) corrupt("constant index");
+    for (const PlanExternal& x : p.externals)
+      for (int32_t c : x.constants)
+        if (c < -1 || c >= nconst) corrupt("constant index");
     p.constants = constants;
   }
   link_branches(plans);

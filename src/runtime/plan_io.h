@@ -17,7 +17,7 @@
 
 namespace kiln {
 
-inline constexpr uint32_t kPlanBlobVersion = 15;  // 2: GemmDesc fused epilogue, 3: its activation, 4: input scale, 5: max pool, 6: ConvTranspose, 7: RNN/LSTM/GRU, 8: their clip, 9: NhwcConv, 10: kernel scalars (symbolic dims), 11: several plans, shared kernel names and constants, 12: If branches as plans (kIf), recurrent steps returning their final states too, 13: MatMulInteger/ConvInteger steps (kinds 8, 9) and their requantizing epilogue, 14: the dequantizing epilogue's run-time scale factor, 15: tuned kernel choices (GemmDesc::choice)
+inline constexpr uint32_t kPlanBlobVersion = 16;  // 2: GemmDesc fused epilogue, 3: its activation, 4: input scale, 5: max pool, 6: ConvTranspose, 7: RNN/LSTM/GRU, 8: their clip, 9: NhwcConv, 10: kernel scalars (symbolic dims), 11: several plans, shared kernel names and constants, 12: If branches as plans (kIf), recurrent steps returning their final states too, 13: MatMulInteger/ConvInteger steps (kinds 8, 9) and their requantizing epilogue, 14: the dequantizing epilogue's run-time scale factor, 15: tuned kernel choices (GemmDesc::choice), 16: external-backend regions (kExternal steps, ExecPlan::externals)
 
 // Writes the blob of `plans` (their kernel pointers and GemmOps are not needed) to `path`: the
 // first `signatures` are the entry plans, the others If branches (PlanStep::branches index

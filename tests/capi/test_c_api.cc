@@ -335,6 +335,18 @@ TEST_F(CApi, OnnxModelWithOffload) {
   o.offload = "dnnl, nope";
   EXPECT_EQ(kiln_model_load_file(path("small.onnx").c_str(), &o, &m), KILN_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(kiln_last_error()).find("no backend named 'nope'"), std::string::npos) << kiln_last_error();
+  // Ahead of time: the library keeps the region and links oneDNN.
+  AotOptions ao;
+  ao.offload = {"dnnl"};
+  const AotResult r = compile_shared_library(path("small.onnx"), path("small_dnnl.so"), ao);
+  EXPECT_GT(r.stats.external_nodes, 0);
+  kiln_options lo = KILN_OPTIONS_INIT;
+  lo.threads = 2;
+  ASSERT_EQ(kiln_model_load_file(path("small_dnnl.so").c_str(), &lo, &m), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(run_small(m, x, y, z), KILN_OK) << kiln_last_error();
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[0].data<float>()[i], 1e-4) << i;
+  for (size_t i = 0; i < z.size(); ++i) ASSERT_NEAR(z[i], want[1].data<float>()[i], 1e-4) << i;
+  kiln_model_free(m);
 }
 
 TEST_F(CApi, CompiledExecutorWritesCallerOutputs) {

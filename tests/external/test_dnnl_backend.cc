@@ -49,8 +49,9 @@ TEST(DnnlBackend, ConvolutionsWithPostOps) {
       std::string attrs = "{group=" + std::to_string(c.group) + ", strides=[" + std::to_string(c.stride) + ", " +
                           std::to_string(c.stride) + "], dilations=[" + std::to_string(c.dilation) + ", " +
                           std::to_string(c.dilation) + "]" + pads + "}";
-      std::string body = const_line("w", {c.c_out, c.c_in / c.group, c.k, c.k}, seed++) +
-                         const_line("b", {c.c_out}, seed++) + "  %c = Conv(%x, %w, %b) " + attrs + "\n";
+      std::string body = const_line("w", {c.c_out, c.c_in / c.group, c.k, c.k}, seed);
+      body += const_line("b", {c.c_out}, seed + 1) + "  %c = Conv(%x, %w, %b) " + attrs + "\n";
+      seed += 2;
       std::string out = "%c";
       if (variant == 1) {  // relu post-op
         body += "  %y = Relu(%c)\n";

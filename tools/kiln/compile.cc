@@ -22,6 +22,8 @@ struct CompileArgs {
   bool print_kernels = false;
   int threads = 1;
   std::string records;  // --records: tuning records (a library keeps the choices in its plans)
+  std::vector<std::string> offload;  // --offload: external backends (a library links them)
+  double offload_min_cost = -1;
   uint64_t seed = 0;
   std::vector<std::string> dims;  // NAME=VALUE for symbolic dims (others: 1); NAME=V1,V2 with -o
   std::vector<std::string> shapes;  // INPUT=D0xD1x...
@@ -38,6 +40,8 @@ int export_command(const CompileArgs& a) {
   o.seed = a.seed;
   o.keep_temps = a.keep_temps;
   o.tuning = tune::load_tuning(a.records, a.threads);
+  o.offload = a.offload;
+  o.offload_min_cost = a.offload_min_cost;
   for (const auto& d : a.dims) {
     auto [name, sizes] = parse_dim_list(d);
     std::vector<int64_t>& all = o.dims[name];
@@ -56,6 +60,7 @@ int export_command(const CompileArgs& a) {
   std::cout << "\n";
   std::cout << "kernels: " << s.kernels << ", generated_nodes: " << s.generated_nodes
             << ", microkernel_nodes: " << s.gemm_nodes << ", arena_bytes: " << s.arena_bytes;
+  if (s.external_regions) std::cout << ", offloaded_nodes: " << s.external_nodes << " in " << s.external_regions << " region(s)";
   if (!a.records.empty()) std::cout << ", tuned_steps: " << s.tuned_gemms;
   std::cout << "\n";
   if (a.time) {
@@ -80,6 +85,8 @@ int compile_command(const CompileArgs& a) {
   opts.threads = a.threads;
   opts.seed = a.seed;
   opts.tuning = tune::load_tuning(a.records, a.threads);
+  opts.offload = a.offload;
+  opts.offload_min_cost = a.offload_min_cost;
   for (const auto& d : a.dims) {
     if (d.find(',') != std::string::npos)
       throw Error(ErrorKind::kUsage, "--dim " + d + ": a list of sizes is for -o (a library of several input-shape "
@@ -142,6 +149,8 @@ void add_compile_command(CLI::App& app, Action& action) {
   cmd->add_flag("--time", args->time, "print the time of each compilation phase");
   cmd->add_flag("--print-kernels", args->print_kernels, "print the loop nest (TIR) of every kernel");
   cmd->add_option("--records", args->records, "tuning records from `kiln tune`: the kernel choices they hold for this CPU and --threads are applied");
+  add_offload_option(cmd, args->offload);
+  add_offload_min_cost_option(cmd, args->offload_min_cost);
   cmd->add_option("--threads", args->threads, "worker threads")->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--seed", args->seed, "seed for the random inputs")->capture_default_str();
   cmd->add_option("--dim", args->dims,

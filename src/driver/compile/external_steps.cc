@@ -74,7 +74,16 @@ void PlanBuilder::add_external_step(int i) {
   for (const Value* v : n.outputs)
     if (v) st.args.push_back(make_out_arg(v));
   st.external = static_cast<int32_t>(ex.externals.size());
-  ex.externals.push_back({backend, n.name, std::move(module)});
+  PlanExternal x{backend, attrs.attr_string("artifact", ""), region, {}, std::move(module)};
+  // The region's constants join the plan's (a compiled library stores them with the others).
+  x.constants.assign(region.values.size(), -1);
+  for (const Value* c : attrs.attr_graph("body")->constants)
+    for (size_t v = 0; v < region.values.size(); ++v)
+      if (region.values[v].data == c->initializer.raw()) {
+        x.constants[v] = static_cast<int32_t>(ex.constants.size());
+        ex.constants.push_back(c->initializer);
+      }
+  ex.externals.push_back(std::move(x));
   ex.steps.push_back(std::move(st));
   plan->stats.external_regions++;
   plan->stats.external_nodes += static_cast<int>(attrs.attr_graph("body")->nodes.size());

@@ -1,5 +1,7 @@
-// The process-wide table of external backends (include/kiln/extension.h): built-in ones are
-// registered by the driver (driver/offload.cc), out-of-tree ones by their own code.
+// The process-wide table of external backends (include/kiln/extension.h). In the runtime layer
+// because compiled model libraries look their regions' backends up here too: built-in ones are
+// registered by the driver (driver/offload.cc) or, in a model library, by the backend's archive
+// (external/dnnl/dnnl_autoregister.cc); plugins through their init function.
 #include <algorithm>
 #include <mutex>
 #include <stdexcept>
