@@ -1,18 +1,32 @@
 // The oneDNN backend as an ext::Backend (see dnnl_backend.h).
 #include "external/dnnl/dnnl_backend.h"
 
-#include <omp.h>
+#include <atomic>
 
+#include "external/dnnl/dnnl_gomp.h"
 #include "external/dnnl/dnnl_steps.h"
 
 namespace kiln::external {
 namespace {
 
+struct TeamJob {
+  int64_t n;
+  void (*body)(int64_t, void*);
+  void* ctx;
+  std::atomic<int64_t> next{0};
+};
+
+void team_member(void* p) {
+  auto* job = static_cast<TeamJob*>(p);
+  for (int64_t i; (i = job->next.fetch_add(1, std::memory_order_relaxed)) < job->n;) job->body(i, job->ctx);
+}
+
 // kiln's parallel loops on oneDNN's OpenMP team (Backend::thread_team): the same threads, so
-// kiln's kernels between regions and oneDNN's primitives never oversubscribe the cores.
+// kiln's kernels between regions and oneDNN's primitives never oversubscribe the cores. Each
+// member of the team takes the next chunk until none is left.
 void omp_team(int64_t n, int threads, void (*body)(int64_t, void*), void* ctx) {
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t i = 0; i < n; ++i) body(i, ctx);
+  TeamJob job{n, body, ctx};
+  GOMP_parallel(team_member, &job, static_cast<unsigned>(threads), 0);
 }
 
 class DnnlBackend : public ext::Backend {

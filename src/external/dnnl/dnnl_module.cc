@@ -3,8 +3,6 @@
 // and the like); region inputs and outputs are kiln's plain row-major memory, reordered only
 // where a primitive wants another layout. Intermediate buffers are reused once their values are
 // dead, so a region needs about what kiln's own arena would.
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +12,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "external/dnnl/dnnl_gomp.h"
 #include "external/dnnl/dnnl_steps.h"
 
 namespace kiln::external::dnnl_backend {
