@@ -51,6 +51,18 @@ inline bool outputs_agree(const std::vector<RtValue>& got, const std::vector<RtV
   return true;
 }
 
+// Runs `m` (after its passes) twice through the compiled executor against `want`; returns the
+// stats of the plan it used.
+inline CompileStats compiled_agrees(const Model& m, const std::vector<RtValue>& feeds, const std::vector<RtValue>& want,
+                                    int threads, const std::string& text) {
+  CompiledOptions opts;
+  opts.threads = threads;
+  CompiledExecutor exec(m, opts);
+  for (int rep = 0; rep < 2; ++rep)
+    if (!outputs_agree(exec.run(feeds), want, text)) break;
+  return exec.stats();
+}
+
 // Returns the compiled executor's stats of the plan it used.
 inline CompileStats engines_agree(const std::string& text, int threads, uint64_t seed) {
   Model m = parse_model(text);
@@ -58,13 +70,7 @@ inline CompileStats engines_agree(const std::string& text, int threads, uint64_t
   run_passes(m, {"shape-inference", "fusion", "fuse-epilogues"}, ctx);
   const std::vector<RtValue> feeds = random_feeds(m, seed);
   Interpreter interp(m);
-  auto want = interp.run(feeds);
-  CompiledOptions opts;
-  opts.threads = threads;
-  CompiledExecutor exec(m, opts);
-  for (int rep = 0; rep < 2; ++rep)
-    if (!outputs_agree(exec.run(feeds), want, text)) break;
-  return exec.stats();
+  return compiled_agrees(m, feeds, interp.run(feeds), threads, text);
 }
 
 }  // namespace kiln::test

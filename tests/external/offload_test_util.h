@@ -48,12 +48,7 @@ inline CompileStats offload_agrees(const std::string& text, const std::vector<st
   ctx.offload = offload_backends(backends);
   ctx.offload_min_cost = 0;
   run_passes(m, default_pipeline(), ctx);
-  CompiledOptions opts;
-  opts.threads = threads;
-  CompiledExecutor exec(m, opts);
-  for (int rep = 0; rep < 2; ++rep)
-    if (!outputs_agree(exec.run(feeds), want, text)) break;
-  return exec.stats();
+  return compiled_agrees(m, feeds, want, threads, text);
 }
 
 }  // namespace kiln::test

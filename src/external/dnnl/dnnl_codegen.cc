@@ -389,65 +389,25 @@ struct Lowering {
 
 std::vector<Step> lower_region(const ext::Region& r) { return Lowering(r).run(); }
 
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PostOp, kind, alg, alpha, beta, src1)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Step, kind, node, inputs, output, alg, alpha, beta, epsilon, axis, group, trans_b,
+                                   ceil_mode, global, auto_pad, kernel, strides, dilations, pads, perm, post)
+
 std::string save_steps(const std::vector<Step>& steps) {
   nlohmann::json j;
   j["format"] = "kiln-dnnl/1";
-  j["steps"] = nlohmann::json::array();
-  for (const Step& s : steps) {
-    nlohmann::json post = nlohmann::json::array();
-    for (const PostOp& p : s.post)
-      post.push_back({{"kind", p.kind}, {"alg", p.alg}, {"alpha", p.alpha}, {"beta", p.beta}, {"src1", p.src1}});
-    j["steps"].push_back({{"kind", s.kind}, {"node", s.node}, {"inputs", s.inputs}, {"output", s.output},
-                          {"alg", s.alg}, {"alpha", s.alpha}, {"beta", s.beta}, {"epsilon", s.epsilon},
-                          {"axis", s.axis}, {"group", s.group}, {"trans_b", s.trans_b}, {"ceil_mode", s.ceil_mode},
-                          {"global", s.global}, {"auto_pad", s.auto_pad}, {"kernel", s.kernel},
-                          {"strides", s.strides}, {"dilations", s.dilations}, {"pads", s.pads}, {"perm", s.perm},
-                          {"post", post}});
-  }
+  j["steps"] = steps;
   return j.dump();
 }
 
 std::vector<Step> load_steps(const std::string& artifact) {
-  std::vector<Step> steps;
   try {
     const nlohmann::json j = nlohmann::json::parse(artifact);
     if (j.at("format") != "kiln-dnnl/1") throw std::runtime_error("not a kiln-dnnl/1 artifact");
-    for (const auto& o : j.at("steps")) {
-      Step s;
-      o.at("kind").get_to(s.kind);
-      o.at("node").get_to(s.node);
-      o.at("inputs").get_to(s.inputs);
-      o.at("output").get_to(s.output);
-      o.at("alg").get_to(s.alg);
-      o.at("alpha").get_to(s.alpha);
-      o.at("beta").get_to(s.beta);
-      o.at("epsilon").get_to(s.epsilon);
-      o.at("axis").get_to(s.axis);
-      o.at("group").get_to(s.group);
-      o.at("trans_b").get_to(s.trans_b);
-      o.at("ceil_mode").get_to(s.ceil_mode);
-      o.at("global").get_to(s.global);
-      o.at("auto_pad").get_to(s.auto_pad);
-      o.at("kernel").get_to(s.kernel);
-      o.at("strides").get_to(s.strides);
-      o.at("dilations").get_to(s.dilations);
-      o.at("pads").get_to(s.pads);
-      o.at("perm").get_to(s.perm);
-      for (const auto& p : o.at("post")) {
-        PostOp po;
-        p.at("kind").get_to(po.kind);
-        p.at("alg").get_to(po.alg);
-        p.at("alpha").get_to(po.alpha);
-        p.at("beta").get_to(po.beta);
-        p.at("src1").get_to(po.src1);
-        s.post.push_back(po);
-      }
-      steps.push_back(std::move(s));
-    }
+    return j.at("steps").get<std::vector<Step>>();
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(std::string("malformed oneDNN artifact: ") + e.what());
   }
-  return steps;
 }
 
 }  // namespace kiln::external::dnnl_backend
