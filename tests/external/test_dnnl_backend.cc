@@ -176,6 +176,15 @@ TEST(DnnlBackend, NormalizationSoftmaxAndReshapes) {
                          "  %y = Relu(%f)\n"
                          "  return %y\n}\n";
   expect_offloaded(rs, 2);
+  // Concat of a blocked conv output and a plain input, and along the last axis.
+  const std::string cat = "graph @main(%x: f32[1,8,5,5], %z: f32[1,3,5,5]) -> (%y: ?[...], %t: ?[...]) {\n" +
+                          const_line("w", {16, 8, 3, 3}, 8) +
+                          "  %c = Conv(%x, %w) {pads=[1, 1, 1, 1]}\n"
+                          "  %y = Concat(%c, %z, %c) {axis=1}\n"
+                          "  %r = Relu(%z)\n"
+                          "  %t = Concat(%r, %z) {axis=-1}\n"
+                          "  return %y, %t\n}\n";
+  expect_offloaded(cat, 2);
 }
 
 }  // namespace

@@ -3,8 +3,9 @@
 //   even: check_library_image (the seal and ELF header checks every loader runs before dlopen;
 //         a damaged file must be refused, never crash) — seeds: a small sealed library;
 //   odd:  read_plan_blobs (the plans embedded in a library, bounds-checked field by field) —
-//         seeds: plans of small models, one or several signatures (`kiln compile --keep-temps`
-//         leaves blob.bin; the seeds must be remade when kPlanBlobVersion changes).
+//         seeds: plans of small models, one or several signatures, one with an external
+//         (--offload dnnl) region (`kiln compile --keep-temps` leaves blob.bin; the seeds must be
+//         remade when kPlanBlobVersion changes).
 // kiln::Error is the expected way to reject bad input; anything else is a bug. dlopen itself is
 // never called: the seal's hash cannot be forged by mutation in practice, which is the point.
 #include <cstddef>

@@ -208,6 +208,16 @@ bool supported(const ext::Region& r, const ext::Node& n) {
       if (input(r, n, i) && input(r, n, i)->elements() != x->dims.back()) return false;
     return true;
   }
+  if (op == "Concat") {
+    // All inputs computed (no constants) and of the output's rank.
+    const ext::ValueInfo& out = output(r, n);
+    if (!is_f32(&out) || rank(&out) < 1 || n.inputs.empty()) return false;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const ext::ValueInfo* v = input(r, n, i);
+      if (!is_f32(v) || v->constant() || rank(v) != rank(&out)) return false;
+    }
+    return true;
+  }
   // Transpose stays native: oneDNN 2.6's reorder with permuted strides ran a BERT attention
   // transpose (1x12x128x64) 3-6x slower than kiln's generated kernel (AMD EPYC Zen 5).
   if (op == "Transpose") return false;
@@ -273,6 +283,10 @@ Step lower_node(const ext::Region& r, const ext::Node& n) {
   } else if (op == "kiln::LayerNorm" || op == "LayerNormalization") {
     s.kind = "lnorm";
     s.epsilon = static_cast<float>(n.attr_float("epsilon", 1e-5));
+  } else if (op == "Concat") {
+    s.kind = "concat";
+    s.axis = n.attr_int("axis", 0);
+    if (s.axis < 0) s.axis += static_cast<int64_t>(output(r, n).dims.size());
   } else if (op == "Transpose") {
     s.kind = "transpose";
     s.perm = n.attr_ints("perm");

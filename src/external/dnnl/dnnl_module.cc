@@ -308,6 +308,7 @@ class DnnlModule : public ext::RuntimeModule {
     else if (s.kind == "softmax") add_softmax(s);
     else if (s.kind == "bnorm") add_bnorm(s);
     else if (s.kind == "lnorm") add_lnorm(s);
+    else if (s.kind == "concat") add_concat(s);
     else if (s.kind == "transpose") add_transpose(s);
     else if (s.kind == "view") add_view(s);
     else throw std::runtime_error("unknown step kind");
@@ -531,6 +532,21 @@ class DnnlModule : public ext::RuntimeModule {
     }
     args[DNNL_ARG_DST] = destination(s.output, pd.dst_desc());
     execs_.push_back({dnnl::layer_normalization_forward(pd), std::move(args)});
+  }
+
+  // Concat in the inputs' layouts as they are (a conv's blocked output included); oneDNN picks
+  // the destination's.
+  void add_concat(const Step& s) {
+    std::vector<memory::desc> srcs;
+    std::unordered_map<int, memory> args;
+    for (size_t k = 0; k < s.inputs.size(); ++k) {
+      const memory m = mem_for_read(s.inputs[k]);
+      srcs.push_back(m.get_desc());
+      args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k)] = m;
+    }
+    const dnnl::concat::primitive_desc pd(static_cast<int>(s.axis), srcs, engine_);
+    args[DNNL_ARG_DST] = destination(s.output, pd.dst_desc());
+    execs_.push_back({dnnl::concat(pd), std::move(args)});
   }
 
   void add_transpose(const Step& s) {

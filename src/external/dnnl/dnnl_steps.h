@@ -21,7 +21,7 @@ struct PostOp {
 };
 
 struct Step {
-  // conv, matmul, inner_product, pool, eltwise, binary, softmax, bnorm, lnorm, transpose, view
+  // conv, matmul, inner_product, pool, eltwise, binary, softmax, bnorm, lnorm, concat, transpose, view
   std::string kind;
   std::string node;          // the ONNX node's name (messages)
   std::vector<int> inputs;   // conv: x, w[, b]; matmul: a, b[, bias]; inner_product: x, w[, b]; ...
