@@ -28,6 +28,9 @@ PY
 "$kiln" run "$work/model.onnx" --backend-plugin "$plugin" --offload example --output-dir "$work/ext" > "$work/ext.txt"
 grep -q "3 offloaded in 1 region(s)" "$work/ext.txt" || { cat "$work/ext.txt"; echo "FAIL: the region did not run on the example backend"; exit 1; }
 "$kiln" run "$work/model.onnx" --output-dir "$work/own" > /dev/null
+# The environment variable loads it too (how Python and C API users reach plugins).
+KILN_BACKEND_PLUGINS="$plugin" "$kiln" run "$work/model.onnx" --offload example | grep -q "3 offloaded in 1 region(s)" ||
+  { echo "FAIL: KILN_BACKEND_PLUGINS did not load the example backend"; exit 1; }
 "$py" -c "
 import numpy as np, sys
 a, b = np.load('$work/ext/z.npy'), np.load('$work/own/z.npy')

@@ -124,6 +124,32 @@ TEST(Offload, BackendFailuresAreErrorsNamingBackendAndRegion) {
   expect_error("test_run_fails", ErrorKind::kInternal, "caught fire");
 }
 
+// Symbolic dims: each input-shape signature gets its own module, loaded for its bound dims.
+TEST(Offload, EachSignatureLoadsTheRegionForItsDims) {
+  register_once();
+  Model m = parse_model(R"(graph @main(%x: f32[N,3], %y: f32[N,3]) -> (%z: ?[...]) {
+  %r = Relu(%x)
+  %s = Add(%r, %y)
+  %z = Sigmoid(%s)
+  return %z
+})");
+  PassContext ctx;
+  ctx.offload = offload_backends({"test_ok"});
+  run_passes(m, default_pipeline(), ctx);
+  CompiledExecutor exec(m);
+  Interpreter interp(m);
+  for (int64_t n : {2, 5, 2}) {
+    std::vector<RtValue> feeds;
+    for (int k = 0; k < 2; ++k) {
+      Tensor t(DType::kFloat32, {n, 3});
+      for (int64_t i = 0; i < t.numel(); ++i) t.set_double(i, 0.25 * static_cast<double>(i % 7) - 0.7 * k);
+      feeds.emplace_back(std::move(t));
+    }
+    EXPECT_TRUE(test::outputs_agree(exec.run(feeds), interp.run(feeds), "N=" + std::to_string(n)));
+    EXPECT_EQ(exec.stats().external_regions, 1);
+  }
+}
+
 TEST(Offload, UnknownAndRepeatedBackendNamesAreUsageErrors) {
   register_once();
   try {
