@@ -47,9 +47,9 @@ CompiledExecutor::CompiledExecutor(const Model& model, CompiledOptions opts)
   own_pool_ = std::make_unique<ThreadPool>(opts.threads);
   pool_ = own_pool_.get();
   // A backend that runs regions on its own thread team lends it to kiln's loops too.
-  register_builtin_backends();
   for (const auto& n : model.graph->nodes) {
     if (!is_external(*n)) continue;
+    register_builtin_backends();
     const Attribute* b = n->attr("backend");
     std::shared_ptr<const ext::Backend> backend = b ? ext::find_backend(b->s) : nullptr;
     if (backend && backend->thread_team()) pool_->use_team(backend->thread_team());

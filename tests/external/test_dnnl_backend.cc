@@ -38,6 +38,7 @@ TEST(DnnlBackend, ConvolutionsWithPostOps) {
       {8, 6, 2, 3, 1, 0, 2, 2, ""},  // grouped, asymmetric pads, dilation 2
       {6, 16, 1, 1, 1, 0, 0, 1, ""},  {5, 7, 1, 5, 3, 0, 0, 1, ", auto_pad=\"SAME_UPPER\""},
       {4, 4, 1, 2, 2, 0, 0, 1, ", auto_pad=\"SAME_LOWER\""},
+      {4, 6, 1, 3, 2, 0, 0, 1, ""},  // stride 2 over 9x11 without padding: the last row is dropped
   };
   int seed = 1;
   for (const ConvCase& c : cases) {
@@ -94,6 +95,8 @@ TEST(DnnlBackend, Pooling) {
       "AveragePool(%x) {kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]}",
       "AveragePool(%x) {kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1}",
       "AveragePool(%x) {kernel_shape=[2, 3], strides=[1, 2], auto_pad=\"SAME_UPPER\"}",
+      "AveragePool(%x) {kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1}",
+      "MaxPool(%x) {kernel_shape=[2, 2], strides=[3, 3]}",  // the last rows and columns are never read
       "GlobalAveragePool(%x)",
       "GlobalMaxPool(%x)",
   };

@@ -194,7 +194,9 @@ bool supported(const ext::Region& r, const ext::Node& n) {
   if (op == "MatMul") return matmul_supported(r, n);
   if (op == "Gemm") return gemm_supported(r, n);
   if (op == "MaxPool") return pool_supported(r, n) && n.attr_int("storage_order", 0) == 0;
-  if (op == "AveragePool") return pool_supported(r, n);
+  // (With ceil_mode, oneDNN would average over the extra end padding too where ONNX counts pads.)
+  if (op == "AveragePool")
+    return pool_supported(r, n) && !(n.attr_int("ceil_mode", 0) && n.attr_int("count_include_pad", 0));
   if (op == "GlobalAveragePool" || op == "GlobalMaxPool") return is_f32(input(r, n, 0)) && rank(input(r, n, 0)) == 4;
   if (op == "Softmax") return is_f32(input(r, n, 0)) && last_axis(n, rank(input(r, n, 0)), -1);
   if (op == "BatchNormalization")

@@ -315,8 +315,9 @@ class DnnlModule : public ext::RuntimeModule {
     finish(s.output);
   }
 
-  // ONNX pads (begin..., end...) for 2-D windows, auto_pad applied; the end pads follow from the
-  // output size (ceil_mode included).
+  // ONNX pads (begin..., end...) for 2-D windows, auto_pad applied. oneDNN sizes outputs as
+  // floor((in + pads - extent) / stride) + 1, like ONNX without ceil_mode: the explicit end pads
+  // stand; with SAME or ceil_mode they are what makes the output size ONNX's.
   void window_pads(const Step& s, const Dims& in, const Dims& out, const Dims& kernel, const Dims& dilation,
                    Dims& pad_l, Dims& pad_r) {
     pad_l = {0, 0};
@@ -324,13 +325,17 @@ class DnnlModule : public ext::RuntimeModule {
     for (size_t i = 0; i < 2; ++i) {
       const int64_t stride = s.strides.size() > i ? s.strides[i] : 1;
       const int64_t extent = (kernel[i] - 1) * (dilation[i] + 1) + 1;
-      if (s.auto_pad == "SAME_UPPER" || s.auto_pad == "SAME_LOWER") {
+      const bool same = s.auto_pad == "SAME_UPPER" || s.auto_pad == "SAME_LOWER";
+      if (same) {
         const int64_t total = std::max<int64_t>(0, ((in[i + 2] + stride - 1) / stride - 1) * stride + extent - in[i + 2]);
         pad_l[i] = s.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
       } else if (s.auto_pad != "VALID" && s.pads.size() == 4) {
         pad_l[i] = s.pads[i];
+        pad_r[i] = s.pads[i + 2];
       }
-      pad_r[i] = (out[i + 2] - 1) * stride + extent - in[i + 2] - pad_l[i];
+      if (same || s.ceil_mode) pad_r[i] = (out[i + 2] - 1) * stride + extent - in[i + 2] - pad_l[i];
+      if ((in[i + 2] + pad_l[i] + pad_r[i] - extent) / stride + 1 != out[i + 2])
+        throw std::runtime_error("window sizes disagree with the output size");
     }
   }
 
