@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "driver/compile_model.h"
 #include "driver/offload.h"
+#include "ops/external.h"
 #include "driver/model_info.h"
 #include "driver/engine_passes.h"
 #include "frontend/onnx/onnx_io.h"
@@ -69,6 +70,14 @@ InspectReport inspect_model(const std::string& path, const InspectReportOptions&
     run_passes(r.optimized, default_pipeline(), ctx);
     r.pass_stats = ctx.stats;
     r.offload_notes = ctx.offload_notes;
+    for (const auto& n : r.optimized.graph->nodes) {
+      if (!is_external(*n)) continue;
+      const Graph& body = *n->attr("body")->g;
+      InspectReport::OffloadRegion region{n->name, n->attr("backend")->s, body.nodes.size(), body.inputs.size(),
+                                          body.outputs.size(), body.constants.size(), {}};
+      for (const auto& b : body.nodes) region.ops[b->qualified_op()]++;
+      r.offload_regions.push_back(std::move(region));
+    }
     r.nodes_after = analyze_model(r.optimized).node_count;
     Model bound = load_onnx_model(path);
     bind_dims(bound, bindings);
@@ -134,6 +143,15 @@ std::string inspect_report_json(const InspectReport& r, bool passes, int indent)
   nlohmann::json uns = nlohmann::json::array();
   for (const auto& u : info.unsupported) uns.push_back({{"node", u.node}, {"op", u.op}, {"reason", u.reason}});
   j["unsupported"] = uns;
+  if (!r.offload_regions.empty() || !r.offload_notes.empty()) {
+    nlohmann::json regions = nlohmann::json::array(), native = nlohmann::json::array();
+    for (const auto& x : r.offload_regions)
+      regions.push_back({{"name", x.name}, {"backend", x.backend}, {"nodes", x.nodes}, {"inputs", x.inputs},
+                         {"outputs", x.outputs}, {"constants", x.constants}, {"ops", x.ops}});
+    for (const OffloadNote& note : r.offload_notes)
+      native.push_back({{"node", note.node}, {"op", note.op}, {"reason", note.reason}});
+    j["offload"] = {{"regions", regions}, {"native", native}};
+  }
   j["nodes_before"] = info.node_count;
   j["nodes_after"] = nodes_after;
   j["arena_bytes"] = mem.arena_bytes;

@@ -27,7 +27,14 @@ struct InspectReport {
   ModelInfo info;   // of `model`
   Model optimized;  // after the default pipeline (options.optimize)
   std::vector<PassStat> pass_stats;
-  std::vector<OffloadNote> offload_notes;  // why nodes stayed native (options.offload)
+  // options.offload: the kiln::External regions of `optimized`, and why the other nodes stayed native.
+  struct OffloadRegion {
+    std::string name, backend;
+    size_t nodes = 0, inputs = 0, outputs = 0, constants = 0;
+    std::map<std::string, int64_t> ops;
+  };
+  std::vector<OffloadRegion> offload_regions;
+  std::vector<OffloadNote> offload_notes;
   size_t nodes_after = 0;
   MemoryInfo memory;  // of a copy with the named dims bound, re-optimized while folding progresses
   bool compiled = false;

@@ -17,7 +17,6 @@
 #include "driver/session.h"
 #include "graph_view.h"
 #include "pass/pass.h"
-#include "ops/external.h"
 #include "tune/records.h"
 #include "tune/tasks.h"
 
@@ -104,25 +103,19 @@ void print_histogram(const std::map<std::string, int64_t>& histogram, const std:
 // that stayed native.
 void print_offload_report(const InspectReport& r) {
   std::cout << "\noffloaded regions:\n";
-  int regions = 0, offloaded = 0;
-  for (const auto& n : r.optimized.graph->nodes) {
-    if (!is_external(*n)) continue;
-    const Graph& body = *n->attr("body")->g;
-    std::map<std::string, int64_t> ops;
-    for (const auto& b : body.nodes) ops[b->qualified_op()]++;
-    std::cout << "  " << n->name << " (" << n->attr("backend")->s << "): " << body.nodes.size() << " nodes, "
-              << body.inputs.size() << " inputs, " << body.outputs.size() << " outputs, " << body.constants.size()
-              << " constants:";
-    for (const auto& [op, count] : ops) std::cout << " " << op << " x" << count;
+  size_t offloaded = 0;
+  for (const InspectReport::OffloadRegion& x : r.offload_regions) {
+    std::cout << "  " << x.name << " (" << x.backend << "): " << x.nodes << " nodes, " << x.inputs << " inputs, "
+              << x.outputs << " outputs, " << x.constants << " constants:";
+    for (const auto& [op, count] : x.ops) std::cout << " " << op << " x" << count;
     std::cout << "\n";
-    ++regions;
-    offloaded += static_cast<int>(body.nodes.size());
+    offloaded += x.nodes;
   }
-  if (regions == 0) std::cout << "  none\n";
+  if (r.offload_regions.empty()) std::cout << "  none\n";
   std::map<std::pair<std::string, std::string>, std::vector<std::string>> native;  // (op, reason) -> nodes
   for (const OffloadNote& note : r.offload_notes) native[{note.op, note.reason}].push_back(note.node);
-  std::cout << offloaded << " nodes offloaded in " << regions << " region(s); " << r.offload_notes.size()
-            << " stayed native:\n";
+  std::cout << offloaded << " nodes offloaded in " << r.offload_regions.size() << " region(s); "
+            << r.offload_notes.size() << " stayed native:\n";
   for (const auto& [key, nodes] : native) {
     std::cout << "  " << key.first << " x" << nodes.size() << ": " << key.second << " (";
     for (size_t i = 0; i < nodes.size() && i < 3; ++i) std::cout << (i ? ", " : "") << nodes[i];
