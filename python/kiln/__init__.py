@@ -372,6 +372,7 @@ def tune(
     patience: int = 16,
     seed: int = 0,
     progress: bool = True,
+    offload: bool = True,
 ) -> Dict[str, Any]:
     """Auto-tuning (``kiln tune``; experimental, docs/tuning.md): searches the kernel choice of
     each Conv and MatMul/Gemm shape of the model on this CPU, timing them inside whole-model
@@ -379,8 +380,12 @@ def tune(
     or a directory). ``budget``: seconds or "10m" / "90s" / "1h". ``threads``: the count the
     kernels are timed with and the records apply to (default: the CPUs this process may use).
     ``resume``: add to an existing records file, reusing its measurements. ``progress``: the
-    live status line on stderr. Apply the records with ``kiln.load(model, records=records)``.
-    Returns the summary: ``records`` (the file written), ``trials``, ``invalid``, ``rounds``,
+    live status line on stderr. ``offload``: first time the whole model on kiln's kernels and
+    with each available external backend (docs/byoc.md) and record the fastest, which
+    ``kiln.load(..., records=...)`` then applies (``False``: kiln's own kernels only). Apply the
+    records with ``kiln.load(model, records=records)``.
+    Returns the summary: ``records`` (the file written), ``offload`` (the backend the records
+    choose, "" for kiln's own), ``offload_model_ms``, ``trials``, ``invalid``, ``rounds``,
     ``elapsed_s``, ``default_total_us``, ``tuned_total_us`` and per task ``key``, ``steps``,
     ``default_us``, ``tuned_us``, ``choice``."""
     exe = os.environ.get("KILN_CLI") or _cli.executable()
@@ -398,6 +403,8 @@ def tune(
            "--timeout", str(float(timeout)), "--patience", str(int(patience)), "--seed", str(int(seed)), "--json"]
     if resume:
         cmd.append("--resume")
+    if not offload:
+        cmd.append("--no-offload")
     for name, value in (dims or {}).items():
         cmd += ["--dim", f"{name}={int(value)}"]
     env = dict(os.environ)

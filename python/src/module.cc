@@ -512,6 +512,7 @@ std::unique_ptr<PySession> load(py::object source, int threads, const std::strin
   opts.profile = profile;
   opts.seed = seed;
   opts.tuning = tune::load_tuning(records, threads);
+  opts.tuned_offload = tune::load_offload_choices(records, threads);
   opts.offload = offload;
   std::unique_ptr<Session> s;
   if (py::isinstance<py::str>(source)) {

@@ -45,6 +45,7 @@ class OnnxModel : public ModelImpl {
     so.engine = Engine::kCompiled;  // (runs the default pass pipeline)
     so.threads = threads > 0 ? threads : ThreadPool::default_threads();
     so.tuning = tune::load_tuning(records, so.threads);
+    so.tuned_offload = tune::load_offload_choices(records, so.threads);
     so.offload = split_names(offload);
     session_ = std::make_unique<Session>(std::move(model), so);
     for (const Value* v : session_->feed_inputs()) inputs.push_back(info_of(*v));

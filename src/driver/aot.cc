@@ -358,7 +358,7 @@ AotResult compile_shared_library(const std::string& model_path, const std::strin
   check_dim_names(model, o.dims);
   {
     PassContext ctx = engine_pass_context();
-    ctx.offload = offload_backends(o.offload);
+    ctx.offload = offload_backends(!o.offload.empty() || !o.tuned_offload ? o.offload : tuned_backends(model, *o.tuned_offload));
     ctx.offload_min_cost = o.offload_min_cost;
     run_passes(model, default_pipeline(), ctx);
   }

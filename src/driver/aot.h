@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "driver/offload.h"
 #include "driver/compiled_executor.h"
 
 namespace kiln {
@@ -40,6 +41,7 @@ struct AotOptions {
   // into the library (built-in ones only: dnnl).
   std::vector<std::string> offload;
   double offload_min_cost = -1;
+  std::shared_ptr<const OffloadTable> tuned_offload;  // tune::load_offload_choices (when `offload` is empty)
   uint64_t seed = 0;                    // seed of the random inputs of the compile run
   // libkiln_runtime.a to link: "" takes $KILN_RUNTIME_LIB, else the one this kiln was built with.
   std::string runtime_archive;

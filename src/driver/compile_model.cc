@@ -103,6 +103,7 @@ CompileModelResult compile_model(Model model, const CompileModelOptions& o) {
   so.tuning = o.tuning;
   so.offload = o.offload;
   so.offload_min_cost = o.offload_min_cost;
+  so.tuned_offload = o.tuned_offload;
   auto t0 = Clock::now();
   Session session(std::move(model), so);
   auto t1 = Clock::now();

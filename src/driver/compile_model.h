@@ -19,6 +19,7 @@ struct CompileModelOptions {
   std::shared_ptr<const gemm_ops::TuningTable> tuning;  // tune::load_tuning
   std::vector<std::string> offload;  // --offload backends
   double offload_min_cost = -1;
+  std::shared_ptr<const OffloadTable> tuned_offload;  // tune::load_offload_choices (when `offload` is empty)
 };
 
 struct CompileModelResult {

@@ -9,6 +9,9 @@
 
 #include "core/error.h"
 
+#include <cstdio>
+#include <iostream>
+
 #ifdef KILN_HAVE_DNNL
 #include "external/dnnl/dnnl_backend.h"
 #endif
@@ -79,6 +82,54 @@ std::vector<std::shared_ptr<const ext::Backend>> offload_backends(const std::vec
     backends.push_back(std::move(b));
   }
   return backends;
+}
+
+namespace {
+
+// FNV-1a, 64 bits: stable across runs and builds (std::hash is not).
+struct Fingerprint {
+  uint64_t h = 1469598103934665603ull;
+  void add(const std::string& s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;  // a separator: "ab","c" differs from "a","bc"
+  }
+};
+
+void add_graph(Fingerprint& f, const Graph& g) {
+  for (const Value* v : g.inputs) f.add("in " + v->name + " " + to_string(v->type));
+  for (const Value* v : g.outputs) f.add("out " + v->name);
+  for (const Value* c : g.constants)
+    f.add("const " + std::string(dtype_name(c->initializer.dtype())) + dims_to_string(c->initializer.dims()));
+  for (const auto& n : g.nodes) {
+    f.add(n->qualified_op() + " " + std::to_string(n->inputs.size()) + " " + std::to_string(n->outputs.size()));
+    for (const auto& [key, a] : n->attrs) {
+      f.add(key);
+      if (a.g) add_graph(f, *a.g);
+    }
+  }
+}
+
+}  // namespace
+
+std::string model_fingerprint(const Model& m) {
+  Fingerprint f;
+  for (const auto& [domain, version] : m.opsets) f.add(domain + "=" + std::to_string(version));
+  add_graph(f, *m.graph);
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(f.h));
+  return text;
+}
+
+std::vector<std::string> tuned_backends(const Model& m, const OffloadTable& table) {
+  auto it = table.find(model_fingerprint(m));
+  if (it == table.end()) return {};
+  register_builtin_backends();
+  std::vector<std::string> names;
+  for (const std::string& b : it->second) {
+    if (ext::find_backend(b)) names.push_back(b);
+    else std::cerr << "kiln: records: the backend '" << b << "' they choose for this model is not available here\n";
+  }
+  return names;
 }
 
 }  // namespace kiln

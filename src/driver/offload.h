@@ -2,10 +2,12 @@
 // ones (oneDNN as "dnnl", when built with it) registered on first use.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "ir/graph.h"
 #include "kiln/extension.h"
 
 namespace kiln {
@@ -20,5 +22,15 @@ void load_backend_plugin(const std::string& path);
 std::vector<std::shared_ptr<const ext::Backend>> offload_backends(const std::vector<std::string>& names);
 // Backend names, built-in and registered ones: "dnnl, ..." (for help texts and errors).
 std::string available_backends();
+
+// What `kiln tune` measured fastest per model: model_fingerprint -> the backends to offload to
+// (empty: kiln's own kernels). Sessions given one and no explicit --offload apply it.
+using OffloadTable = std::map<std::string, std::vector<std::string>>;
+// A hash of the model as imported (opsets, inputs, outputs, nodes with their ops, arities and
+// attribute names, initializers' types and dims): the same file gives the same text.
+std::string model_fingerprint(const Model& m);
+// The backends `table` holds for `m`, those registered here (others are skipped with a note on
+// stderr); empty when it holds none.
+std::vector<std::string> tuned_backends(const Model& m, const OffloadTable& table);
 
 }  // namespace kiln

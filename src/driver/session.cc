@@ -60,7 +60,11 @@ Session::Session(Model model, const SessionOptions& opts) : model_(std::move(mod
   // model as given unless asked to optimize.
   if (opts.optimize || opts.engine == Engine::kCompiled) {
     PassContext ctx = engine_pass_context();
-    if (opts.engine == Engine::kCompiled) ctx.offload = offload_backends(opts.offload);
+    if (opts.engine == Engine::kCompiled) {
+      std::vector<std::string> offload = opts.offload;
+      if (offload.empty() && opts.tuned_offload) offload = tuned_backends(model_, *opts.tuned_offload);
+      ctx.offload = offload_backends(offload);
+    }
     ctx.offload_min_cost = opts.offload_min_cost;
     // KILN_DISABLE_PASSES=a,b: skip passes of the pipeline (A/B measurements, bisecting a pass).
     if (const char* off = std::getenv("KILN_DISABLE_PASSES"))

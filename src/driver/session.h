@@ -10,6 +10,7 @@
 #include "core/value.h"
 #include "ir/graph.h"
 #include "driver/compiled_executor.h"
+#include "driver/offload.h"
 #include "runtime/interpreter.h"
 
 namespace kiln {
@@ -30,6 +31,9 @@ struct SessionOptions {
   // External backends to offload regions to, first choice first (compiled engine; --offload).
   std::vector<std::string> offload;
   double offload_min_cost = -1;  // --offload-min-cost (negative: each backend's own threshold)
+  // Backends `kiln tune` measured fastest per model (tune::load_offload_choices), applied when
+  // `offload` is empty.
+  std::shared_ptr<const OffloadTable> tuned_offload;
 };
 
 // "512M", "2GiB", "1.5G", "1000000": a byte count for --max-memory (kUsage naming `what` otherwise).

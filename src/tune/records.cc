@@ -61,6 +61,7 @@ Record record_from_json(const json& j) {
   r.detail = j.value("detail", std::string());
   r.model = j.value("model", std::string());
   r.kiln_version = j.value("kiln", std::string());
+  r.offload = j.value("offload", std::string());
   if (r.status == Status::kOk && !(r.time_us > 0)) throw std::invalid_argument("an ok record needs time_us > 0");
   return r;
 }
@@ -75,6 +76,7 @@ std::string to_json_line(const Record& r) {
   if (r.status == Status::kOk) j["time_us"] = r.time_us;
   if (!r.detail.empty()) j["detail"] = r.detail;
   if (!r.model.empty()) j["model"] = r.model;
+  if (r.key.rfind("Offload ", 0) == 0) j["offload"] = r.offload;
   j["kiln"] = r.kiln_version.empty() ? std::string(KILN_VERSION) : r.kiln_version;
   return j.dump();
 }
@@ -187,6 +189,47 @@ std::shared_ptr<const TuningTable> load_tuning(const std::string& path, int thre
   auto table = std::make_shared<TuningTable>(best_choices(read_records(path), host_target(t), &note));
   if (!note.empty()) std::cerr << "kiln: records: " << note << "\n";
   return table;
+}
+
+std::string offload_key(const std::string& fingerprint) { return "Offload " + fingerprint; }
+
+OffloadTable best_offload(const std::vector<Record>& records, const TargetKey& target) {
+  std::map<std::string, std::map<std::string, std::vector<double>>> times;  // key -> offload -> ok times
+  for (const Record& r : records)
+    if (r.key.rfind("Offload ", 0) == 0 && r.target == target && r.status == Status::kOk)
+      times[r.key][r.offload].push_back(r.time_us);
+  OffloadTable table;
+  for (const auto& [key, by_offload] : times) {
+    auto own = by_offload.find("");
+    if (own == by_offload.end()) continue;  // nothing to compare with
+    const double own_us = median(own->second);
+    double best_us = own_us;
+    std::string best;
+    for (const auto& [offload, us] : by_offload)
+      if (!offload.empty() && median(us) <= 0.98 * own_us && median(us) < best_us) {
+        best_us = median(us);
+        best = offload;
+      }
+    if (best.empty()) continue;
+    std::vector<std::string> names;
+    std::string cur;
+    for (char c : best + ",") {
+      if (c == ',') {
+        if (!cur.empty()) names.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    table[key.substr(8)] = names;
+  }
+  return table;
+}
+
+std::shared_ptr<const OffloadTable> load_offload_choices(const std::string& path, int threads) {
+  if (path.empty()) return nullptr;
+  const int t = threads > 0 ? threads : ThreadPool::default_threads();
+  return std::make_shared<OffloadTable>(best_offload(read_records(path), host_target(t)));
 }
 
 }  // namespace kiln::tune

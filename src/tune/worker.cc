@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -57,6 +58,26 @@ json task_json(const Task& t) {
 }  // namespace
 
 namespace {
+
+// {"time_model": true, "runs": r, "min_ms": t}: the whole model's median run time over at least
+// r runs and t ms (after two warm-up runs), as it is compiled in this worker (kiln tune compares
+// offload backends with it).
+json time_model(CompiledExecutor& executor, const std::vector<RtValue>& feeds, const json& req) {
+  using Clock = std::chrono::steady_clock;
+  const int runs = req.value("runs", 10);
+  const double min_ms = req.value("min_ms", 200.0);
+  for (int w = 0; w < 2; ++w) executor.run(feeds);
+  std::vector<double> times;
+  const Clock::time_point start = Clock::now();
+  while (static_cast<int>(times.size()) < runs ||
+         std::chrono::duration<double, std::milli>(Clock::now() - start).count() < min_ms) {
+    const Clock::time_point t0 = Clock::now();
+    executor.run(feeds);
+    times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return {{"model_ms", times[times.size() / 2]}, {"runs", times.size()}};
+}
 
 // One round: checks each choice (the first time it is seen), applies the ok ones to the model,
 // and times every task's steps in `runs` runs of the whole model.
@@ -140,7 +161,8 @@ int run_worker(CompiledExecutor& executor, const std::vector<RtValue>& feeds, in
     json answer;
     try {
       const json req = json::parse(line);
-      answer = run_round(executor, feeds, tasks, step_task, checkers, checked, req, faults);
+      answer = req.contains("time_model") ? time_model(executor, feeds, req)
+                                          : run_round(executor, feeds, tasks, step_task, checkers, checked, req, faults);
     } catch (const std::exception& e) {
       answer = {{"error", std::string("worker: ") + e.what()}};
     }

@@ -7,7 +7,8 @@
 // its default kernel's output (once per choice), the ok ones applied to the model together
 // (CompiledExecutor::retune), and each task's steps timed inside r runs (and t ms) of the whole model
 // (median, per step: a task's steps' time over their count), so a kernel meets the caches as the
-// model leaves them.
+// model leaves them. {"time_model": true, "runs": r, "min_ms": t} answers {"model_ms": median}: the
+// whole model's run time as this worker compiled it (with or without --offload).
 // Tests: tests/tune/test_worker.cc.
 #pragma once
 

@@ -26,7 +26,8 @@ onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys
 PY
 fail() { echo "$*"; exit 1; }
 m=$tmp/m.onnx r=$tmp/r.jsonl
-"$kiln" tune "$m" --records "$r" --budget 20s --runs 3 > "$tmp/out" 2> "$tmp/err" || fail "tune: $(cat "$tmp/out" "$tmp/err")"
+# (--no-offload: the kernel search on kiln's own kernels; the offload phase is checked below.)
+"$kiln" tune "$m" --records "$r" --budget 20s --runs 3 --no-offload > "$tmp/out" 2> "$tmp/err" || fail "tune: $(cat "$tmp/out" "$tmp/err")"
 grep -q "tasks' time" "$tmp/out" || fail "tune: no summary: $(cat "$tmp/out")"
 [ "$(grep -c '"status":"ok"' "$r")" -ge 10 ] || fail "tune: too few ok records: $(head -3 "$r")"
 # Three tunable convs: three tasks in the summary.
@@ -49,11 +50,23 @@ assert np.allclose(a, dflt, rtol=1e-3, atol=1e-4), np.abs(a - dflt).max()
 PY
 "$kiln" inspect "$m" --records "$r" > "$tmp/out" || fail "inspect --records"
 grep -q "tuning records" "$tmp/out" || fail "inspect --records: $(cat "$tmp/out")"
+! grep -q '"key":"Offload ' "$r" || fail "--no-offload still ran the offload phase"
+
+# The offload phase (kiln built with oneDNN): the whole model timed on kiln's kernels and with
+# dnnl, both recorded; --records runs it the faster way, which matches kiln's own outputs.
+if "$kiln" inspect "$m" --offload dnnl > /dev/null 2>&1; then
+  "$kiln" tune "$m" --records "$tmp/o.jsonl" --budget 2s --runs 3 > "$tmp/out" 2> "$tmp/err" ||
+    fail "tune with the offload phase: $(cat "$tmp/out" "$tmp/err")"
+  [ "$(grep -c '"key":"Offload ' "$tmp/o.jsonl")" -eq 2 ] || fail "want 2 offload records: $(cat "$tmp/o.jsonl")"
+  grep -q "^offload: model run kiln" "$tmp/out" || fail "no offload line: $(cat "$tmp/out")"
+  "$kiln" run "$m" --records "$tmp/o.jsonl" -o "$tmp/o" > /dev/null || fail "run --records (offload phase)"
+  "$python" -c "import numpy as np, sys; a, b = np.load('$tmp/o/y.npy'), np.load('$tmp/d/y.npy'); sys.exit(0 if np.allclose(a, b, rtol=1e-3, atol=1e-4) else 'offload records: outputs differ')"
+fi
 
 # A crashing and a hanging candidate: recorded as such, the search goes on.
 # (Choices every conv task's space has on any ISA and thread count; --patience 1000 tries them all.)
 crash="algo=gemm split=2x1" hang="algo=gemm-pixel-rows split=1x2"
-KILN_TUNE_TEST_FAULT="crash=$crash;hang=$hang" "$kiln" tune "$m" --records "$tmp/f.jsonl" --budget 50s --runs 1 \
+KILN_TUNE_TEST_FAULT="crash=$crash;hang=$hang" "$kiln" tune "$m" --records "$tmp/f.jsonl" --budget 50s --runs 1 --no-offload \
   --timeout 3 --patience 1000 > "$tmp/out" 2> "$tmp/err" || fail "tune with faults: $(cat "$tmp/out" "$tmp/err")"
 grep -q '"status":"crashed"' "$tmp/f.jsonl" || fail "no crashed record: $(grep -v '"ok"' "$tmp/f.jsonl")"
 grep -q '"status":"timeout"' "$tmp/f.jsonl" || fail "no timeout record: $(grep -v '"ok"' "$tmp/f.jsonl")"
@@ -61,7 +74,7 @@ grep -q '"status":"timeout"' "$tmp/f.jsonl" || fail "no timeout record: $(grep -
 
 # A records directory: this model's file in it, every file there applied.
 mkdir "$tmp/dir" && cp "$r" "$tmp/dir/other-model.jsonl"
-"$kiln" tune "$m" --records "$tmp/dir" --budget 3s --runs 1 > "$tmp/out" 2> "$tmp/err" || fail "tune --records DIR: $(cat "$tmp/err")"
+"$kiln" tune "$m" --records "$tmp/dir" --budget 3s --runs 1 --no-offload > "$tmp/out" 2> "$tmp/err" || fail "tune --records DIR: $(cat "$tmp/err")"
 [ -s "$tmp/dir/m-t1.jsonl" ] || fail "tune --records DIR: no DIR/m-t1.jsonl: $(ls "$tmp/dir")"
 grep -q '+' "$tmp/out" || fail "tune --records DIR: nothing reused from the directory: $(cat "$tmp/out")"
 "$kiln" run "$m" --records "$tmp/dir" -o "$tmp/dd" > /dev/null || fail "run --records DIR"

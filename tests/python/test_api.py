@@ -365,8 +365,8 @@ def test_tune_and_load_with_records(tmp_path, kiln_cli, monkeypatch):
         monkeypatch.setenv("KILN_CLI", kiln_cli)
     model, records = tmp_path / "conv.onnx", tmp_path / "r.jsonl"
     _conv_model(model)
-    summary = kiln.tune(model, records, budget=15, threads=1, runs=2, progress=False)
-    assert summary["records"] == str(records) and summary["trials"] > 0
+    summary = kiln.tune(model, records, budget=15, threads=1, runs=2, progress=False, offload=False)
+    assert summary["records"] == str(records) and summary["trials"] > 0 and summary["offload"] == ""
     assert [t["key"] for t in summary["tasks"]] == ["Conv f32 x1x16x20x20 w24x16x3x3 s1x1 d1x1 p1x1x1x1 g1"]
     assert '"status":"ok"' in records.read_text()
     x = np.random.default_rng(2).standard_normal((1, 16, 20, 20)).astype(np.float32)

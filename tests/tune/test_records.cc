@@ -10,6 +10,8 @@
 
 #include "core/error.h"
 #include "driver/compiled_executor.h"
+#include "driver/offload.h"
+#include "driver/session.h"
 #include "ir/text.h"
 #include "pass/pass.h"
 #include "tune/records.h"
@@ -136,5 +138,54 @@ TEST(TuneRecords, RetuneAppliesATableWithoutRecompiling) {
   EXPECT_EQ(exec.retune(nullptr), 1);  // back to the default rules
 }
 
+
+// Offload records: the model's run on kiln's kernels and with each backend; the fastest applies
+// when it is at least 2% under kiln's own, for this target only.
+TEST(Records, OffloadChoiceNeedsATwoPercentGain) {
+  auto off = [](const std::string& offload, double us, int threads = 1, Status s = Status::kOk) {
+    Record r = rec(offload_key("f00d"), "default", us, s, threads);
+    r.offload = offload;
+    return r;
+  };
+  const TargetKey here{"Test CPU", "avx2", 1};
+  EXPECT_TRUE(best_offload({off("", 100), off("dnnl", 99)}, here).empty());
+  const OffloadTable t = best_offload({off("", 100), off("dnnl", 95), off("dnnl", 94), off("dnnl", 200)}, here);
+  ASSERT_EQ(t.count("f00d"), 1u);
+  EXPECT_EQ(t.at("f00d"), std::vector<std::string>{"dnnl"});
+  EXPECT_TRUE(best_offload({off("dnnl", 50)}, here).empty());  // kiln's own not measured
+  EXPECT_TRUE(best_offload({off("", 100), off("dnnl", 50, 2)}, here).empty());  // another thread count
+  EXPECT_TRUE(best_offload({off("", 100), off("dnnl", 50, 1, Status::kCrashed)}, here).empty());
+  // The field survives the JSON line.
+  const std::string path = temp_path("offload");
+  std::remove(path.c_str());
+  append_records(path, {off("dnnl", 95)});
+  const Record back = read_records(path).at(0);
+  std::remove(path.c_str());
+  EXPECT_EQ(back.offload, "dnnl");
+  EXPECT_EQ(back.key, "Offload f00d");
+}
+
+// A session given an offload table runs the model the way it says for its fingerprint only.
+TEST(Records, SessionAppliesTheRecordedOffload) {
+  register_builtin_backends();
+  if (!ext::find_backend("dnnl")) GTEST_SKIP() << "built without oneDNN";
+  const std::string text = R"(graph @main(%x: f32[1,4,6,6]) -> (%y: ?[...]) {
+  %w = const f32[4,4,1,1] [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1]
+  %c = Conv(%x, %w)
+  %y = Relu(%c)
+  return %y
+})";
+  for (const bool matching : {true, false}) {
+    Model m = parse_model(text);
+    auto table = std::make_shared<OffloadTable>();
+    (*table)[matching ? model_fingerprint(m) : "0000000000000000"] = {"dnnl"};
+    SessionOptions so;
+    so.engine = Engine::kCompiled;
+    so.tuned_offload = table;
+    Session s(std::move(m), so);
+    s.run(test::random_feeds(s.model(), 3));
+    EXPECT_EQ(s.compiled()->stats().external_regions, matching ? 1 : 0);
+  }
+}
 }  // namespace
 }  // namespace kiln::tune

@@ -350,6 +350,7 @@ Result bench_one(const std::string& model, const BenchArgs& a, const InputShapeO
   opts.seed = a.seed;
   opts.optimize = a.optimize;
   opts.tuning = tune::load_tuning(a.records, a.threads);
+  opts.tuned_offload = tune::load_offload_choices(a.records, a.threads);
   opts.offload = a.offload;
   opts.offload_min_cost = a.offload_min_cost;
   auto t0 = Clock::now();

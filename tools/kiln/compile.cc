@@ -40,6 +40,7 @@ int export_command(const CompileArgs& a) {
   o.seed = a.seed;
   o.keep_temps = a.keep_temps;
   o.tuning = tune::load_tuning(a.records, a.threads);
+  o.tuned_offload = tune::load_offload_choices(a.records, a.threads);
   o.offload = a.offload;
   o.offload_min_cost = a.offload_min_cost;
   for (const auto& d : a.dims) {
@@ -85,6 +86,7 @@ int compile_command(const CompileArgs& a) {
   opts.threads = a.threads;
   opts.seed = a.seed;
   opts.tuning = tune::load_tuning(a.records, a.threads);
+  opts.tuned_offload = tune::load_offload_choices(a.records, a.threads);
   opts.offload = a.offload;
   opts.offload_min_cost = a.offload_min_cost;
   for (const auto& d : a.dims) {

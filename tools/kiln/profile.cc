@@ -184,6 +184,7 @@ int profile_command(const ProfileArgs& a) {
   opts.optimize = a.optimize;
   opts.profile = true;
   opts.tuning = tune::load_tuning(a.records, a.threads);
+  opts.tuned_offload = tune::load_offload_choices(a.records, a.threads);
   opts.offload = a.offload;
   opts.offload_min_cost = a.offload_min_cost;
   auto session = Session::load(a.model, opts);

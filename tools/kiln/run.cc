@@ -125,6 +125,7 @@ int run_command(const RunArgs& a) {
   opts.optimize = a.optimize;
   opts.max_memory_bytes = max_memory_of(a);
   opts.tuning = tune::load_tuning(a.records, a.threads);
+  opts.tuned_offload = tune::load_offload_choices(a.records, a.threads);
   opts.offload = a.offload;
   opts.offload_min_cost = a.offload_min_cost;
   auto t0 = std::chrono::steady_clock::now();

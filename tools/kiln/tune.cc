@@ -4,16 +4,24 @@
 // How it works and how to apply the records: docs/tuning.md.
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "bench_common.h"
 #include "commands.h"
+#include "driver/offload.h"
 #include "driver/session.h"
+#include "frontend/onnx/onnx_io.h"
 #include "tune/tuner.h"
 #include "tune/worker.h"
 
@@ -33,11 +41,23 @@ struct TuneArgs {
   int patience = 16;
   uint64_t seed = 0;
   bool json = false;
+  bool no_offload = false;  // --no-offload: skip the offload phase
+};
+
+// The offload phase's outcome: each variant's model time ("" = kiln's own kernels) and the one
+// the records apply (empty: kiln's own).
+struct OffloadOutcome {
+  std::map<std::string, double> model_ms;
+  std::string chosen;
 };
 
 // --json: the summary as one JSON object per model, one per line (what kiln.tune() returns).
-void print_json(const tune::TuneSummary& s, const std::string& out) {
-  std::string j = "{\"model\": " + json_string(s.model) + ", \"records\": " + json_string(out) + ", \"trials\": " + std::to_string(s.trials) +
+void print_json(const tune::TuneSummary& s, const std::string& out, const OffloadOutcome& offload) {
+  std::string ms = "{";
+  for (const auto& [variant, t] : offload.model_ms)
+    ms += std::string(ms.size() > 1 ? ", " : "") + json_string(variant.empty() ? "kiln" : variant) + ": " + json_number(t);
+  std::string j = "{\"model\": " + json_string(s.model) + ", \"records\": " + json_string(out) + ", \"offload\": " +
+                  json_string(offload.chosen) + ", \"offload_model_ms\": " + ms + "}, \"trials\": " + std::to_string(s.trials) +
                   ", \"invalid\": " + std::to_string(s.invalid) + ", \"rounds\": " + std::to_string(s.rounds) +
                   ", \"failed_rounds\": " + std::to_string(s.failed_rounds) + ", \"elapsed_s\": " +
                   json_number(s.elapsed_s) + ", \"default_total_us\": " + json_number(s.default_total_us) +
@@ -95,9 +115,21 @@ std::string us_text(double us) {
   return os.str();
 }
 
-void print_summary(const tune::TuneSummary& s, const TuneArgs& a, const std::string& out) {
+void print_summary(const tune::TuneSummary& s, const TuneArgs& a, const std::string& out,
+                   const OffloadOutcome& offload) {
   std::cout << "model: " << s.model << "\n";
+  if (!offload.model_ms.empty()) {
+    std::cout << "offload: model run";
+    for (const auto& [variant, ms] : offload.model_ms)
+      std::cout << " " << (variant.empty() ? "kiln" : variant) << " " << us_text(ms * 1000) << " us";
+    std::cout << "; --records runs it " << (offload.chosen.empty() ? "on kiln's own kernels" : "with --offload " + offload.chosen)
+              << "\n";
+  }
   if (s.tasks.empty()) {
+    if (!offload.chosen.empty()) {
+      std::cout << "no tuning tasks left: the model's Conv and MatMul/Gemm steps run on " << offload.chosen << "\n";
+      return;
+    }
     std::cout << "no tuning tasks: the model has no Conv (group 1, float32 weights, more than one output pixel, not a "
                  "stem) or MatMul/Gemm (constant 2-D weight, more than one row) step that kiln tune searches\n";
     return;
@@ -134,6 +166,59 @@ std::string records_out(const TuneArgs& a, const std::string& model) {
       .string();
 }
 
+// The offload phase (docs/tuning.md): the whole model timed in a worker on kiln's own kernels and
+// in one more per registered backend (a crash or a hang is recorded, not fatal); the records keep
+// every time, and --records applies the fastest when it is at least 2% under kiln's own.
+OffloadOutcome choose_offload(const TuneArgs& a, const std::string& model, const std::string& out,
+                              const std::vector<std::string>& worker_argv) {
+  OffloadOutcome outcome;
+  register_builtin_backends();
+  const std::vector<std::string> backends = ext::backend_names();
+  if (a.no_offload || backends.empty()) return outcome;
+  const std::string fingerprint = model_fingerprint(load_onnx_model(model));
+  const tune::TargetKey target = tune::host_target(a.threads);
+  std::vector<std::string> variants = {""};
+  variants.insert(variants.end(), backends.begin(), backends.end());
+  std::vector<tune::Record> records;
+  for (const std::string& v : variants) {
+    std::vector<std::string> argv = worker_argv;
+    if (!v.empty()) argv.insert(argv.end(), {"--offload", v});
+    tune::WorkerProcess worker(argv);
+    worker.start();
+    std::string failure;
+    std::optional<std::string> reply = worker.request("", a.timeout_s, &failure);  // its task list: it compiled
+    if (reply)
+      reply = worker.request(nlohmann::json{{"time_model", true}, {"runs", a.runs}, {"min_ms", 200}}.dump(),
+                             a.timeout_s, &failure);
+    worker.stop();
+    tune::Record r;
+    r.key = tune::offload_key(fingerprint);
+    r.offload = v;
+    r.target = target;
+    r.model = std::filesystem::path(model).filename().string();
+    const nlohmann::json j = reply ? nlohmann::json::parse(*reply, nullptr, false) : nlohmann::json();
+    if (j.is_object() && j.contains("model_ms") && j["model_ms"].is_number()) {
+      r.time_us = j["model_ms"].get<double>() * 1000;
+      outcome.model_ms[v] = j["model_ms"].get<double>();
+    } else {
+      r.status = failure.find("timeout") != std::string::npos ? tune::Status::kTimeout
+                 : reply                                     ? tune::Status::kError
+                                                             : tune::Status::kCrashed;
+      r.detail = reply ? *reply : failure;
+    }
+    records.push_back(r);
+  }
+  tune::append_records(out, records);
+  const OffloadTable best = tune::best_offload(records, target);
+  if (auto it = best.find(fingerprint); it != best.end())
+    for (const std::string& b : it->second) outcome.chosen += (outcome.chosen.empty() ? "" : ",") + b;
+  std::cerr << "kiln tune: offload:";
+  for (const auto& [variant, ms] : outcome.model_ms)
+    std::cerr << " " << (variant.empty() ? "kiln" : variant) << " " << std::fixed << std::setprecision(2) << ms << " ms";
+  std::cerr << " -> " << (outcome.chosen.empty() ? "kiln's own kernels" : outcome.chosen) << "\n" << std::defaultfloat;
+  return outcome;
+}
+
 // One model, with the whole budget; it reuses what earlier models of the command wrote.
 void tune_one(const TuneArgs& a, const std::string& model) {
   const std::string out = records_out(a, model);
@@ -141,11 +226,16 @@ void tune_one(const TuneArgs& a, const std::string& model) {
   o.worker_argv = {self_executable(), "tune-worker", model, "--threads", std::to_string(a.threads), "--batch",
                    std::to_string(a.batch), "--seed", std::to_string(a.seed)};
   for (const auto& d : a.dims) o.worker_argv.insert(o.worker_argv.end(), {"--dim", d});
+  const auto phase_start = std::chrono::steady_clock::now();
+  const OffloadOutcome offload = choose_offload(a, model, out, o.worker_argv);
+  // The kernel search then runs on the model as the records will run it.
+  if (!offload.chosen.empty()) o.worker_argv.insert(o.worker_argv.end(), {"--offload", offload.chosen});
+  const double phase_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - phase_start).count();
   o.records = out;
   o.reuse = a.records;
   o.model = std::filesystem::path(model).filename().string();
   o.threads = a.threads;
-  o.budget_s = parse_budget(a.budget);
+  o.budget_s = std::max(0.0, parse_budget(a.budget) - phase_s);
   o.runs = a.runs;
   o.timeout_s = a.timeout_s;
   o.patience = a.patience;
@@ -166,9 +256,9 @@ void tune_one(const TuneArgs& a, const std::string& model) {
   tune::TuneSummary s = tune::tune_model(o);
   s.model = model;
   if (a.json)
-    print_json(s, out);
+    print_json(s, out, offload);
   else
-    print_summary(s, a, out);
+    print_summary(s, a, out, offload);
 }
 
 int tune_command(const TuneArgs& a) {
@@ -193,6 +283,7 @@ struct WorkerArgs {
   int64_t batch = 1;
   std::vector<std::string> dims;
   uint64_t seed = 0;
+  std::vector<std::string> offload;  // backends the model is compiled with (the offload phase)
 };
 
 int worker_command(const WorkerArgs& a) {
@@ -201,6 +292,11 @@ int worker_command(const WorkerArgs& a) {
   opts.threads = a.threads;
   opts.seed = a.seed;
   opts.profile = true;  // per-step timings: the worker times each task's steps inside model runs
+  for (const std::string& list : a.offload) {  // "dnnl" or "a,b"
+    std::stringstream names(list);
+    for (std::string name; std::getline(names, name, ',');)
+      if (!name.empty()) opts.offload.push_back(name);
+  }
   auto session = Session::load(a.model, opts);
   InputShapeOptions shapes;
   shapes.batch = a.batch;
@@ -238,7 +334,10 @@ void add_tune_command(CLI::App& app, Action& action) {
   cmd->add_option("--patience", a->patience, "a task stops after this many trials without a 1% gain")
       ->capture_default_str()->check(CLI::Range(1, 100000));
   cmd->add_option("--seed", a->seed, "seed of the search order and the random inputs")->capture_default_str();
-  cmd->add_flag("--json", a->json, "print the summary as JSON (records file, totals, per task: times, choice, trials)");
+  cmd->add_flag("--json", a->json, "print the summary as JSON (records file, offload choice, totals, per task: times, choice, trials)");
+  cmd->add_flag("--no-offload", a->no_offload,
+                "skip the offload phase (which times the whole model on kiln's kernels and with each available "
+                "external backend, --offload, and records the fastest)");
   cmd->callback([a, &action] { action = [a] { return tune_command(*a); }; });
 
   auto w = std::make_shared<WorkerArgs>();
@@ -249,6 +348,7 @@ void add_tune_command(CLI::App& app, Action& action) {
   worker->add_option("--batch", w->batch);
   worker->add_option("--dim", w->dims);
   worker->add_option("--seed", w->seed);
+  worker->add_option("--offload", w->offload);
   worker->callback([w, &action] { action = [w] { return worker_command(*w); }; });
 }
 
