@@ -174,7 +174,7 @@ OffloadOutcome choose_offload(const TuneArgs& a, const std::string& model, const
   OffloadOutcome outcome;
   register_builtin_backends();
   const std::vector<std::string> backends = ext::backend_names();
-  if (a.no_offload || backends.empty()) return outcome;
+  if (a.no_offload || backends.empty() || parse_budget(a.budget) <= 0) return outcome;  // --budget 0: reuse only
   const std::string fingerprint = model_fingerprint(load_onnx_model(model));
   const tune::TargetKey target = tune::host_target(a.threads);
   std::vector<std::string> variants = {""};
