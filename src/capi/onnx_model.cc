@@ -22,21 +22,6 @@ TensorInfo info_of(const Value& v) {
   return t;
 }
 
-// "dnnl,other" -> {"dnnl", "other"} (spaces around names ignored).
-std::vector<std::string> split_names(const std::string& list) {
-  std::vector<std::string> names;
-  std::string cur;
-  for (char c : list + ",") {
-    if (c == ',') {
-      if (!cur.empty()) names.push_back(cur);
-      cur.clear();
-    } else if (c != ' ') {
-      cur += c;
-    }
-  }
-  return names;
-}
-
 class OnnxModel : public ModelImpl {
  public:
   OnnxModel(Model model, int threads, int64_t max_memory, const std::string& records, const std::string& offload) {
@@ -46,7 +31,7 @@ class OnnxModel : public ModelImpl {
     so.threads = threads > 0 ? threads : ThreadPool::default_threads();
     so.tuning = tune::load_tuning(records, so.threads);
     so.tuned_offload = tune::load_offload_choices(records, so.threads);
-    so.offload = split_names(offload);
+    so.offload = split_backend_names(offload);
     session_ = std::make_unique<Session>(std::move(model), so);
     for (const Value* v : session_->feed_inputs()) inputs.push_back(info_of(*v));
     for (const Value* v : session_->model().graph->outputs) outputs.push_back(info_of(*v));

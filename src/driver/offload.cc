@@ -111,6 +111,20 @@ void add_graph(Fingerprint& f, const Graph& g) {
 
 }  // namespace
 
+std::vector<std::string> split_backend_names(const std::string& list) {
+  std::vector<std::string> names;
+  std::string cur;
+  for (char c : list + ",") {
+    if (c == ',') {
+      if (!cur.empty()) names.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  return names;
+}
+
 std::string model_fingerprint(const Model& m) {
   Fingerprint f;
   for (const auto& [domain, version] : m.opsets) f.add(domain + "=" + std::to_string(version));

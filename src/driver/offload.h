@@ -22,6 +22,8 @@ void load_backend_plugin(const std::string& path);
 std::vector<std::shared_ptr<const ext::Backend>> offload_backends(const std::vector<std::string>& names);
 // Backend names, built-in and registered ones: "dnnl, ..." (for help texts and errors).
 std::string available_backends();
+// "dnnl, other" -> {"dnnl", "other"}: a comma-separated backend list (C API, records), spaces ignored.
+std::vector<std::string> split_backend_names(const std::string& list);
 
 // What `kiln tune` measured fastest per model: model_fingerprint -> the backends to offload to
 // (empty: kiln's own kernels). Sessions given one and no explicit --offload apply it.

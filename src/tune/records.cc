@@ -211,17 +211,7 @@ OffloadTable best_offload(const std::vector<Record>& records, const TargetKey& t
         best = offload;
       }
     if (best.empty()) continue;
-    std::vector<std::string> names;
-    std::string cur;
-    for (char c : best + ",") {
-      if (c == ',') {
-        if (!cur.empty()) names.push_back(cur);
-        cur.clear();
-      } else {
-        cur += c;
-      }
-    }
-    table[key.substr(8)] = names;
+    table[key.substr(8)] = split_backend_names(best);
   }
   return table;
 }

@@ -292,11 +292,8 @@ int worker_command(const WorkerArgs& a) {
   opts.threads = a.threads;
   opts.seed = a.seed;
   opts.profile = true;  // per-step timings: the worker times each task's steps inside model runs
-  for (const std::string& list : a.offload) {  // "dnnl" or "a,b"
-    std::stringstream names(list);
-    for (std::string name; std::getline(names, name, ',');)
-      if (!name.empty()) opts.offload.push_back(name);
-  }
+  for (const std::string& list : a.offload)  // "dnnl" or "a,b"
+    for (const std::string& name : split_backend_names(list)) opts.offload.push_back(name);
   auto session = Session::load(a.model, opts);
   InputShapeOptions shapes;
   shapes.batch = a.batch;
