@@ -160,10 +160,7 @@ class PlanModel : public ModelImpl {
     // External regions (the library links their backends, which registered when it loaded):
     // their modules are made now, and a backend's thread team runs kiln's loops too.
     for (ExecPlan& plan : plans_) {
-      for (const PlanExternal& x : plan.externals) {
-        std::shared_ptr<const ext::Backend> b = ext::find_backend(x.backend);
-        if (b && b->thread_team()) pool_->use_team(b->thread_team());
-      }
+      use_backend_thread_teams(plan, *pool_);
       ScopedThreadPool scope(pool_.get());
       plan.load_externals(pool_->num_threads());
     }

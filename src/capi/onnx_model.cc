@@ -5,6 +5,7 @@
 #include "capi/model_impl.h"
 #include "driver/session.h"
 #include "frontend/onnx/onnx_io.h"
+#include "pass/pass.h"
 #include "runtime/thread_pool.h"
 #include "tune/records.h"
 
@@ -31,7 +32,7 @@ class OnnxModel : public ModelImpl {
     so.threads = threads > 0 ? threads : ThreadPool::default_threads();
     so.tuning = tune::load_tuning(records, so.threads);
     so.tuned_offload = tune::load_offload_choices(records, so.threads);
-    so.offload = split_backend_names(offload);
+    so.offload = split_names(offload);
     session_ = std::make_unique<Session>(std::move(model), so);
     for (const Value* v : session_->feed_inputs()) inputs.push_back(info_of(*v));
     for (const Value* v : session_->model().graph->outputs) outputs.push_back(info_of(*v));

@@ -1,8 +1,6 @@
 // Compiled executor: the plan cache (per input-shape signature), runs and their fallbacks to the
 // interpreter. Plans are built by the compile steps of driver/compile/plan_builder.h.
 #include "driver/compiled_executor.h"
-#include "driver/offload.h"
-#include "ops/external.h"
 
 #include <algorithm>
 #include <cstring>
@@ -46,14 +44,6 @@ CompiledExecutor::CompiledExecutor(const Model& model, CompiledOptions opts)
   KILN_CHECK(model.graph != nullptr);
   own_pool_ = std::make_unique<ThreadPool>(opts.threads);
   pool_ = own_pool_.get();
-  // A backend that runs regions on its own thread team lends it to kiln's loops too.
-  for (const auto& n : model.graph->nodes) {
-    if (!is_external(*n)) continue;
-    register_builtin_backends();
-    const Attribute* b = n->attr("backend");
-    std::shared_ptr<const ext::Backend> backend = b ? ext::find_backend(b->s) : nullptr;
-    if (backend && backend->thread_team()) pool_->use_team(backend->thread_team());
-  }
   // Resolves every op up front, bodies included (same errors as the interpreter).
   InterpreterOptions io;
   io.seed = opts.seed;
@@ -275,6 +265,7 @@ std::unique_ptr<CompiledExecutor::Plan> CompiledExecutor::build_plan(const std::
     run_reference(feeds, {}, &observe);
   };
   compile::PlanBuilder(model_, opts_, captures_, shape_run, *library_, *plan).build(feeds);
+  use_backend_thread_teams(plan->exec, *pool_);
   admit(*plan);
   return plan;
 }

@@ -3,14 +3,14 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <mutex>
 #include <set>
 
 #include "core/error.h"
-
-#include <cstdio>
-#include <iostream>
+#include "pass/pass.h"
 
 #ifdef KILN_HAVE_DNNL
 #include "external/dnnl/dnnl_backend.h"
@@ -19,25 +19,15 @@
 namespace kiln {
 
 void register_builtin_backends() {
-  static std::once_flag once;
-  std::call_once(once, [] {
+  static std::once_flag builtin, plugins;  // (apart: a plugin that fails to load is retried, dnnl is not)
+  std::call_once(builtin, [] {
 #ifdef KILN_HAVE_DNNL
     ext::register_backend(external::make_dnnl_backend());
 #endif
   });
-  static std::once_flag plugins;
   std::call_once(plugins, [] {
     const char* list = std::getenv("KILN_BACKEND_PLUGINS");
-    std::string cur;
-    for (const char* p = list ? list : ""; ; ++p) {
-      if (*p == ':' || *p == '\0') {
-        if (!cur.empty()) load_backend_plugin(cur);
-        cur.clear();
-        if (*p == '\0') break;
-      } else {
-        cur += *p;
-      }
-    }
+    for (const std::string& path : split_names(list ? list : "", ':')) load_backend_plugin(path);
   });
 }
 
@@ -50,8 +40,10 @@ void load_backend_plugin(const std::string& path) {
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) throw Error(ErrorKind::kUsage, "backend plugin '" + path + "': " + dlerror());
   auto init = reinterpret_cast<ext::InitFn>(dlsym(lib, "kiln_extension_init"));
-  if (!init)
+  if (!init) {
+    dlclose(lib);
     throw Error(ErrorKind::kUsage, "backend plugin '" + path + "' defines no kiln_extension_init (KILN_EXTENSION_INIT)");
+  }
   int status = 0;
   try {
     status = init(ext::kApiVersion, &ext::register_backend);
@@ -111,20 +103,6 @@ void add_graph(Fingerprint& f, const Graph& g) {
 
 }  // namespace
 
-std::vector<std::string> split_backend_names(const std::string& list) {
-  std::vector<std::string> names;
-  std::string cur;
-  for (char c : list + ",") {
-    if (c == ',') {
-      if (!cur.empty()) names.push_back(cur);
-      cur.clear();
-    } else if (c != ' ') {
-      cur += c;
-    }
-  }
-  return names;
-}
-
 std::string model_fingerprint(const Model& m) {
   Fingerprint f;
   for (const auto& [domain, version] : m.opsets) f.add(domain + "=" + std::to_string(version));
@@ -138,12 +116,9 @@ std::vector<std::string> tuned_backends(const Model& m, const OffloadTable& tabl
   auto it = table.find(model_fingerprint(m));
   if (it == table.end()) return {};
   register_builtin_backends();
-  std::vector<std::string> names;
-  for (const std::string& b : it->second) {
-    if (ext::find_backend(b)) names.push_back(b);
-    else std::cerr << "kiln: records: the backend '" << b << "' they choose for this model is not available here\n";
-  }
-  return names;
+  if (ext::find_backend(it->second)) return {it->second};
+  std::cerr << "kiln: records: the backend '" << it->second << "' they choose for this model is not available here\n";
+  return {};
 }
 
 }  // namespace kiln

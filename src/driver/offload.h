@@ -22,16 +22,15 @@ void load_backend_plugin(const std::string& path);
 std::vector<std::shared_ptr<const ext::Backend>> offload_backends(const std::vector<std::string>& names);
 // Backend names, built-in and registered ones: "dnnl, ..." (for help texts and errors).
 std::string available_backends();
-// "dnnl, other" -> {"dnnl", "other"}: a comma-separated backend list (C API, records), spaces ignored.
-std::vector<std::string> split_backend_names(const std::string& list);
 
-// What `kiln tune` measured fastest per model: model_fingerprint -> the backends to offload to
-// (empty: kiln's own kernels). Sessions given one and no explicit --offload apply it.
-using OffloadTable = std::map<std::string, std::vector<std::string>>;
+// What `kiln tune` measured fastest per model: model_fingerprint -> the backend to offload to
+// (models it holds no entry for run on kiln's own kernels). Sessions given one and no explicit
+// --offload apply it.
+using OffloadTable = std::map<std::string, std::string>;
 // A hash of the model as imported (opsets, inputs, outputs, nodes with their ops, arities and
 // attribute names, initializers' types and dims): the same file gives the same text.
 std::string model_fingerprint(const Model& m);
-// The backends `table` holds for `m`, those registered here (others are skipped with a note on
+// The backend `table` holds for `m` when it is registered here (else skipped with a note on
 // stderr); empty when it holds none.
 std::vector<std::string> tuned_backends(const Model& m, const OffloadTable& table);
 

@@ -68,7 +68,7 @@ Session::Session(Model model, const SessionOptions& opts) : model_(std::move(mod
     ctx.offload_min_cost = opts.offload_min_cost;
     // KILN_DISABLE_PASSES=a,b: skip passes of the pipeline (A/B measurements, bisecting a pass).
     if (const char* off = std::getenv("KILN_DISABLE_PASSES"))
-      for (const std::string& name : split_pass_names(off)) ctx.disabled.insert(name);
+      for (const std::string& name : split_names(off)) ctx.disabled.insert(name);
     try {
       run_passes(model_, default_pipeline(), ctx);
     } catch (const Error& e) {

@@ -10,9 +10,8 @@
 namespace kiln {
 namespace {
 
-bool backend_supports(const ext::Backend& b, const Node& n) {
+bool backend_supports(const ext::Backend& b, const ext::Region& r) {
   try {
-    const ext::Region r = node_region(n);
     return b.supports(r, r.nodes[0]);
   } catch (...) {
     return false;
@@ -30,8 +29,9 @@ bool run(Model& m, PassContext& ctx) {
       ctx.offload_notes.push_back({n->display_name(), n->qualified_op(), "control flow stays native"});
       continue;
     }
+    const ext::Region one = node_region(*n);
     for (const auto& backend : ctx.offload) {
-      if (!backend_supports(*backend, *n)) continue;
+      if (!backend_supports(*backend, one)) continue;
       n->attrs["kiln.offload"] = Attribute::make_string(backend->name());
       changed = true;
       break;

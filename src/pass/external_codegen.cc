@@ -21,9 +21,7 @@ bool run(Model& m, PassContext& ctx) {
     if (!is_external(*n) || n->attr("artifact")) continue;
     AttrReader attrs(*n);
     const std::string backend = attrs.attr_string("backend", "");
-    const ext::Backend* b = nullptr;
-    for (const auto& candidate : ctx.offload)
-      if (candidate->name() == backend) b = candidate.get();
+    const ext::Backend* b = ctx.offload_backend(backend);
     if (!b) attrs.fail(ErrorKind::kUnsupported, "region '" + n->name + "' is for backend '" + backend + "', which is not among --offload");
     std::string artifact;
     try {

@@ -9,15 +9,11 @@
 #include <algorithm>
 
 #include "ir/rewrite.h"
+#include "ops/registry.h"
 #include "pass/passes.h"
 
 namespace kiln {
 namespace {
-
-std::string offload_of(const Node& n) {
-  const Attribute* a = n.attr("kiln.offload");
-  return a && a->kind == Attribute::Kind::kString ? a->s : "";
-}
 
 // The chain of nodes starting at `first` that matches `ops`, or empty.
 std::vector<Node*> match_chain(Graph& g, const UseMap& uses, Node* first, const std::vector<std::string>& ops,
@@ -26,7 +22,7 @@ std::vector<Node*> match_chain(Graph& g, const UseMap& uses, Node* first, const 
   Node* n = first;
   for (size_t k = 0; k < ops.size(); ++k) {
     if (!n || n->qualified_op() != ops[k] || n->attr("kiln.composite") || n->has_subgraphs()) return {};
-    const std::string owner = offload_of(*n);
+    const std::string owner = AttrReader(*n).attr_string("kiln.offload", "");
     if (!owner.empty() && owner != backend) return {};
     chain.push_back(n);
     if (k + 1 == ops.size()) break;

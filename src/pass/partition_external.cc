@@ -18,16 +18,14 @@
 
 #include "ir/rewrite.h"
 #include "ops/external.h"
+#include "ops/registry.h"
 #include "pass/external_view.h"
 #include "pass/passes.h"
 
 namespace kiln {
 namespace {
 
-std::string string_attr(const Node& n, const char* key) {
-  const Attribute* a = n.attr(key);
-  return a && a->kind == Attribute::Kind::kString ? a->s : "";
-}
+std::string string_attr(const Node& n, const char* key) { return AttrReader(n).attr_string(key, ""); }
 
 struct Region {
   std::string backend;
@@ -85,14 +83,13 @@ struct Assignment {
     region_of[&n] = r;
     Region& reg = regions[static_cast<size_t>(r)];
     reg.nodes.push_back(&n);
-    std::set<int> added;
     for (const Value* v : reads(n)) {
       if (!v || !v->producer) continue;
       auto p = region_of.find(v->producer);
       if (p != region_of.end() && p->second == r) continue;
-      for (int x : deps_of(v)) added.insert(x);
+      const std::set<int> d = deps_of(v);  // (can_join: r is not among them)
+      reg.deps.insert(d.begin(), d.end());
     }
-    reg.deps.insert(added.begin(), added.end());
     // Regions that reach r reach what r now reaches.
     for (size_t s = 0; s < regions.size(); ++s)
       if (regions[s].deps.count(r)) regions[s].deps.insert(reg.deps.begin(), reg.deps.end());
@@ -111,9 +108,8 @@ struct Assignment {
     auto c = composite.empty() ? composite_region.end() : composite_region.find(composite);
     if (c != composite_region.end()) {
       if (can_join(n, c->second)) return join(n, c->second);
-      conflicts.insert(composite);
-      regions.push_back({backend, {}, {}});
-      join(n, static_cast<int>(regions.size()) - 1);
+      conflicts.insert(composite);  // placed alone so that this (discarded) pass stays consistent
+      start_region(n, backend, "");
       return;
     }
     for (const Value* v : reads(n)) {
@@ -124,6 +120,10 @@ struct Assignment {
       if (!composite.empty()) composite_region[composite] = p->second;
       return;
     }
+    start_region(n, backend, composite);
+  }
+
+  void start_region(Node& n, const std::string& backend, const std::string& composite) {
     regions.push_back({backend, {}, {}});
     join(n, static_cast<int>(regions.size()) - 1);
     if (!composite.empty()) composite_region[composite] = static_cast<int>(regions.size()) - 1;
@@ -143,12 +143,6 @@ Assignment assign(Graph& g, std::vector<OffloadNote>& notes) {
       n->attrs.erase("kiln.composite");
     }
   }
-}
-
-const ext::Backend* backend_named(const PassContext& ctx, const std::string& name) {
-  for (const auto& b : ctx.offload)
-    if (b->name() == name) return b.get();
-  return nullptr;
 }
 
 double region_cost(const ext::Backend& b, const Region& r) {
@@ -221,7 +215,7 @@ bool run(Model& m, PassContext& ctx) {
   std::map<std::string, int> counts;
   std::set<const Node*> outlined;
   for (const Region& r : a.regions) {
-    const ext::Backend* b = backend_named(ctx, r.backend);
+    const ext::Backend* b = ctx.offload_backend(r.backend);
     bool has_output = false;
     for (const Node* n : r.nodes)
       for (const Value* v : n->outputs) has_output |= v && (is_graph_output(g, v) || uses.count(v) > 0);

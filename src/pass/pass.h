@@ -47,6 +47,12 @@ struct PassContext {
   // External backends nodes may be offloaded to, first choice first (--offload); empty: the
   // external passes (annotate-external ... external-codegen) change nothing.
   std::vector<std::shared_ptr<const ext::Backend>> offload;
+  // The backend of `offload` named `name`, or null.
+  const ext::Backend* offload_backend(const std::string& name) const {
+    for (const auto& b : offload)
+      if (b->name() == name) return b.get();
+    return nullptr;
+  }
   // Regions cheaper than this stay native; negative: each backend's min_region_cost.
   double offload_min_cost = -1;
   std::vector<OffloadNote> offload_notes;  // filled by the external passes
@@ -68,9 +74,10 @@ const PassInfo* find_pass(const std::string& name);
 // The default optimization pipeline (names), in order: what every entry point (CLI, bench,
 // Python, C API, AOT) runs before the compiled engine.
 std::vector<std::string> default_pipeline();
-// "a, b,c" -> {"a", "b", "c"}: a comma-separated list of pass names, blanks trimmed, empty items
-// dropped (the CLI's --passes/--disable and KILN_DISABLE_PASSES).
-std::vector<std::string> split_pass_names(const std::string& list);
+// "a, b,c" -> {"a", "b", "c"}: a `sep`-separated list of names, blanks trimmed, empty items
+// dropped (pass lists: --passes/--disable, KILN_DISABLE_PASSES; backend lists: kiln_options.offload;
+// plugin paths: KILN_BACKEND_PLUGINS with ':').
+std::vector<std::string> split_names(const std::string& list, char sep = ',');
 // Runs the named passes in order (unknown name -> kUsage error listing the passes).
 void run_passes(Model& m, const std::vector<std::string>& names, PassContext& ctx);
 

@@ -19,10 +19,10 @@ const std::vector<PassInfo>& all_passes() {
   return passes;
 }
 
-std::vector<std::string> split_pass_names(const std::string& list) {
+std::vector<std::string> split_names(const std::string& list, char sep) {
   std::vector<std::string> out;
   std::stringstream ss(list);
-  for (std::string item; std::getline(ss, item, ',');) {
+  for (std::string item; std::getline(ss, item, sep);) {
     const size_t b = item.find_first_not_of(" \t\r"), e = item.find_last_not_of(" \t\r");
     if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
   }

@@ -133,6 +133,13 @@ void ExecPlan::load_externals(int threads) {
   }
 }
 
+void use_backend_thread_teams(const ExecPlan& plan, ThreadPool& pool) {
+  for (const PlanExternal& x : plan.externals) {
+    std::shared_ptr<const ext::Backend> b = ext::find_backend(x.backend);
+    if (b && b->thread_team()) pool.use_team(b->thread_team());
+  }
+}
+
 bool ExecPlan::has_fallback() const {
   for (const auto& st : steps)
     if (st.kind == PlanStep::Kind::kFallback) return true;

@@ -125,6 +125,12 @@ struct ExecPlan {
   int64_t packed_weight_bytes() const;
 };
 
+class ThreadPool;
+// A backend of the plan's regions that lends its thread team (ext::Backend::thread_team) runs
+// `pool`'s parallel loops from now on, so kiln's kernels and the backend's primitives never
+// compete for cores (the compiled executor after building a plan, a library's loader).
+void use_backend_thread_teams(const ExecPlan& plan, ThreadPool& pool);
+
 // A fallback step produced a shape other than the planned one: the model's shapes depend on
 // input values, so the plan (built for the shapes of one run) does not fit this run.
 class PlanShapeMismatch : public Error {

@@ -46,6 +46,8 @@ bool parse_status(const std::string& s, Status* out) {
   return false;
 }
 
+constexpr const char* kOffloadKeyPrefix = "Offload ";  // offload records' keys: the prefix, then the fingerprint
+
 Record record_from_json(const json& j) {
   Record r;
   r.key = j.at("key").get<std::string>();
@@ -76,7 +78,7 @@ std::string to_json_line(const Record& r) {
   if (r.status == Status::kOk) j["time_us"] = r.time_us;
   if (!r.detail.empty()) j["detail"] = r.detail;
   if (!r.model.empty()) j["model"] = r.model;
-  if (r.key.rfind("Offload ", 0) == 0) j["offload"] = r.offload;
+  if (r.key.rfind(kOffloadKeyPrefix, 0) == 0) j["offload"] = r.offload;
   j["kiln"] = r.kiln_version.empty() ? std::string(KILN_VERSION) : r.kiln_version;
   return j.dump();
 }
@@ -191,27 +193,27 @@ std::shared_ptr<const TuningTable> load_tuning(const std::string& path, int thre
   return table;
 }
 
-std::string offload_key(const std::string& fingerprint) { return "Offload " + fingerprint; }
+std::string offload_key(const std::string& fingerprint) { return kOffloadKeyPrefix + fingerprint; }
 
 OffloadTable best_offload(const std::vector<Record>& records, const TargetKey& target) {
-  std::map<std::string, std::map<std::string, std::vector<double>>> times;  // key -> offload -> ok times
+  const std::string prefix = kOffloadKeyPrefix;
+  std::map<std::string, std::map<std::string, std::vector<double>>> times;  // fingerprint -> offload -> ok times
   for (const Record& r : records)
-    if (r.key.rfind("Offload ", 0) == 0 && r.target == target && r.status == Status::kOk)
-      times[r.key][r.offload].push_back(r.time_us);
+    if (r.key.rfind(prefix, 0) == 0 && r.target == target && r.status == Status::kOk)
+      times[r.key.substr(prefix.size())][r.offload].push_back(r.time_us);
   OffloadTable table;
-  for (const auto& [key, by_offload] : times) {
+  for (const auto& [fingerprint, by_offload] : times) {
     auto own = by_offload.find("");
     if (own == by_offload.end()) continue;  // nothing to compare with
     const double own_us = median(own->second);
     double best_us = own_us;
-    std::string best;
-    for (const auto& [offload, us] : by_offload)
-      if (!offload.empty() && median(us) <= 0.98 * own_us && median(us) < best_us) {
-        best_us = median(us);
-        best = offload;
+    for (const auto& [offload, us] : by_offload) {
+      const double m = median(us);
+      if (!offload.empty() && m <= 0.98 * own_us && m < best_us) {  // the same margin as kernel choices
+        best_us = m;
+        table[fingerprint] = offload;
       }
-    if (best.empty()) continue;
-    table[key.substr(8)] = split_backend_names(best);
+    }
   }
   return table;
 }

@@ -37,8 +37,8 @@ struct Record {
   double time_us = 0;               // median of the timed runs (status ok)
   std::string detail;               // why it is not ok, or "" 
   std::string model;                // the model it was tuned on (informational)
-  // Offload records (key "Offload <model_fingerprint>"): the backends the whole model ran with,
-  // comma-separated ("" = kiln's own kernels); time_us is the model's median run.
+  // Offload records (key offload_key(model_fingerprint)): the backend the whole model ran with
+  // ("" = kiln's own kernels); time_us is the model's median run.
   std::string offload;
   std::string kiln_version;
 };
@@ -83,8 +83,8 @@ std::shared_ptr<const TuningTable> load_tuning(const std::string& path, int thre
 
 // The key of a model's offload records.
 std::string offload_key(const std::string& fingerprint);
-// Per model fingerprint, the offload the records found fastest for `target`: a backend set
-// whose median is at least 2% under kiln's own (measured too), else none (not in the table).
+// Per model fingerprint, the backend the records found fastest for `target`: its median at least
+// 2% under kiln's own (measured too), else none (not in the table).
 OffloadTable best_offload(const std::vector<Record>& records, const TargetKey& target);
 // read_records + best_offload for host_target(threads); null for an empty `path`.
 std::shared_ptr<const OffloadTable> load_offload_choices(const std::string& path, int threads);

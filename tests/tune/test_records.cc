@@ -151,7 +151,7 @@ TEST(Records, OffloadChoiceNeedsATwoPercentGain) {
   EXPECT_TRUE(best_offload({off("", 100), off("dnnl", 99)}, here).empty());
   const OffloadTable t = best_offload({off("", 100), off("dnnl", 95), off("dnnl", 94), off("dnnl", 200)}, here);
   ASSERT_EQ(t.count("f00d"), 1u);
-  EXPECT_EQ(t.at("f00d"), std::vector<std::string>{"dnnl"});
+  EXPECT_EQ(t.at("f00d"), "dnnl");
   EXPECT_TRUE(best_offload({off("dnnl", 50)}, here).empty());  // kiln's own not measured
   EXPECT_TRUE(best_offload({off("", 100), off("dnnl", 50, 2)}, here).empty());  // another thread count
   EXPECT_TRUE(best_offload({off("", 100), off("dnnl", 50, 1, Status::kCrashed)}, here).empty());
@@ -178,7 +178,7 @@ TEST(Records, SessionAppliesTheRecordedOffload) {
   for (const bool matching : {true, false}) {
     Model m = parse_model(text);
     auto table = std::make_shared<OffloadTable>();
-    (*table)[matching ? model_fingerprint(m) : "0000000000000000"] = {"dnnl"};
+    (*table)[matching ? model_fingerprint(m) : "0000000000000000"] = "dnnl";
     SessionOptions so;
     so.engine = Engine::kCompiled;
     so.tuned_offload = table;

@@ -30,7 +30,7 @@ std::string read_text(const std::string& path) {
 // Pass names, with "default" standing for the default pipeline.
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> expanded;
-  for (const auto& name : split_pass_names(s)) {
+  for (const auto& name : split_names(s)) {
     if (name == "default") {
       auto d = default_pipeline();
       expanded.insert(expanded.end(), d.begin(), d.end());

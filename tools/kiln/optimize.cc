@@ -24,8 +24,8 @@ struct OptimizeArgs {
 
 int optimize_command(const OptimizeArgs& a) {
   OptimizeModelOptions opts;
-  opts.passes = split_pass_names(a.passes);
-  opts.disable = split_pass_names(a.disable);
+  opts.passes = split_names(a.passes);
+  opts.disable = split_names(a.disable);
   opts.verify = a.verify;
   opts.time = a.time;
   opts.print_ir_after = a.print_ir_after;

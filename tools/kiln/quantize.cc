@@ -34,7 +34,7 @@ int quantize_command(const QuantizeArgs& a) {
   o.qdq.per_channel = !a.per_tensor;
   o.qdq.reduce_range = a.reduce_range;
   for (const auto& e : a.exclude)
-    for (const auto& name : split_pass_names(e)) o.qdq.exclude.insert(name);
+    for (const auto& name : split_names(e)) o.qdq.exclude.insert(name);
   o.method = parse_calibration_method(a.method);
   o.percentile = a.percentile;
   o.calibration_dir = a.calibration;

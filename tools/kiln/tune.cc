@@ -186,7 +186,8 @@ OffloadOutcome choose_offload(const TuneArgs& a, const std::string& model, const
     tune::WorkerProcess worker(argv);
     worker.start();
     std::string failure;
-    std::optional<std::string> reply = worker.request("", a.timeout_s, &failure);  // its task list: it compiled
+    // Its task list: it compiled (as the tuner's worker start, compiling may take longer than a round).
+    std::optional<std::string> reply = worker.request("", std::max(300.0, a.timeout_s), &failure);
     if (reply)
       reply = worker.request(nlohmann::json{{"time_model", true}, {"runs", a.runs}, {"min_ms", 200}}.dump(),
                              a.timeout_s, &failure);
@@ -210,8 +211,7 @@ OffloadOutcome choose_offload(const TuneArgs& a, const std::string& model, const
   }
   tune::append_records(out, records);
   const OffloadTable best = tune::best_offload(records, target);
-  if (auto it = best.find(fingerprint); it != best.end())
-    for (const std::string& b : it->second) outcome.chosen += (outcome.chosen.empty() ? "" : ",") + b;
+  if (auto it = best.find(fingerprint); it != best.end()) outcome.chosen = it->second;
   std::cerr << "kiln tune: offload:";
   for (const auto& [variant, ms] : outcome.model_ms)
     std::cerr << " " << (variant.empty() ? "kiln" : variant) << " " << std::fixed << std::setprecision(2) << ms << " ms";
@@ -283,7 +283,7 @@ struct WorkerArgs {
   int64_t batch = 1;
   std::vector<std::string> dims;
   uint64_t seed = 0;
-  std::vector<std::string> offload;  // backends the model is compiled with (the offload phase)
+  std::vector<std::string> offload;  // the backend the model is compiled with (the offload phase)
 };
 
 int worker_command(const WorkerArgs& a) {
@@ -292,8 +292,7 @@ int worker_command(const WorkerArgs& a) {
   opts.threads = a.threads;
   opts.seed = a.seed;
   opts.profile = true;  // per-step timings: the worker times each task's steps inside model runs
-  for (const std::string& list : a.offload)  // "dnnl" or "a,b"
-    for (const std::string& name : split_backend_names(list)) opts.offload.push_back(name);
+  opts.offload = a.offload;
   auto session = Session::load(a.model, opts);
   InputShapeOptions shapes;
   shapes.batch = a.batch;

@@ -6,8 +6,29 @@
 #include "driver/offload.h"
 #include "ops/external.h"
 #include "pass/external_view.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln::compile {
+namespace {
+
+// " Conv( x:1[1,3,8,8,] w:1[...]) ..." (KILN_LOG_COMPILED): the region's ops and bound inputs.
+std::string describe(const ext::Region& region) {
+  std::string text;
+  for (const ext::Node& node : region.nodes) {
+    text += " " + node.op + "(";
+    for (int v : node.inputs) {
+      if (v < 0) continue;
+      const ext::ValueInfo& info = region.values[static_cast<size_t>(v)];
+      text += " " + info.name + ":" + std::to_string(static_cast<int>(info.type)) + "[";
+      for (int64_t d : info.dims) text += std::to_string(d) + ",";
+      text += "]";
+    }
+    text += ")";
+  }
+  return text;
+}
+
+}  // namespace
 
 void PlanBuilder::add_external_step(int i) {
   const Node& n = *g.nodes[static_cast<size_t>(i)];
@@ -32,19 +53,7 @@ void PlanBuilder::add_external_step(int i) {
     for (int64_t d : v.dims) bound &= d >= 0;
     if (!bound) attrs.fail(ErrorKind::kUnsupported, "region '" + n.name + "': the shape of '" + v.name + "' is not known for these inputs");
   }
-  std::string described;
-  for (const ext::Node& node : region.nodes) {
-    described += " " + node.op + "(";
-    for (int v : node.inputs) {
-      if (v < 0) continue;
-      const ext::ValueInfo& info = region.values[static_cast<size_t>(v)];
-      described += " " + info.name + ":" + std::to_string(static_cast<int>(info.type)) + "[";
-      for (int64_t d : info.dims) described += std::to_string(d) + ",";
-      described += "]";
-    }
-    described += ")";
-  }
-  log("region " + n.name + " (" + backend + "):" + described);
+  if (log_enabled()) log("region " + n.name + " (" + backend + "):" + describe(region));
   // Types known only now (a dtype inference could not tell at partitioning) can put a node out
   // of the backend's reach: the region then runs on kiln's own kernels (its body compiled as a
   // nested plan, like a control-flow body).
@@ -59,31 +68,26 @@ void PlanBuilder::add_external_step(int i) {
     add_fallback(i);
     return;
   }
-  ext::ModuleOptions mo;
-  mo.threads = opts_.threads;
-  std::shared_ptr<ext::RuntimeModule> module;
-  try {
-    module = b->load(attrs.attr_string("artifact", ""), region, mo);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    attrs.fail(ErrorKind::kUnsupported, "backend '" + backend + "' failed to load region '" + n.name + "': " + e.what());
-  }
-  if (!module) attrs.fail(ErrorKind::kInternal, "backend '" + backend + "' returned no module for region '" + n.name + "'");
   PlanStep st = node_step(i, PlanStep::Kind::kExternal);
   for (const Value* v : n.outputs)
     if (v) st.args.push_back(make_out_arg(v));
   st.external = static_cast<int32_t>(ex.externals.size());
-  PlanExternal x{backend, attrs.attr_string("artifact", ""), region, {}, std::move(module)};
   // The region's constants join the plan's (a compiled library stores them with the others).
-  x.constants.assign(region.values.size(), -1);
-  for (const Value* c : attrs.attr_graph("body")->constants)
-    for (size_t v = 0; v < region.values.size(); ++v)
-      if (region.values[v].data == c->initializer.raw()) {
-        x.constants[v] = static_cast<int32_t>(ex.constants.size());
-        ex.constants.push_back(c->initializer);
-      }
+  PlanExternal x{backend, attrs.attr_string("artifact", ""), region, std::vector<int32_t>(region.values.size(), -1), nullptr};
+  std::unordered_map<const void*, const Tensor*> weight_at;
+  for (const Value* c : attrs.attr_graph("body")->constants) weight_at[c->initializer.raw()] = &c->initializer;
+  for (size_t v = 0; v < region.values.size(); ++v)
+    if (auto w = weight_at.find(region.values[v].data); region.values[v].data && w != weight_at.end()) {
+      x.constants[v] = static_cast<int32_t>(ex.constants.size());
+      ex.constants.push_back(*w->second);
+    }
   ex.externals.push_back(std::move(x));
+  // The backend makes its module for these shapes now (as a compiled library's loader does).
+  try {
+    ex.load_externals(opts_.threads > 0 ? opts_.threads : ThreadPool::default_threads());
+  } catch (const Error& e) {
+    throw e.with_context(attrs.location());
+  }
   ex.steps.push_back(std::move(st));
   plan->stats.external_regions++;
   plan->stats.external_nodes += static_cast<int>(attrs.attr_graph("body")->nodes.size());

@@ -20,14 +20,6 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 
 const std::string kGroupAttr = "kiln.group";
 
-bool log_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("KILN_LOG_COMPILED");
-    return e && *e && std::string(e) != "0";
-  }();
-  return on;
-}
-
 }  // namespace
 
 namespace {
@@ -41,6 +33,14 @@ std::vector<Value*> without_constants(std::vector<Value*> vs) {
 
 std::vector<Value*> step_captures(const Node& n) { return without_constants(captured_values(n)); }
 std::vector<Value*> body_captures(const Graph& body) { return without_constants(captured_values(body)); }
+
+bool log_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("KILN_LOG_COMPILED");
+    return e && *e && std::string(e) != "0";
+  }();
+  return on;
+}
 
 void log(const std::string& msg) {
   if (log_enabled()) std::fprintf(stderr, "kiln compiled: %s\n", msg.c_str());

@@ -82,6 +82,7 @@ std::vector<Value*> body_captures(const Graph& body);
 
 // KILN_LOG_COMPILED=1: why nodes fall back (lowering declined or failed, kernel build errors).
 void log(const std::string& msg);
+bool log_enabled();  // (for messages that cost something to build)
 
 // The code generator's options for `o`: a "native" CPU is limited to the ISA the microkernels
 // use (target::Target::host(): KILN_ISA=avx2 on an AVX-512 CPU makes generated code AVX2 too);

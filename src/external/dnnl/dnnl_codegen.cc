@@ -220,9 +220,8 @@ bool supported(const ext::Region& r, const ext::Node& n) {
     }
     return true;
   }
-  // Transpose stays native: oneDNN 2.6's reorder with permuted strides ran a BERT attention
-  // transpose (1x12x128x64) 3-6x slower than kiln's generated kernel (AMD EPYC Zen 5).
-  if (op == "Transpose") return false;
+  // (Transpose stays native: oneDNN 2.6's reorder with permuted strides ran a BERT attention
+  // transpose, 1x12x128x64, 3-6x slower than kiln's generated kernel on an AMD EPYC Zen 5.)
   // A reshape's output dims must be known when the region loads: from a constant target (or
   // axes), or declared static. (A target computed at run time from data could be anything.)
   if (op == "Flatten") return is_f32(input(r, n, 0));
@@ -289,10 +288,6 @@ Step lower_node(const ext::Region& r, const ext::Node& n) {
     s.kind = "concat";
     s.axis = n.attr_int("axis", 0);
     if (s.axis < 0) s.axis += static_cast<int64_t>(output(r, n).dims.size());
-  } else if (op == "Transpose") {
-    s.kind = "transpose";
-    s.perm = n.attr_ints("perm");
-    s.inputs.resize(1);
   } else if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
     s.kind = "view";
     s.inputs.resize(1);
@@ -356,7 +351,7 @@ struct Lowering {
     if (other == cur || (op == "Sub" && !cur_first)) return false;
     const ext::ValueInfo& ov = r.values[static_cast<size_t>(other)];
     const ext::ValueInfo& out = r.values[static_cast<size_t>(cur)];
-    const bool has_bias = (s.kind == "conv" && s.inputs.size() > 2) || (s.kind != "conv" && s.inputs.size() > 2);
+    const bool has_bias = s.inputs.size() > 2;
     if (op == "Add" && s.post.empty() && !has_bias && is_bias(ov, s, out)) {
       s.inputs.resize(2);
       s.inputs.push_back(other);
@@ -407,7 +402,7 @@ std::vector<Step> lower_region(const ext::Region& r) { return Lowering(r).run();
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PostOp, kind, alg, alpha, beta, src1)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Step, kind, node, inputs, output, alg, alpha, beta, epsilon, axis, group, trans_b,
-                                   ceil_mode, global, auto_pad, kernel, strides, dilations, pads, perm, post)
+                                   ceil_mode, global, auto_pad, kernel, strides, dilations, pads, post)
 
 std::string save_steps(const std::vector<Step>& steps) {
   nlohmann::json j;

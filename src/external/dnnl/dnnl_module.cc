@@ -255,10 +255,15 @@ class DnnlModule : public ext::RuntimeModule {
       if (p.kind == "binary") return true;
     return false;
   }
+  // The binary post-ops' operands in the destination's layout `dst` (a plain `dst` of other dims
+  // than the operand's, as a MatMul's folded rows: the same buffer reshaped).
   void add_binary_args(const Step& s, const memory::desc& dst, std::unordered_map<int, memory>& args) {
-    for (size_t k = 0; k < s.post.size(); ++k)
-      if (s.post[k].kind == "binary")
-        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(k)) | DNNL_ARG_SRC_1] = as_layout(s.post[k].src1, dst);
+    for (size_t k = 0; k < s.post.size(); ++k) {
+      if (s.post[k].kind != "binary") continue;
+      const int v = s.post[k].src1;
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(k)) | DNNL_ARG_SRC_1] =
+          dims(v) == dst.dims() ? as_layout(v, dst) : reshaped(as_plain(v), dst);
+    }
   }
 
   // Builds the primitive descriptor with `dst` any, then, when there are binary post-ops, again
@@ -309,7 +314,6 @@ class DnnlModule : public ext::RuntimeModule {
     else if (s.kind == "bnorm") add_bnorm(s);
     else if (s.kind == "lnorm") add_lnorm(s);
     else if (s.kind == "concat") add_concat(s);
-    else if (s.kind == "transpose") add_transpose(s);
     else if (s.kind == "view") add_view(s);
     else throw std::runtime_error("unknown step kind");
     finish(s.output);
@@ -396,10 +400,7 @@ class DnnlModule : public ext::RuntimeModule {
     args[DNNL_ARG_WEIGHTS] = b_constant ? constant_as(s.inputs[1], plain(b), pd.weights_desc())
                                         : reshaped(as_plain(s.inputs[1]), plain(b));
     if (bias) args[DNNL_ARG_BIAS] = constant_as(s.inputs[2], bias_md, bias_md);
-    for (size_t k = 0; k < s.post.size(); ++k)
-      if (s.post[k].kind == "binary")
-        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(k)) | DNNL_ARG_SRC_1] =
-            reshaped(as_plain(s.post[k].src1), plain(yk));
+    add_binary_args(s, plain(yk), args);
     args[DNNL_ARG_DST] = reshaped(post_op_destination(s, plain(y), args[DNNL_ARG_SRC]), plain(yk));
     execs_.push_back({dnnl::matmul(pd), std::move(args)});
   }
@@ -443,7 +444,7 @@ class DnnlModule : public ext::RuntimeModule {
     const dnnl::algorithm alg = s.alg == "max"           ? dnnl::algorithm::pooling_max
                                 : s.alg == "avg_include" ? dnnl::algorithm::pooling_avg_include_padding
                                                          : dnnl::algorithm::pooling_avg_exclude_padding;
-    const memory src = mem_[static_cast<size_t>(s.inputs[0])];
+    const memory src = mem_for_read(s.inputs[0]);
     dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference, alg, src.get_desc(), any(y),
                                   {window.strides[0], window.strides[1]}, kernel, pad_l, pad_r);
     const dnnl::pooling_forward::primitive_desc pd(d, engine_);
@@ -504,7 +505,7 @@ class DnnlModule : public ext::RuntimeModule {
   }
 
   void add_bnorm(const Step& s) {
-    const memory src = mem_[static_cast<size_t>(s.inputs[0])];
+    const memory src = mem_for_read(s.inputs[0]);
     const auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                        dnnl::normalization_flags::use_shift;
     dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, src.get_desc(), s.epsilon, flags);
@@ -554,31 +555,16 @@ class DnnlModule : public ext::RuntimeModule {
     execs_.push_back({dnnl::concat(pd), std::move(args)});
   }
 
-  void add_transpose(const Step& s) {
-    const Dims x = dims(s.inputs[0]), y = dims(s.output);
-    Dims perm(s.perm.begin(), s.perm.end());
-    if (perm.empty())
-      for (size_t i = x.size(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
-    Dims in_strides(x.size(), 1), strides(x.size());
-    for (size_t i = x.size() - 1; i-- > 0;) in_strides[i] = in_strides[i + 1] * x[i + 1];
-    for (size_t i = 0; i < perm.size(); ++i) strides[i] = in_strides[static_cast<size_t>(perm[i])];
-    const memory src = reshaped(as_plain(s.inputs[0]), memory::desc(y, DT::f32, strides));
-    memory dst = destination(s.output, plain(y));
-    execs_.push_back({dnnl::reorder(src, dst), {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}}});
-  }
-
   void add_view(const Step& s) {
     const memory src = as_plain(s.inputs[0]);
-    memory view(plain(dims(s.output)), engine_, DNNL_MEMORY_NONE);
-    aliases_.push_back({view, src});
-    view.set_data_handle(src.get_data_handle());
-    mem_[static_cast<size_t>(s.output)] = view;
+    mem_[static_cast<size_t>(s.output)] = reshaped(src, plain(dims(s.output)));
+    // The view keeps its buffer alive: the input's, or the plain copy this step made of it.
     const int b = buffer_of_[static_cast<size_t>(s.inputs[0])];
     if (b >= 0 && src.get() == mem_[static_cast<size_t>(s.inputs[0])].get()) {
       refs_[static_cast<size_t>(b)]++;
       buffer_of_[static_cast<size_t>(s.output)] = b;
     } else if (!temps_.empty() && src.get_data_handle() == pool_[static_cast<size_t>(temps_.back())].get()) {
-      buffer_of_[static_cast<size_t>(s.output)] = temps_.back();  // the plain copy outlives this step
+      buffer_of_[static_cast<size_t>(s.output)] = temps_.back();
       temps_.pop_back();
     }
   }

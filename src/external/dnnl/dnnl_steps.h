@@ -21,7 +21,7 @@ struct PostOp {
 };
 
 struct Step {
-  // conv, matmul, inner_product, pool, eltwise, binary, softmax, bnorm, lnorm, concat, transpose, view
+  // conv, matmul, inner_product, pool, eltwise, binary, softmax, bnorm, lnorm, concat, view
   std::string kind;
   std::string node;          // the ONNX node's name (messages)
   std::vector<int> inputs;   // conv: x, w[, b]; matmul: a, b[, bias]; inner_product: x, w[, b]; ...
@@ -31,7 +31,7 @@ struct Step {
   int64_t axis = -1, group = 1;
   bool trans_b = false, ceil_mode = false, global = false;
   std::string auto_pad;      // conv / pool: NOTSET, VALID, SAME_UPPER, SAME_LOWER
-  std::vector<int64_t> kernel, strides, dilations, pads, perm;
+  std::vector<int64_t> kernel, strides, dilations, pads;
   std::vector<PostOp> post;
 };
 
