@@ -120,7 +120,7 @@ void write_region(Writer& w, const ext::Region& r) {
   for (const ext::ValueInfo& v : r.values) {
     w.str(v.name);
     w.pod<int32_t>(static_cast<int32_t>(v.type));
-    w.vec<int64_t>(v.dims);
+    write_dims(w, v.dims);
     w.pod<uint8_t>(v.known_rank ? 1 : 0);
   }
   w.pod<uint32_t>(static_cast<uint32_t>(r.nodes.size()));
